@@ -1,0 +1,88 @@
+# aiokafka_lite developer tasks (GNU make). `make help` lists them.
+
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+PORT ?= 9092
+# Extra arguments for pytest, e.g. `make test PYTEST_ARGS="-x -k proxy"`.
+PYTEST_ARGS ?=
+# Set when the editable install is done; redone when pyproject.toml changes.
+STAMP := $(VENV)/.aiokafka-lite-installed
+SYSTEM_TOOLS := kcat socat
+
+.DEFAULT_GOAL := help
+
+.PHONY: help install system-tools test test-noida lint broker bench demo clean distclean
+
+help:
+	@echo "make install     create $(VENV) and install aiokafka_lite with its dev extras (+ kcat, socat)"
+	@echo "make test        the default test suite (everything but 'slow'), on the auto-picked broker"
+	@echo "make test-noida  the integration tests against noida-db's Kafka service"
+	@echo "make lint        ruff check, ruff format --check, mypy"
+	@echo "make broker      an embedded Tansu broker in the foreground on port \$$PORT ($(PORT))"
+	@echo "make bench       run every benchmarks/bench_*.py"
+	@echo "make demo        the demo"
+	@echo "make clean       remove caches and build output (distclean: the venv too)"
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q -e '.[dev]'
+	@$(MAKE) --no-print-directory system-tools
+	@touch $@
+
+# Debian's kcat and socat: installed with apt-get when missing and we are root;
+# otherwise (or if apt fails) a note, since no test needs them yet.
+system-tools:
+	@missing=""; \
+	for tool in $(SYSTEM_TOOLS); do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing$$missing with apt-get"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq$$missing; } \
+			|| echo "warning: apt-get could not install$$missing; carrying on without"; \
+	else \
+		echo "note:$$missing not found; install with: sudo apt-get install$$missing"; \
+	fi
+
+# pytest exits 5 when it ran no test: that is a failure here, never a silent pass.
+define run_pytest
+	@echo "$(1) -m pytest $(2) $(PYTEST_ARGS)"
+	@$(1) -m pytest $(2) $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "error: pytest ran no tests (exit 5)" >&2; fi; \
+	exit $$rc
+endef
+
+test: $(STAMP)
+	$(call run_pytest,$(PY),-m "not slow")
+
+test-noida: $(STAMP)
+	$(call run_pytest,AIOKAFKA_LITE_TEST_BROKER=noida $(PY),-m "integration and not slow" tests/integration)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+broker: $(STAMP)
+	$(PY) -m aiokafka_lite.testing --port $(PORT)
+
+bench: $(STAMP)
+	@set -e; found=0; \
+	for bench in benchmarks/bench_*.py; do \
+		[ -e "$$bench" ] || continue; found=1; \
+		echo "== $$bench"; $(PY) "$$bench"; \
+	done; \
+	[ $$found = 1 ] || echo "no benchmarks/bench_*.py yet"
+
+demo:
+	@echo "demo: not yet (see issue 6)"
+
+clean:
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis ./*.egg-info
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+	rm -f $(STAMP)
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,658 @@
+"""The cluster client: bootstrap, metadata, one connection per node, retries.
+
+Producers, consumers and the admin client all sit on one `KafkaClient`. It owns
+the connections (at most one per broker), keeps the `ClusterMetadata` snapshot
+fresh (periodically and on demand) and spaces reconnect attempts with
+exponential backoff and jitter so a dead broker is not hammered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from aiokafka_lite import errors
+from aiokafka_lite.cluster import BrokerMetadata, ClusterMetadata
+from aiokafka_lite.connection import BrokerConnection, connect
+from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.security import SecurityConfig
+
+log = logging.getLogger(__name__)
+
+#: FindCoordinator key types.
+COORDINATOR_GROUP = 0
+COORDINATOR_TRANSACTION = 1
+
+_DEFAULT_PORT = 9092
+
+
+def parse_bootstrap_servers(servers: str | Sequence[str]) -> list[tuple[str, int]]:
+    """Turn ``"h1:9092,h2"`` or ``["h1:9092", "[::1]:9093"]`` into (host, port) pairs."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    result: list[tuple[str, int]] = []
+    for raw in items:
+        item = raw.strip()
+        if not item:
+            continue
+        host, port = item, _DEFAULT_PORT
+        if item.startswith("["):  # [ipv6]:port
+            end = item.find("]")
+            if end < 0:
+                raise errors.ConfigurationError(f"bad bootstrap server {item!r}")
+            host, rest = item[1:end], item[end + 1 :]
+            if rest.startswith(":"):
+                port = _parse_port(item, rest[1:])
+        elif item.count(":") == 1:
+            host, port_text = item.rsplit(":", 1)
+            port = _parse_port(item, port_text)
+        if not host:
+            raise errors.ConfigurationError(f"bad bootstrap server {item!r}: no host")
+        result.append((host, port))
+    if not result:
+        raise errors.ConfigurationError("bootstrap_servers is empty")
+    return result
+
+
+def _parse_port(item: str, text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise errors.ConfigurationError(f"bad port in bootstrap server {item!r}") from None
+    if not 0 < port < 65536:
+        raise errors.ConfigurationError(f"port out of range in bootstrap server {item!r}")
+    return port
+
+
+class _NodeState:
+    """Reconnect bookkeeping for one node."""
+
+    __slots__ = ("conn", "connecting", "failures", "next_attempt")
+
+    def __init__(self) -> None:
+        self.conn: BrokerConnection | None = None
+        self.connecting: asyncio.Future[BrokerConnection] | None = None
+        self.failures = 0
+        self.next_attempt = 0.0
+
+
+class KafkaClient:
+    """Connections and metadata for one cluster, shared by producer, consumer and admin."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        *,
+        client_id: str = "aiokafka-lite",
+        security: SecurityConfig | None = None,
+        request_timeout_ms: int = 30000,
+        connect_timeout_ms: int = 10000,
+        metadata_max_age_ms: int = 300000,
+        retry_backoff_ms: int = 100,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1000,
+        allow_auto_create_topics: bool = True,
+        max_in_flight_per_connection: int = 5000,
+    ) -> None:
+        for name, value in (
+            ("request_timeout_ms", request_timeout_ms),
+            ("connect_timeout_ms", connect_timeout_ms),
+            ("metadata_max_age_ms", metadata_max_age_ms),
+            ("max_in_flight_per_connection", max_in_flight_per_connection),
+        ):
+            if not isinstance(value, int) or value <= 0:
+                raise errors.ConfigurationError(f"{name} must be a positive int, got {value!r}")
+        for name, value in (
+            ("retry_backoff_ms", retry_backoff_ms),
+            ("reconnect_backoff_ms", reconnect_backoff_ms),
+            ("reconnect_backoff_max_ms", reconnect_backoff_max_ms),
+        ):
+            if not isinstance(value, int) or value < 0:
+                raise errors.ConfigurationError(f"{name} must be an int >= 0, got {value!r}")
+        self._bootstrap = parse_bootstrap_servers(bootstrap_servers)
+        self.client_id = client_id
+        self.security = security or SecurityConfig()
+        self.request_timeout_ms = request_timeout_ms
+        self.connect_timeout_ms = connect_timeout_ms
+        self.metadata_max_age_ms = metadata_max_age_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.reconnect_backoff_ms = reconnect_backoff_ms
+        self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
+        self.allow_auto_create_topics = allow_auto_create_topics
+        self.max_in_flight_per_connection = max_in_flight_per_connection
+
+        self.cluster = ClusterMetadata()
+        self._topics: set[str] = set()
+        self._all_topics = False
+        self._nodes: dict[int, _NodeState] = {}
+        # Coordinators found by FindCoordinator, in case metadata does not list them.
+        self._extra_brokers: dict[int, BrokerMetadata] = {}
+        self._listeners: list[Callable[[ClusterMetadata], None]] = []
+        self._update_waiters: list[asyncio.Future[ClusterMetadata]] = []
+        self._update_event: asyncio.Event | None = None
+        self._metadata_task: asyncio.Task[None] | None = None
+        self._started = False
+        self._closed = False
+
+    # --- lifecycle -------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Reach a bootstrap server and load metadata; bounded by ``request_timeout_ms``."""
+        if self._started:
+            return
+        if self._closed:
+            raise errors.IllegalStateError("client is closed")
+        self._update_event = asyncio.Event()
+        self._started = True
+        try:
+            await self._bootstrap_metadata()
+        except BaseException:
+            await self.close()
+            raise
+        self._metadata_task = asyncio.get_running_loop().create_task(
+            self._metadata_loop(), name="aiokafka-lite-metadata"
+        )
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._metadata_task is not None:
+            self._metadata_task.cancel()
+            try:
+                await self._metadata_task
+            except asyncio.CancelledError:
+                pass
+            self._metadata_task = None
+        self._fail_waiters(errors.KafkaConnectionError("client closed"))
+        nodes = list(self._nodes.values())
+        self._nodes.clear()
+        for state in nodes:
+            if state.connecting is not None and not state.connecting.done():
+                state.connecting.cancel()
+            if state.conn is not None:
+                await _close_connection(state.conn)
+
+    async def __aenter__(self) -> KafkaClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # --- topics we track -------------------------------------------------------
+
+    @property
+    def topics(self) -> frozenset[str]:
+        return frozenset(self._topics)
+
+    def add_topics(self, topics: Iterable[str]) -> None:
+        """Track these topics too; a refresh is requested when any is new."""
+        new = set(topics) - self._topics
+        if new:
+            self._topics |= new
+            if self._started and not self._closed:
+                self.request_metadata_update()
+
+    def set_topics(self, topics: Iterable[str]) -> None:
+        wanted = set(topics)
+        if wanted != self._topics:
+            grew = bool(wanted - self._topics)
+            self._topics = wanted
+            if grew and self._started and not self._closed:
+                self.request_metadata_update()
+
+    def track_all_topics(self, enabled: bool = True) -> None:
+        """Ask for every topic in each refresh (pattern subscriptions need it)."""
+        if enabled != self._all_topics:
+            self._all_topics = enabled
+            if enabled and self._started and not self._closed:
+                self.request_metadata_update()
+
+    def add_metadata_listener(self, callback: Callable[[ClusterMetadata], None]) -> None:
+        self._listeners.append(callback)
+
+    def remove_metadata_listener(self, callback: Callable[[ClusterMetadata], None]) -> None:
+        if callback in self._listeners:
+            self._listeners.remove(callback)
+
+    # --- metadata ----------------------------------------------------------------
+
+    def request_metadata_update(self) -> asyncio.Future[ClusterMetadata]:
+        """Ask the background task for a refresh; many callers share one request."""
+        self._check_usable()
+        fut: asyncio.Future[ClusterMetadata] = asyncio.get_running_loop().create_future()
+        self._update_waiters.append(fut)
+        assert self._update_event is not None
+        self._update_event.set()
+        return fut
+
+    async def refresh_metadata(
+        self, topics: Iterable[str] | None = None, *, timeout_ms: int | None = None
+    ) -> ClusterMetadata:
+        """Refresh now and return the new snapshot.
+
+        With ``topics`` given, those topics are fetched once (and merged into the
+        snapshot) without being tracked afterwards.
+        """
+        self._check_usable()
+        timeout = (timeout_ms or self.request_timeout_ms) / 1000
+        if topics is None:
+            fut = self.request_metadata_update()
+            try:
+                return await asyncio.wait_for(asyncio.shield(fut), timeout)
+            except asyncio.TimeoutError:
+                raise errors.KafkaTimeoutError(
+                    f"metadata refresh did not complete within {timeout:.1f}s"
+                ) from None
+        names = list(topics)
+        try:
+            return await asyncio.wait_for(
+                self._fetch_metadata(names, full=False, deadline=time.monotonic() + timeout),
+                timeout,
+            )
+        except asyncio.TimeoutError:
+            raise errors.KafkaTimeoutError(
+                f"metadata for {names} not received within {timeout:.1f}s"
+            ) from None
+
+    async def wait_for_metadata(self, topic: str, timeout_ms: int) -> set[int]:
+        """Wait until ``topic``'s partitions are known; raises on a fatal topic error.
+
+        Raises `KafkaTimeoutError` after ``timeout_ms`` (typical reason: the topic
+        does not exist and auto-creation is off).
+        """
+        self.add_topics([topic])
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            partitions = self.cluster.partitions_for_topic(topic)
+            code = self.cluster.topic_error(topic)
+            if partitions:
+                return partitions
+            if code and not errors.error_for_code(code).retriable:
+                raise errors.error_for_code(code, f"topic {topic!r}")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                detail = f" (last error: {errors.error_for_code(code)})" if code else ""
+                raise errors.KafkaTimeoutError(
+                    f"topic {topic!r} not found in metadata after {timeout_ms} ms{detail}"
+                )
+            fut = self.request_metadata_update()
+            try:
+                await asyncio.wait_for(asyncio.shield(fut), remaining)
+            except asyncio.TimeoutError:
+                continue
+            except errors.KafkaError as exc:
+                if not exc.retriable:
+                    raise
+            # Topics that are being created answer LEADER_NOT_AVAILABLE for a moment.
+            if not self.cluster.partitions_for_topic(topic):
+                await asyncio.sleep(min(self.retry_backoff_ms / 1000, max(remaining, 0)))
+
+    def _metadata_topics(self) -> list[str] | None:
+        return None if self._all_topics else sorted(self._topics)
+
+    async def _metadata_loop(self) -> None:
+        assert self._update_event is not None
+        event = self._update_event
+        while True:
+            age_left = self.cluster.updated_at + self.metadata_max_age_ms / 1000 - time.monotonic()
+            if not event.is_set():
+                try:
+                    await asyncio.wait_for(event.wait(), max(age_left, 0))
+                except asyncio.TimeoutError:
+                    pass
+            event.clear()
+            waiters, self._update_waiters = self._update_waiters, []
+            try:
+                deadline = time.monotonic() + self.request_timeout_ms / 1000
+                meta = await self._fetch_metadata(self._metadata_topics(), True, deadline)
+            except asyncio.CancelledError:
+                self._update_waiters = waiters + self._update_waiters
+                raise
+            except errors.KafkaError as exc:
+                log.debug("metadata refresh failed: %s", exc)
+                for fut in waiters:
+                    if not fut.done():
+                        fut.set_exception(exc)
+                        # Waiters that gave up already must not warn about an unread error.
+                        fut.exception()
+                await asyncio.sleep(self.retry_backoff_ms / 1000)
+                continue
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(meta)
+            # Requests that came in while this refresh ran are not served by it:
+            # they may want topics added after the request was built.
+            await asyncio.sleep(0)
+
+    async def _bootstrap_metadata(self) -> None:
+        deadline = time.monotonic() + self.request_timeout_ms / 1000
+        await self._fetch_metadata(self._metadata_topics(), full=True, deadline=deadline)
+
+    async def _fetch_metadata(
+        self, topics: list[str] | None, full: bool, deadline: float
+    ) -> ClusterMetadata:
+        """One Metadata round trip, retried over other nodes until ``deadline``."""
+        failures: list[str] = []
+        while True:
+            node_id = self.least_loaded_node()
+            try:
+                conn = await self._connection_before(node_id, deadline)
+                version = conn.version_for(ApiKey.METADATA)
+                body: dict[str, Any] = {
+                    "topics": None if topics is None else [{"name": t} for t in topics],
+                    "allow_auto_topic_creation": self.allow_auto_create_topics,
+                    "include_cluster_authorized_operations": False,
+                    "include_topic_authorized_operations": False,
+                }
+                if topics is None and version == 0:
+                    body["topics"] = []  # v0 spells "all topics" as an empty list
+                remaining_ms = max(int((deadline - time.monotonic()) * 1000), 1)
+                response = await conn.send(
+                    ApiKey.METADATA,
+                    body,
+                    version=version,
+                    timeout_ms=min(remaining_ms, self.request_timeout_ms),
+                )
+            except errors.KafkaError as exc:
+                if not exc.retriable and not isinstance(exc, errors.KafkaConnectionError):
+                    raise
+                failures.append(f"{self._describe_node(node_id)}: {exc}")
+                if time.monotonic() >= deadline:
+                    raise self._no_brokers(failures) from exc
+                await asyncio.sleep(
+                    min(self.retry_backoff_ms / 1000, max(deadline - time.monotonic(), 0))
+                )
+                continue
+            meta = ClusterMetadata.from_response(
+                response, version=version, previous=self.cluster, full=full
+            )
+            self._install(meta)
+            return meta
+
+    def _no_brokers(self, failures: list[str]) -> errors.KafkaError:
+        if not self.cluster.brokers:
+            servers = ", ".join(f"{h}:{p}" for h, p in self._bootstrap)
+            tried = "; ".join(dict.fromkeys(failures[-5:]))
+            return errors.NoBrokersAvailableError(
+                f"no bootstrap server answered ({servers}) within "
+                f"{self.request_timeout_ms} ms: {tried}"
+            )
+        return errors.KafkaTimeoutError(
+            "metadata request failed on every broker: " + "; ".join(failures[-5:])
+        )
+
+    def _install(self, meta: ClusterMetadata) -> None:
+        first = not self.cluster.brokers
+        self.cluster = meta
+        if first:
+            # The bootstrap connections served their purpose; real node ids take over.
+            for node_id in [n for n in self._nodes if n < 0]:
+                state = self._nodes.pop(node_id)
+                if state.conn is not None:
+                    state.conn.close("bootstrap done")
+        for callback in list(self._listeners):
+            try:
+                callback(meta)
+            except Exception:
+                log.exception("metadata listener %r failed", callback)
+
+    def _fail_waiters(self, exc: errors.KafkaError) -> None:
+        waiters, self._update_waiters = self._update_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_exception(exc)
+                fut.exception()
+
+    # --- nodes and connections -------------------------------------------------------
+
+    def _address(self, node_id: int) -> tuple[str, int] | None:
+        if node_id < 0:
+            index = -node_id - 1
+            return self._bootstrap[index] if index < len(self._bootstrap) else None
+        broker = self.cluster.brokers.get(node_id) or self._extra_brokers.get(node_id)
+        return None if broker is None else (broker.host, broker.port)
+
+    def _describe_node(self, node_id: int) -> str:
+        address = self._address(node_id)
+        where = f"{address[0]}:{address[1]}" if address else "?"
+        return f"bootstrap {where}" if node_id < 0 else f"node {node_id} ({where})"
+
+    def least_loaded_node(self) -> int:
+        """The node to send a request that any broker can answer.
+
+        Prefers a connected node with the fewest requests in flight, then a node
+        not in reconnect backoff, then the one whose backoff ends first. Before
+        the first metadata, bootstrap servers have ids -1, -2, ...
+        """
+        if self.cluster.brokers:
+            candidates = list(self.cluster.brokers)
+        else:
+            candidates = [-(i + 1) for i in range(len(self._bootstrap))]
+        random.shuffle(candidates)
+        now = time.monotonic()
+        best: int | None = None
+        best_in_flight = 0
+        for node_id in candidates:
+            state = self._nodes.get(node_id)
+            if state is not None and state.conn is not None and not state.conn.closed:
+                in_flight = state.conn.in_flight_count
+                if in_flight == 0:
+                    return node_id
+                if best is None or in_flight < best_in_flight:
+                    best, best_in_flight = node_id, in_flight
+        if best is not None:
+            return best
+        return min(
+            candidates,
+            key=lambda n: self._nodes[n].next_attempt if n in self._nodes else now - 1,
+        )
+
+    def is_connected(self, node_id: int) -> bool:
+        state = self._nodes.get(node_id)
+        return state is not None and state.conn is not None and not state.conn.closed
+
+    def connection_delay(self, node_id: int) -> float:
+        """Seconds until a new connection attempt to ``node_id`` is allowed (0 = now)."""
+        state = self._nodes.get(node_id)
+        if state is None or self.is_connected(node_id):
+            return 0.0
+        return max(state.next_attempt - time.monotonic(), 0.0)
+
+    async def get_connection(self, node_id: int) -> BrokerConnection:
+        """The open connection to ``node_id``, connecting (after any backoff) if needed."""
+        deadline = (
+            time.monotonic() + (self.connect_timeout_ms + self.reconnect_backoff_max_ms) / 1000
+        )
+        return await self._connection_before(node_id, deadline)
+
+    async def _connection_before(self, node_id: int, deadline: float) -> BrokerConnection:
+        self._check_usable()
+        state = self._nodes.get(node_id)
+        if state is None:
+            state = self._nodes[node_id] = _NodeState()
+        if state.conn is not None and not state.conn.closed:
+            return state.conn
+        if state.connecting is None or state.connecting.done():
+            address = self._address(node_id)
+            if address is None:
+                raise errors.KafkaConnectionError(f"node {node_id} is not in the cluster metadata")
+            delay = state.next_attempt - time.monotonic()
+            if delay > deadline - time.monotonic():
+                raise errors.KafkaConnectionError(
+                    f"{self._describe_node(node_id)} is in reconnect backoff for {delay:.2f}s"
+                )
+            task = asyncio.get_running_loop().create_task(
+                self._connect(node_id, address, max(delay, 0.0))
+            )
+            state.connecting = task
+            task.add_done_callback(_consume_exception)
+        # Shielded so a caller that times out does not abort a connect others wait on.
+        return await asyncio.shield(state.connecting)
+
+    async def _connect(
+        self, node_id: int, address: tuple[str, int], delay: float
+    ) -> BrokerConnection:
+        if delay > 0:
+            await asyncio.sleep(delay)
+        state = self._nodes.setdefault(node_id, _NodeState())
+        host, port = address
+        try:
+            conn = await connect(
+                host,
+                port,
+                client_id=self.client_id,
+                security=self.security,
+                request_timeout_ms=self.request_timeout_ms,
+                connect_timeout_ms=self.connect_timeout_ms,
+                max_in_flight=self.max_in_flight_per_connection,
+                node_id=node_id,
+            )
+        except errors.KafkaError:
+            state.failures += 1
+            backoff = min(
+                self.reconnect_backoff_ms * 2 ** (state.failures - 1),
+                self.reconnect_backoff_max_ms,
+            )
+            # +-20% jitter so many clients do not reconnect in lockstep.
+            state.next_attempt = time.monotonic() + backoff * random.uniform(0.8, 1.2) / 1000
+            raise
+        if self._closed or self._nodes.get(node_id) is not state:
+            await _close_connection(conn)
+            raise errors.KafkaConnectionError("client closed while connecting")
+        state.failures = 0
+        state.next_attempt = 0.0
+        state.conn = conn
+        conn.add_close_callback(lambda _conn: self._on_connection_closed(node_id, _conn))
+        log.debug("connected to %s", self._describe_node(node_id))
+        return conn
+
+    def _on_connection_closed(self, node_id: int, conn: BrokerConnection) -> None:
+        state = self._nodes.get(node_id)
+        if state is not None and state.conn is conn:
+            state.conn = None
+            # A connection that dies on its own counts as a failure for backoff.
+            state.failures += 1
+            backoff = min(
+                self.reconnect_backoff_ms * 2 ** (state.failures - 1), self.reconnect_backoff_max_ms
+            )
+            state.next_attempt = time.monotonic() + backoff * random.uniform(0.8, 1.2) / 1000
+
+    async def send(
+        self,
+        node_id: int,
+        api_key: int,
+        body: Mapping[str, Any],
+        *,
+        version: int | None = None,
+        timeout_ms: int | None = None,
+        expect_response: bool = True,
+    ) -> dict[str, Any]:
+        """Send one request to ``node_id`` and return the decoded response body."""
+        conn = await self.get_connection(node_id)
+        return await conn.send(
+            api_key, body, version=version, timeout_ms=timeout_ms, expect_response=expect_response
+        )
+
+    async def send_to_any(
+        self,
+        api_key: int,
+        body: Mapping[str, Any],
+        *,
+        version: int | None = None,
+        timeout_ms: int | None = None,
+    ) -> dict[str, Any]:
+        """Send to the least loaded node, trying another once if the connection fails."""
+        attempts = 0
+        while True:
+            node_id = self.least_loaded_node()
+            try:
+                return await self.send(
+                    node_id, api_key, body, version=version, timeout_ms=timeout_ms
+                )
+            except errors.KafkaConnectionError:
+                attempts += 1
+                if attempts >= max(2, len(self.cluster.brokers)):
+                    raise
+
+    def api_version(self, api_key: int) -> int | None:
+        """The version negotiated for ``api_key`` on any open connection, if any."""
+        for state in self._nodes.values():
+            if state.conn is not None and not state.conn.closed:
+                return state.conn.version_for(api_key)
+        return None
+
+    async def find_coordinator(
+        self, key: str, key_type: int = COORDINATOR_GROUP, *, timeout_ms: int | None = None
+    ) -> int:
+        """Node id of the group (or transaction) coordinator for ``key``.
+
+        Retries while the coordinator is not available yet, up to ``timeout_ms``.
+        """
+        timeout = (timeout_ms or self.request_timeout_ms) / 1000
+        deadline = time.monotonic() + timeout
+        last_error: errors.KafkaError | None = None
+        while time.monotonic() < deadline:
+            node_id = self.least_loaded_node()
+            try:
+                conn = await self._connection_before(node_id, deadline)
+                remaining_ms = max(int((deadline - time.monotonic()) * 1000), 1)
+                response = await conn.send(
+                    ApiKey.FIND_COORDINATOR,
+                    {"key": key, "key_type": key_type, "coordinator_keys": [key]},
+                    timeout_ms=min(remaining_ms, self.request_timeout_ms),
+                )
+            except errors.KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                last_error = exc
+            else:
+                entry: Mapping[str, Any] = (
+                    response["coordinators"][0] if response.get("coordinators") else response
+                )
+                code = entry.get("error_code", 0)
+                if code == 0:
+                    coordinator = int(entry["node_id"])
+                    broker = BrokerMetadata(coordinator, entry["host"], entry["port"])
+                    if self.cluster.brokers.get(coordinator) != broker:
+                        self._extra_brokers[coordinator] = broker
+                    return coordinator
+                last_error = errors.error_for_code(code, entry.get("error_message"))
+                if not last_error.retriable:
+                    raise last_error
+            await asyncio.sleep(
+                min(self.retry_backoff_ms / 1000, max(deadline - time.monotonic(), 0))
+            )
+        raise errors.KafkaTimeoutError(
+            f"no coordinator found for {key!r} within {timeout:.1f}s"
+            + (f" (last error: {last_error})" if last_error else "")
+        )
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise errors.KafkaConnectionError("client is closed")
+        if not self._started:
+            raise errors.IllegalStateError("client is not started; call start() first")
+
+
+async def _close_connection(conn: BrokerConnection) -> None:
+    conn.close()
+    try:
+        # Bounded: a peer that never acknowledges the close must not hang close().
+        await asyncio.wait_for(conn.wait_closed(), 1.0)
+    except asyncio.TimeoutError:
+        pass
+
+
+def _consume_exception(fut: asyncio.Future[Any]) -> None:
+    # Connect attempts nobody awaits any more must not log "exception never retrieved".
+    if not fut.cancelled():
+        fut.exception()

@@ -1,0 +1,677 @@
+"""Layer 2: one asyncio connection to one broker.
+
+:func:`connect` opens a TCP (optionally TLS) connection, negotiates API versions with
+ApiVersions and authenticates with SASL when configured, and returns a
+:class:`BrokerConnection`. ``await conn.send(api_key, body)`` encodes a request at the
+highest version both sides support, frames it with the 4-byte size prefix, matches the
+response by correlation id and resolves with the decoded body.
+
+The transport is driven by a plain :class:`asyncio.Protocol` (no streams): frames are
+cut out of a ``bytearray`` with a read offset, so neither many small frames nor one
+huge frame cause quadratic copying.
+
+Every way the connection can end (``close()``, the broker closing, a request timeout,
+a protocol desync, a failed handshake) goes through one path that fails every pending
+future with :class:`~aiokafka_lite.errors.KafkaConnectionError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import importlib.metadata
+import logging
+import os
+import socket
+import ssl
+import struct
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from aiokafka_lite import errors
+from aiokafka_lite.protocol import api
+from aiokafka_lite.sasl import OAuthBearerMechanism, PlainMechanism, SaslMechanism, ScramMechanism
+from aiokafka_lite.security import SecurityConfig, fetch_oauth_token
+
+__all__ = ["DEFAULT_MAX_IN_FLIGHT", "BrokerConnection", "CloseCallback", "connect"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_IN_FLIGHT: Final = 100
+_SIZE = struct.Struct(">i")
+_MAX_CORRELATION_ID: Final = 2**31 - 1
+_COMPACT_THRESHOLD: Final = 64 * 1024
+
+_API_VERSIONS: Final = int(api.ApiKey.API_VERSIONS)
+_SASL_HANDSHAKE: Final = int(api.ApiKey.SASL_HANDSHAKE)
+_SASL_AUTHENTICATE: Final = int(api.ApiKey.SASL_AUTHENTICATE)
+_UNSUPPORTED_VERSION: Final = 35
+_UNSUPPORTED_SASL_MECHANISM: Final = 33
+
+CloseCallback = Callable[["BrokerConnection"], object]
+
+
+def _client_software_version() -> str:
+    # Sent in ApiVersions v3+ (KIP-511); from the installed distribution's metadata.
+    try:
+        return importlib.metadata.version("aiokafka-lite")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+_CLIENT_SOFTWARE_VERSION: Final = _client_software_version()
+
+
+def _retrieve_exception(fut: asyncio.Future[Any]) -> None:
+    # Mark a failed future's exception as retrieved: a request whose caller went
+    # away (cancelled, or a fire-and-forget ``request()``) must not log
+    # "Future exception was never retrieved" when the connection fails it.
+    if not fut.cancelled():
+        fut.exception()
+
+
+def _os_error_reason(exc: OSError) -> str:
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve host: {exc.strerror}"
+    if exc.errno is not None and exc.errno > 0:
+        # asyncio replaces strerror with "Connect call failed (...)"; use the OS text.
+        return f"{os.strerror(exc.errno)} (errno {exc.errno})"
+    return str(exc) or type(exc).__name__
+
+
+class _Request:
+    """A request that was written (waiting for its response) or is queued for a slot."""
+
+    __slots__ = (
+        "api_key",
+        "api_version",
+        "correlation_id",
+        "expect_response",
+        "future",
+        "payload",
+        "sent_at",
+        "timer",
+    )
+
+    def __init__(
+        self,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        payload: bytes,
+        future: asyncio.Future[dict[str, Any]],
+        expect_response: bool,
+    ) -> None:
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.payload: bytes | None = payload
+        self.future = future
+        self.expect_response = expect_response
+        self.sent_at = 0.0
+        self.timer: asyncio.TimerHandle | None = None
+
+
+class _KafkaProtocol(asyncio.Protocol):
+    """Cuts the byte stream into size-prefixed frames and hands them to the connection."""
+
+    def __init__(self, conn: BrokerConnection) -> None:
+        self._conn = conn
+        self._buf = bytearray()
+        self._pos = 0  # start of unconsumed data in _buf
+        self._frame_size = -1  # size of the frame being read, -1 while reading a prefix
+        self.transport: asyncio.Transport | None = None
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        conn = self._conn
+        if conn.closed:
+            return
+        buf = self._buf
+        buf += data
+        pos = self._pos
+        end = len(buf)
+        size = self._frame_size
+        try:
+            while True:
+                if size < 0:
+                    if end - pos < 4:
+                        break
+                    size = _SIZE.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if size < 4:
+                        conn._fail(f"protocol error: invalid response frame size {size}")
+                        return
+                if end - pos < size:
+                    break
+                with memoryview(buf) as view:
+                    frame = bytes(view[pos : pos + size])
+                pos += size
+                size = -1
+                conn._on_frame(frame)
+                if conn.closed:
+                    return
+        finally:
+            self._frame_size = size
+            # Compact only when everything is consumed or the consumed prefix is large
+            # and at least half the buffer, so each byte is moved O(1) times.
+            if pos == len(buf):
+                buf.clear()
+                pos = 0
+            elif pos >= _COMPACT_THRESHOLD and pos * 2 >= len(buf):
+                del buf[:pos]
+                pos = 0
+            self._pos = pos
+
+    def eof_received(self) -> bool:
+        return False  # close the transport; connection_lost follows
+
+    def pause_writing(self) -> None:
+        self._conn._pause_writing()
+
+    def resume_writing(self) -> None:
+        self._conn._resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._buf = bytearray()
+        if not self.lost.done():
+            self.lost.set_result(None)
+        if exc is None:
+            self._conn._fail("connection closed by the broker", cause=None)
+        else:
+            self._conn._fail(f"connection lost: {exc}", cause=exc)
+
+
+class BrokerConnection:
+    """One connection to one broker. Build it with :func:`connect`."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None = "aiokafka-lite",
+        security: SecurityConfig | None = None,
+        request_timeout_ms: int = 30000,
+        max_in_flight: int | None = DEFAULT_MAX_IN_FLIGHT,
+        node_id: int | None = None,
+    ) -> None:
+        if request_timeout_ms <= 0:
+            raise errors.ConfigurationError("request_timeout_ms must be positive")
+        if max_in_flight is not None and max_in_flight < 1:
+            raise errors.ConfigurationError("max_in_flight must be at least 1 (or None)")
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.security = security if security is not None else SecurityConfig()
+        self.request_timeout_ms = request_timeout_ms
+        self.max_in_flight = max_in_flight
+        #: Broker version range per API key, from ApiVersions.
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        #: SaslAuthenticate's session lifetime (ms, 0 = none), for re-authentication.
+        self.sasl_session_lifetime_ms = 0
+        #: ``time.monotonic()`` of the last byte written or frame received.
+        self.last_activity = time.monotonic()
+        self.close_reason: str | None = None
+
+        self._loop = asyncio.get_running_loop()
+        self._protocol: _KafkaProtocol | None = None
+        self._transport: asyncio.Transport | None = None
+        self._closed = False
+        self._correlation_id = 0
+        self._in_flight: dict[int, _Request] = {}
+        self._queued: collections.deque[_Request] = collections.deque()
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._close_callbacks: list[CloseCallback] = []
+
+    # --- public state ------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def in_flight_count(self) -> int:
+        """Requests written and waiting for their response."""
+        return len(self._in_flight)
+
+    @property
+    def queued_count(self) -> int:
+        """Requests waiting for an in-flight slot (``max_in_flight`` reached)."""
+        return len(self._queued)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        node = "" if self.node_id is None else f" node_id={self.node_id}"
+        return (
+            f"<BrokerConnection{node} {self.host}:{self.port} "
+            f"{self.security.security_protocol} {state} in_flight={len(self._in_flight)}>"
+        )
+
+    def version_for(self, api_key: int) -> int:
+        """Highest version of ``api_key`` both sides support (UnsupportedVersionError if none)."""
+        broker = self.api_versions.get(api_key)
+        if broker is None:
+            raise errors.UnsupportedVersionError(
+                f"broker {self.host}:{self.port} does not support "
+                f"{api.api_name(api_key)} (API key {api_key})"
+            )
+        return api.pick_version(api_key, broker[0], broker[1])
+
+    def add_close_callback(self, callback: CloseCallback) -> None:
+        """Call ``callback(conn)`` once the connection is closed (soon, if it already is)."""
+        if self._closed:
+            self._loop.call_soon(self._run_close_callback, callback)
+        else:
+            self._close_callbacks.append(callback)
+
+    # --- requests ----------------------------------------------------------
+
+    def request(
+        self,
+        api_key: int,
+        body: Mapping[str, Any],
+        *,
+        version: int | None = None,
+        timeout_ms: int | None = None,
+        expect_response: bool = True,
+    ) -> asyncio.Future[dict[str, Any]]:
+        """Write a request now (or queue it for a free in-flight slot); return its future.
+
+        The future resolves with the decoded response body, or fails with
+        KafkaConnectionError / KafkaTimeoutError / DecodeError. With
+        ``expect_response=False`` (Produce with acks=0) it resolves with ``{}`` once the
+        request is written. Encoding errors and unsupported versions raise here.
+        """
+        fut: asyncio.Future[dict[str, Any]] = self._loop.create_future()
+        fut.add_done_callback(_retrieve_exception)
+        if self._closed:
+            fut.set_exception(self._closed_error())
+            return fut
+        if version is None:
+            version = self.version_for(api_key)
+        correlation_id = self._next_correlation_id()
+        payload = api.encode_request(api_key, version, correlation_id, self.client_id, body)
+        req = _Request(api_key, version, correlation_id, payload, fut, expect_response)
+        timeout = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
+        req.timer = self._loop.call_later(timeout, self._on_timeout, req, timeout)
+        if self._queued or (
+            self.max_in_flight is not None and len(self._in_flight) >= self.max_in_flight
+        ):
+            self._queued.append(req)
+        else:
+            self._write(req)
+        return fut
+
+    async def send(
+        self,
+        api_key: int,
+        body: Mapping[str, Any],
+        *,
+        version: int | None = None,
+        timeout_ms: int | None = None,
+        expect_response: bool = True,
+    ) -> dict[str, Any]:
+        """Send a request and return the decoded response body (see :meth:`request`).
+
+        Waits for a free slot when ``max_in_flight`` requests are outstanding, and for
+        the transport's buffer to drain when the socket pushes back.
+        """
+        fut = self.request(
+            api_key, body, version=version, timeout_ms=timeout_ms, expect_response=expect_response
+        )
+        if self._write_paused and not fut.done():
+            await self._drain()
+        return await fut
+
+    def close(self, reason: str | None = None) -> None:
+        """Close the connection; pending requests fail with KafkaConnectionError."""
+        self._fail(reason or "closed by the client", cause=None, abort=False)
+
+    async def wait_closed(self) -> None:
+        """Wait until the transport is fully closed (after :meth:`close`)."""
+        if self._protocol is not None:
+            await asyncio.shield(self._protocol.lost)
+
+    # --- internals: writing ------------------------------------------------
+
+    def _next_correlation_id(self) -> int:
+        # Non-negative int32 ids that wrap around; skip any id still in flight.
+        cid = self._correlation_id
+        while True:
+            cid = 0 if cid >= _MAX_CORRELATION_ID else cid + 1
+            if cid not in self._in_flight:
+                break
+        self._correlation_id = cid
+        return cid
+
+    def _write(self, req: _Request) -> None:
+        assert self._transport is not None and req.payload is not None
+        payload, req.payload = req.payload, None
+        self._transport.write(_SIZE.pack(len(payload)) + payload)
+        req.sent_at = self.last_activity = time.monotonic()
+        if req.expect_response:
+            self._in_flight[req.correlation_id] = req
+        else:
+            self._finish(req)
+            if not req.future.done():
+                req.future.set_result({})
+
+    def _pump(self) -> None:
+        # Move queued requests into free in-flight slots, in order.
+        while self._queued and not self._closed:
+            if self.max_in_flight is not None and len(self._in_flight) >= self.max_in_flight:
+                return
+            req = self._queued.popleft()
+            if req.future.done():  # cancelled while waiting for a slot
+                self._finish(req)
+                continue
+            self._write(req)
+
+    def _pause_writing(self) -> None:
+        self._write_paused = True
+
+    def _resume_writing(self) -> None:
+        self._write_paused = False
+        self._wake_drain_waiters()
+
+    def _wake_drain_waiters(self) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _drain(self) -> None:
+        while self._write_paused and not self._closed:
+            waiter: asyncio.Future[None] = self._loop.create_future()
+            self._drain_waiters.append(waiter)
+            await waiter
+
+    # --- internals: reading ------------------------------------------------
+
+    def _on_frame(self, frame: bytes) -> None:
+        self.last_activity = time.monotonic()
+        correlation_id = _SIZE.unpack_from(frame, 0)[0]
+        req = self._in_flight.pop(correlation_id, None)
+        if req is None:
+            self._fail(f"protocol desync: response with unknown correlation id {correlation_id}")
+            return
+        self._finish(req)
+        fut = req.future
+        if not fut.done():  # the caller may have cancelled; the response is dropped
+            try:
+                _, body = api.decode_response(req.api_key, req.api_version, frame)
+            except errors.KafkaError as exc:
+                fut.set_exception(exc)
+            except Exception as exc:  # a decoder bug must not kill the connection
+                fut.set_exception(
+                    errors.DecodeError(
+                        f"cannot decode {api.api_name(req.api_key)} v{req.api_version} "
+                        f"response: {exc!r}"
+                    )
+                )
+            else:
+                fut.set_result(body)
+        self._pump()
+
+    def _finish(self, req: _Request) -> None:
+        if req.timer is not None:
+            req.timer.cancel()
+            req.timer = None
+
+    def _on_timeout(self, req: _Request, timeout: float) -> None:
+        req.timer = None
+        what = f"{api.api_name(req.api_key)} v{req.api_version} request to {self.host}:{self.port}"
+        if req.payload is not None:
+            # Still queued for a slot: nothing was written, the stream is intact.
+            try:
+                self._queued.remove(req)
+            except ValueError:
+                pass
+            if not req.future.done():
+                req.future.set_exception(
+                    errors.KafkaTimeoutError(
+                        f"{what} timed out after {timeout * 1000:.0f} ms "
+                        "waiting for an in-flight slot"
+                    )
+                )
+            return
+        if self._in_flight.get(req.correlation_id) is not req:
+            return
+        del self._in_flight[req.correlation_id]
+        if not req.future.done():
+            req.future.set_exception(
+                errors.KafkaTimeoutError(f"{what} timed out after {timeout * 1000:.0f} ms")
+            )
+        # Like Kafka's Java client, close the connection on a request timeout: the
+        # broker may still answer later and the stream is in an unknown state, so the
+        # connection cannot be trusted for other requests.
+        self._fail(f"{what} timed out after {timeout * 1000:.0f} ms")
+
+    # --- internals: the one close path ---------------------------------------
+
+    def _closed_error(self) -> errors.KafkaConnectionError:
+        return errors.KafkaConnectionError(
+            f"connection to {self.host}:{self.port} closed: {self.close_reason}"
+        )
+
+    def _fail(self, reason: str, cause: BaseException | None = None, abort: bool = True) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.close_reason = reason
+        log.debug("closing %r: %s", self, reason)
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            if abort:
+                transport.abort()
+            else:
+                transport.close()
+        pending = list(self._in_flight.values())
+        pending.extend(self._queued)
+        self._in_flight.clear()
+        self._queued.clear()
+        for req in pending:
+            self._finish(req)
+            if not req.future.done():
+                exc = self._closed_error()
+                exc.__cause__ = cause
+                req.future.set_exception(exc)
+        self._wake_drain_waiters()
+        callbacks, self._close_callbacks = self._close_callbacks, []
+        for callback in callbacks:
+            self._run_close_callback(callback)
+
+    def _run_close_callback(self, callback: CloseCallback) -> None:
+        try:
+            callback(self)
+        except Exception:
+            log.exception("close callback %r of %r failed", callback, self)
+
+    # --- connecting --------------------------------------------------------
+
+    async def _open(self, connect_timeout_ms: int) -> None:
+        security = self.security
+        ssl_context = security.ssl_context if security.uses_ssl else None
+        server_hostname: str | None = None
+        if ssl_context is not None:
+            server_hostname = security.ssl_server_hostname or self.host
+        where = f"{self.host}:{self.port}"
+        log.debug("connecting to %s (%s)", where, security.security_protocol)
+        try:
+            transport, protocol = await asyncio.wait_for(
+                self._loop.create_connection(
+                    lambda: _KafkaProtocol(self),
+                    self.host,
+                    self.port,
+                    ssl=ssl_context,
+                    server_hostname=server_hostname,
+                ),
+                connect_timeout_ms / 1000,
+            )
+        except asyncio.TimeoutError:
+            raise errors.KafkaConnectionError(
+                f"cannot connect to {where}: timed out after {connect_timeout_ms} ms"
+            ) from None
+        except ssl.SSLCertVerificationError as exc:
+            raise errors.KafkaConnectionError(
+                f"cannot connect to {where}: TLS certificate verification failed: "
+                f"{exc.verify_message or exc}"
+            ) from exc
+        except ssl.SSLError as exc:
+            raise errors.KafkaConnectionError(
+                f"cannot connect to {where}: TLS handshake failed: {exc}"
+            ) from exc
+        except OSError as exc:
+            raise errors.KafkaConnectionError(
+                f"cannot connect to {where}: {_os_error_reason(exc)}"
+            ) from exc
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._protocol = protocol
+        self.last_activity = time.monotonic()
+        if self._closed:  # the peer hung up during the handshake
+            raise self._closed_error()
+        try:
+            await self._negotiate_versions()
+            if security.uses_sasl:
+                await self._authenticate()
+        except errors.KafkaTimeoutError as exc:
+            self._fail(f"handshake failed: {exc}")
+            raise errors.KafkaConnectionError(f"cannot connect to {where}: {exc}") from exc
+        except BaseException as exc:
+            self._fail(f"handshake failed: {exc}")
+            raise
+        log.debug("connected to %s", where)
+
+    async def _negotiate_versions(self) -> None:
+        lo, version = api.SUPPORTED_VERSIONS[_API_VERSIONS]
+        body = {
+            "client_software_name": "aiokafka-lite",
+            "client_software_version": _CLIENT_SOFTWARE_VERSION,
+        }
+        tried: set[int] = set()
+        while True:
+            tried.add(version)
+            response = await self.send(_API_VERSIONS, body, version=version)
+            code = response["error_code"]
+            listed = {
+                entry["api_key"]: (entry["min_version"], entry["max_version"])
+                for entry in response["api_keys"]
+            }
+            if code == _UNSUPPORTED_VERSION:
+                # The broker lists the ApiVersions versions it supports; retry at the
+                # highest common one, or v0 when it lists none (as Kafka's protocol says).
+                broker = listed.get(_API_VERSIONS)
+                retry = lo if broker is None else min(version - 1, broker[1])
+                if retry < lo or retry in tried:
+                    raise errors.UnsupportedVersionError(
+                        f"broker {self.host}:{self.port} supports no ApiVersions version "
+                        f"this client speaks ({lo}-{version})"
+                    )
+                log.debug("ApiVersions v%d unsupported by %s; retrying v%d", version, self, retry)
+                version = retry
+                continue
+            if code != 0:
+                raise errors.error_for_code(code, f"ApiVersions to {self.host}:{self.port}")
+            self.api_versions = listed
+            log.debug("%r negotiated ApiVersions v%d: %d APIs", self, version, len(listed))
+            return
+
+    def _make_mechanism(self, token: str, extensions: dict[str, str]) -> SaslMechanism:
+        security = self.security
+        name = security.sasl_mechanism
+        if name == "OAUTHBEARER":
+            return OAuthBearerMechanism(token, extensions)
+        assert security.sasl_plain_username is not None
+        assert security.sasl_plain_password is not None
+        if name == "PLAIN":
+            return PlainMechanism(security.sasl_plain_username, security.sasl_plain_password)
+        assert name is not None
+        return ScramMechanism(name, security.sasl_plain_username, security.sasl_plain_password)
+
+    async def _authenticate(self) -> None:
+        security = self.security
+        name = security.sasl_mechanism
+        assert name is not None
+        token = ""
+        extensions: dict[str, str] = {}
+        if name == "OAUTHBEARER":
+            assert security.sasl_oauth_token_provider is not None
+            token, extensions = await fetch_oauth_token(security.sasl_oauth_token_provider)
+        mechanism = self._make_mechanism(token, extensions)
+
+        if _SASL_AUTHENTICATE not in self.api_versions:
+            raise errors.UnsupportedVersionError(
+                f"broker {self.host}:{self.port} does not support SaslAuthenticate "
+                "(only the pre-KIP-152 raw SASL exchange, which this client does not speak)"
+            )
+        handshake = await self.send(_SASL_HANDSHAKE, {"mechanism": name})
+        code = handshake["error_code"]
+        if code != 0:
+            enabled = ", ".join(handshake["mechanisms"]) or "none"
+            if code == _UNSUPPORTED_SASL_MECHANISM:
+                raise errors.AuthenticationFailedError(
+                    f"broker {self.host}:{self.port} does not enable SASL mechanism {name}; "
+                    f"enabled mechanisms: {enabled}"
+                )
+            raise errors.AuthenticationFailedError(
+                f"SaslHandshake with {self.host}:{self.port} failed: "
+                f"{errors.error_for_code(code)} (enabled mechanisms: {enabled})"
+            )
+
+        out: bytes | None = mechanism.first_message()
+        while out is not None:
+            response = await self.send(_SASL_AUTHENTICATE, {"auth_bytes": out})
+            code = response["error_code"]
+            if code != 0:
+                detail = response.get("error_message") or str(errors.error_for_code(code))
+                server_error = getattr(mechanism, "server_error", None)
+                if server_error:
+                    detail = f"{detail} ({server_error})"
+                raise errors.AuthenticationFailedError(
+                    f"SASL {name} authentication with {self.host}:{self.port} failed: {detail}"
+                )
+            self.sasl_session_lifetime_ms = response.get("session_lifetime_ms", 0)
+            out = mechanism.step(response["auth_bytes"])
+        log.debug("%r authenticated with SASL %s", self, name)
+
+
+async def connect(
+    host: str,
+    port: int,
+    *,
+    client_id: str | None = "aiokafka-lite",
+    security: SecurityConfig | None = None,
+    request_timeout_ms: int = 30000,
+    connect_timeout_ms: int = 10000,
+    max_in_flight: int | None = DEFAULT_MAX_IN_FLIGHT,
+    node_id: int | None = None,
+) -> BrokerConnection:
+    """Open, negotiate and (with SASL) authenticate a connection to one broker.
+
+    Raises KafkaConnectionError (TCP/TLS failure or timeout, with host:port and the
+    reason), UnsupportedVersionError, or AuthenticationFailedError.
+    ``connect_timeout_ms`` bounds the TCP and TLS handshake; each request of the Kafka
+    handshake (ApiVersions, SASL) is bounded by ``request_timeout_ms``.
+    """
+    if connect_timeout_ms <= 0:
+        raise errors.ConfigurationError("connect_timeout_ms must be positive")
+    conn = BrokerConnection(
+        host,
+        port,
+        client_id=client_id,
+        security=security,
+        request_timeout_ms=request_timeout_ms,
+        max_in_flight=max_in_flight,
+        node_id=node_id,
+    )
+    await conn._open(connect_timeout_ms)
+    return conn

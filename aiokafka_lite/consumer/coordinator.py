@@ -1,0 +1,928 @@
+"""The group coordinator client: membership, rebalances, heartbeats and offsets.
+
+Two background tasks:
+
+* the main task finds the coordinator, joins and syncs (JoinGroup / SyncGroup), runs the
+  rebalance listener, and auto-commits on the interval;
+* the heartbeat task sends Heartbeat every ``heartbeat_interval_ms``, whatever the
+  fetcher or the user's code are doing, and enforces ``max_poll_interval_ms``.
+
+Rebalancing follows the protocol the configured assignors share: eager (revoke all,
+then rejoin) or cooperative (KIP-429: only partitions that move are revoked, and a
+member that gave some up rejoins at once so they can be handed over).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from aiokafka_lite import errors
+from aiokafka_lite.client import KafkaClient
+from aiokafka_lite.cluster import ClusterMetadata
+from aiokafka_lite.consumer._errors import CommitFailedError
+from aiokafka_lite.consumer.assignors import GroupMember, PartitionAssignor, RebalanceProtocol
+from aiokafka_lite.consumer.config import ConsumerConfig
+from aiokafka_lite.consumer.fetcher import Fetcher
+from aiokafka_lite.consumer.group_protocol import (
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from aiokafka_lite.consumer.membership import ErrorAction, Generation, GroupMembership, GroupState
+from aiokafka_lite.consumer.subscription import SubscriptionState, SubscriptionType
+from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
+
+__all__ = ["GroupCoordinator"]
+
+log = logging.getLogger(__name__)
+
+_PROTOCOL_TYPE = "consumer"
+
+
+class GroupCoordinator:
+    """Keeps this consumer in its group and commits its offsets."""
+
+    def __init__(
+        self,
+        client: KafkaClient,
+        subscription: SubscriptionState,
+        config: ConsumerConfig,
+        fetcher: Fetcher,
+    ) -> None:
+        assert config.group_id is not None
+        self._client = client
+        self._subs = subscription
+        self._config = config
+        self._fetcher = fetcher
+        self.group_id: str = config.group_id
+        self.membership = GroupMembership(config.group_id, config.group_instance_id)
+        self._assignors: dict[str, PartitionAssignor] = {a.name: a for a in config.assignors}
+        self.protocol = config.rebalance_protocol
+        self._wakeup = asyncio.Event()
+        self._stable_event = asyncio.Event()
+        #: Set while no rebalance listener callback runs (getone/getmany wait on it).
+        self.callbacks_idle = asyncio.Event()
+        self.callbacks_idle.set()
+        self._main_task: asyncio.Task[None] | None = None
+        self._heartbeat_task: asyncio.Task[None] | None = None
+        self._commit_lock = asyncio.Lock()
+        self._closing = False
+        self._joining = False
+        self._joined_topics: frozenset[str] = frozenset()
+        self._metadata_snapshot: dict[str, int] | None = None
+        self._last_poll = time.monotonic()
+        self._poll_expired = False
+        self._next_auto_commit = time.monotonic() + config.auto_commit_interval_ms / 1000
+        self._last_committed: dict[TopicPartition, OffsetAndMetadata] = {}
+        self.committed_offsets: dict[TopicPartition, int] = {}
+        self.last_commit_time: float | None = None
+        self.last_commit_error: str | None = None
+        self.listener_error: BaseException | None = None
+        subscription.add_change_listener(self._on_subscription_change)
+        client.add_metadata_listener(self._on_metadata)
+
+    # --- lifecycle ----------------------------------------------------------------
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._main_task is None:
+            self._main_task = loop.create_task(self._run(), name="aiokafka-lite-coordinator")
+        if self._heartbeat_task is None:
+            self._heartbeat_task = loop.create_task(
+                self._heartbeat_loop(), name="aiokafka-lite-heartbeat"
+            )
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    @property
+    def state(self) -> GroupState:
+        return self.membership.state
+
+    async def close(self, timeout_ms: int) -> errors.KafkaError | None:
+        """Final commit, revoke, leave the group; returns the commit error, if any."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        self._closing = True
+        for task in (self._main_task, self._heartbeat_task):
+            if task is not None:
+                task.cancel()
+        for task in (self._main_task, self._heartbeat_task):
+            if task is not None:
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
+        self._client.remove_metadata_listener(self._on_metadata)
+        commit_error: errors.KafkaError | None = None
+        if self._config.enable_auto_commit and not self.membership.failed:
+            offsets = self._subs.all_consumed()
+            if offsets and self._offsets_changed(offsets):
+                try:
+                    await self._commit(offsets, _ms_left(loop, deadline), final=True)
+                except errors.KafkaError as exc:
+                    log.error("group %s: final offset commit failed: %s", self.group_id, exc)
+                    commit_error = exc
+        owned = self._subs.assigned_partitions()
+        if self._subs.auto_assigned and owned:
+            if self.membership.generation.valid:
+                await self._revoke(owned, lost=False)
+            else:
+                await self._revoke(owned, lost=True)
+        if self.membership.generation.valid or self.membership.member_id:
+            await self._leave_group("the consumer is stopping", _ms_left(loop, deadline))
+        self.membership.close()
+        self._stable_event.set()
+        return commit_error
+
+    # --- notifications -------------------------------------------------------------
+
+    def poll(self) -> None:
+        """The user asked for records (resets the max_poll_interval_ms clock)."""
+        self._last_poll = time.monotonic()
+        if self._poll_expired:
+            self._poll_expired = False
+            self.membership.request_rejoin("consumer polled again after a poll timeout")
+            self.wake()
+
+    def _on_subscription_change(self) -> None:
+        subs = self._subs
+        if subs.type is SubscriptionType.NONE or subs.user_assigned:
+            return
+        self._client.set_topics(subs.subscription | subs.group_subscription)
+        if subs.subscription != self._joined_topics:
+            if self.membership.state is GroupState.UNJOINED:
+                self.membership.start()
+            else:
+                self.membership.request_rejoin(
+                    f"subscription changed to {sorted(subs.subscription)}"
+                )
+            self.wake()
+
+    def _on_metadata(self, cluster: ClusterMetadata) -> None:
+        subs = self._subs
+        if subs.type is SubscriptionType.AUTO_PATTERN:
+            names = [
+                name
+                for name, meta in cluster.topics.items()
+                if not (self._config.exclude_internal_topics and meta.is_internal)
+                and meta.error_code == 0
+            ]
+            subs.change_subscription(subs.match_pattern(names))
+        snapshot = self._metadata_snapshot
+        if snapshot is not None and self.membership.is_leader:
+            for topic, count in snapshot.items():
+                parts = cluster.partitions_for_topic(topic)
+                if parts is not None and len(parts) != count:
+                    self._metadata_snapshot = None
+                    self.membership.request_rejoin(
+                        f"topic {topic} now has {len(parts)} partitions (was {count})"
+                    )
+                    self.wake()
+                    break
+
+    # --- main task ------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        backoff = self._config.retry_backoff_ms / 1000
+        while not self._closing:
+            self._wakeup.clear()
+            try:
+                if self._subs.auto_assigned and not self.membership.failed:
+                    if self.membership.state is GroupState.UNJOINED and not self._poll_expired:
+                        self.membership.start()
+                    if not self._poll_expired and (
+                        self.membership.rejoin_needed or not self.membership.generation.valid
+                    ):
+                        await self._ensure_coordinator()
+                        await self._rebalance()
+                if self._config.auto_commit:
+                    await self._maybe_auto_commit()
+                backoff = self._config.retry_backoff_ms / 1000
+            except asyncio.CancelledError:
+                raise
+            except errors.KafkaError as exc:
+                log.warning("group %s: %s", self.group_id, exc)
+                self.membership._note_error(str(exc))
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+                continue
+            except Exception:
+                log.exception("group %s: coordinator task error", self.group_id)
+                await asyncio.sleep(backoff)
+                continue
+            if self.membership.state is GroupState.STABLE or not self._subs.auto_assigned:
+                self._stable_event.set()
+            timeout: float | None = None
+            if self._config.auto_commit:
+                timeout = max(self._next_auto_commit - time.monotonic(), 0.01)
+            if (
+                self._subs.auto_assigned
+                and not self.membership.failed
+                and not self._poll_expired
+                and (self.membership.rejoin_needed or not self.membership.generation.valid)
+            ):
+                continue
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+        del loop
+
+    async def _ensure_coordinator(self, deadline: float | None = None) -> int:
+        """The coordinator's node id, looking it up (with retries) when unknown."""
+        loop = asyncio.get_running_loop()
+        while True:
+            node = self.membership.coordinator_id
+            if node is not None:
+                return node
+            if self.membership.state not in (GroupState.CLOSED, GroupState.FAILED,
+                                             GroupState.UNJOINED):
+                self.membership._set_state(GroupState.NO_COORDINATOR, "looking up coordinator")
+            timeout_ms = self._config.request_timeout_ms
+            if deadline is not None:
+                timeout_ms = _ms_left(loop, deadline)
+                if timeout_ms <= 0:
+                    raise errors.KafkaTimeoutError(
+                        f"group {self.group_id}: no coordinator found in time"
+                        + self._error_hint()
+                    )
+            try:
+                node = await self._client.find_coordinator(self.group_id, timeout_ms=timeout_ms)
+                await self._client.get_connection(node)
+            except errors.KafkaError as exc:
+                self.membership._note_error(f"FindCoordinator: {exc}")
+                if not (exc.retriable or isinstance(exc, errors.KafkaConnectionError)):
+                    raise
+                if deadline is not None and loop.time() >= deadline:
+                    raise
+                await asyncio.sleep(max(self._config.retry_backoff_ms, 100) / 1000)
+                continue
+            log.debug("group %s: coordinator is node %s", self.group_id, node)
+            self.membership.coordinator_found(node)
+            return node
+
+    def _error_hint(self) -> str:
+        m = self.membership
+        return f" (last error: {m.last_error})" if m.last_error else ""
+
+    # --- rebalance ---------------------------------------------------------------------
+
+    async def _rebalance(self) -> None:
+        self._stable_event.clear()
+        await self._on_join_prepare()
+        while not self._closing and (
+            self.membership.rejoin_needed or not self.membership.generation.valid
+        ):
+            if self.membership.failed:
+                raise self.membership.fatal_error or errors.IllegalStateError("group failed")
+            if not self._subs.auto_assigned:
+                return
+            coordinator = await self._ensure_coordinator()
+            ok = await self._join_and_sync(coordinator)
+            if not ok:
+                if self.membership.failed:
+                    assert self.membership.fatal_error is not None
+                    raise self.membership.fatal_error
+                if not self.membership.generation.valid and self._subs.assigned_partitions():
+                    # Our generation is gone: whatever we hold is lost, not revoked.
+                    await self._revoke(self._subs.assigned_partitions(), lost=True)
+                if self.membership.coordinator_id is None:
+                    await asyncio.sleep(self._config.retry_backoff_ms / 1000)
+
+    async def _on_join_prepare(self) -> None:
+        if self._config.auto_commit and self.membership.generation.valid:
+            offsets = self._subs.all_consumed()
+            if offsets and self._offsets_changed(offsets):
+                try:
+                    await self._commit(offsets, self._config.request_timeout_ms)
+                except errors.KafkaError as exc:
+                    log.warning("group %s: commit before rebalance failed: %s",
+                                self.group_id, exc)
+        owned = self._subs.assigned_partitions()
+        if not owned:
+            return
+        if not self.membership.generation.valid:
+            await self._revoke(owned, lost=True)
+        elif self.protocol is RebalanceProtocol.EAGER:
+            await self._revoke(owned, lost=False)
+        else:
+            gone = {tp for tp in owned if tp.topic not in self._subs.subscription}
+            if gone:
+                await self._revoke(gone, lost=False)
+
+    async def _join_and_sync(self, coordinator: int) -> bool:
+        """One JoinGroup + SyncGroup round; False when it has to be retried."""
+        m = self.membership
+        m.join_started()
+        topics = sorted(self._subs.subscription)
+        owned = sorted(self._subs.assigned_partitions())
+        protocols = []
+        for assignor in self._assignors.values():
+            sub = Subscription(
+                tuple(topics),
+                assignor.subscription_user_data(topics),
+                tuple(owned) if self.protocol is RebalanceProtocol.COOPERATIVE else (),
+                m.generation.generation_id,
+                self._config.client_rack,
+            )
+            protocols.append({"name": assignor.name, "metadata": encode_subscription(sub)})
+        body = {
+            "group_id": self.group_id,
+            "session_timeout_ms": self._config.session_timeout_ms,
+            "rebalance_timeout_ms": self._config.rebalance_timeout_ms,
+            "member_id": m.member_id,
+            "group_instance_id": m.group_instance_id,
+            "protocol_type": _PROTOCOL_TYPE,
+            "protocols": protocols,
+            "reason": m.rejoin_reason[:200],
+        }
+        assert self._config.rebalance_timeout_ms is not None
+        join_timeout = max(self._config.request_timeout_ms,
+                           self._config.rebalance_timeout_ms + 5000)
+        log.info("group %s: joining (member %r, reason: %s)", self.group_id,
+                 m.member_id or "<new>", m.rejoin_reason)
+        self._joining = True
+        try:
+            response = await self._client.send(
+                coordinator, ApiKey.JOIN_GROUP, body, timeout_ms=join_timeout
+            )
+        except errors.KafkaError as exc:
+            m.coordinator_dead(f"JoinGroup failed: {exc}")
+            m.request_rejoin(m.rejoin_reason)
+            return False
+        finally:
+            self._joining = False
+        code = response.get("error_code", 0)
+        if code:
+            action = m.handle_error("join", code)
+            if action is ErrorAction.MEMBER_ID_REQUIRED:
+                m.member_id_required(response.get("member_id", ""))
+                return False
+            m.request_rejoin(m.rejoin_reason)
+            if action is ErrorAction.RETRY:
+                await asyncio.sleep(self._config.retry_backoff_ms / 1000)
+            return False
+        self._joined_topics = frozenset(topics)
+        protocol = response.get("protocol_name")
+        m.join_succeeded(
+            response["generation_id"], response["member_id"], response.get("leader", ""), protocol
+        )
+        log.info(
+            "group %s: joined generation %d as %s%s (protocol %s)",
+            self.group_id, response["generation_id"], response["member_id"],
+            " (leader)" if m.is_leader else "", protocol,
+        )
+        assignments: list[dict[str, Any]] = []
+        if m.is_leader and not response.get("skip_assignment", False):
+            assignments = await self._assign(protocol, response.get("members", []))
+        sync_body = {
+            "group_id": self.group_id,
+            "generation_id": m.generation.generation_id,
+            "member_id": m.generation.member_id,
+            "group_instance_id": m.group_instance_id,
+            "protocol_type": _PROTOCOL_TYPE,
+            "protocol_name": protocol,
+            "assignments": assignments,
+        }
+        try:
+            sync = await self._client.send(
+                coordinator, ApiKey.SYNC_GROUP, sync_body, timeout_ms=join_timeout
+            )
+        except errors.KafkaError as exc:
+            m.coordinator_dead(f"SyncGroup failed: {exc}")
+            m.request_rejoin("SyncGroup failed")
+            return False
+        code = sync.get("error_code", 0)
+        if code:
+            action = m.handle_error("sync", code)
+            m.request_rejoin(m.rejoin_reason)
+            if action is ErrorAction.RETRY:
+                await asyncio.sleep(self._config.retry_backoff_ms / 1000)
+            return False
+        try:
+            assignment = decode_assignment(sync.get("assignment") or b"")
+        except errors.DecodeError as exc:
+            log.error("group %s: undecodable assignment: %s", self.group_id, exc)
+            m.request_rejoin("undecodable assignment")
+            return False
+        await self._on_join_complete(m.generation, assignment)
+        m.sync_succeeded()
+        if not m.rejoin_needed:
+            self._stable_event.set()
+        return True
+
+    async def _assign(self, protocol: str | None, raw_members: list[Mapping[str, Any]]) -> (
+        list[dict[str, Any]]
+    ):
+        assignor = self._assignors.get(protocol or "")
+        if assignor is None:
+            raise errors.IllegalStateError(
+                f"the group chose protocol {protocol!r}, which this member does not have"
+            )
+        members: dict[str, GroupMember] = {}
+        for raw in raw_members:
+            try:
+                sub = decode_subscription(raw["metadata"])
+            except errors.DecodeError as exc:
+                log.error("group %s: member %s sent an undecodable subscription: %s",
+                          self.group_id, raw["member_id"], exc)
+                sub = Subscription(())
+            members[raw["member_id"]] = GroupMember(
+                raw["member_id"], raw.get("group_instance_id"), sub
+            )
+        all_topics = {t for member in members.values() for t in member.subscription.topics}
+        self._subs.group_subscription = frozenset(all_topics) | self._subs.subscription
+        self._client.add_topics(all_topics)
+        if all_topics:
+            try:
+                await self._client.refresh_metadata(sorted(all_topics))
+            except errors.KafkaError as exc:
+                log.warning("group %s: metadata refresh before assignment failed: %s",
+                            self.group_id, exc)
+        cluster = self._client.cluster
+        counts: dict[str, int] = {}
+        for topic in sorted(all_topics):
+            parts = cluster.partitions_for_topic(topic)
+            if parts:
+                counts[topic] = len(parts)
+            else:
+                log.warning("group %s: no metadata for subscribed topic %r", self.group_id, topic)
+        self._metadata_snapshot = counts
+        result = assignor.assign(counts, members)
+        self._check_assignment(result, members)
+        log.info(
+            "group %s: assigned %s with %s: %s",
+            self.group_id, sum(counts.values()), assignor.name,
+            {m: len(p) for m, p in result.items()},
+        )
+        return [
+            {"member_id": member_id, "assignment": encode_assignment(result.get(member_id, []))}
+            for member_id in members
+        ]
+
+    def _check_assignment(
+        self, result: Mapping[str, list[TopicPartition]], members: Mapping[str, GroupMember]
+    ) -> None:
+        seen: dict[TopicPartition, str] = {}
+        for member_id, parts in result.items():
+            for tp in parts:
+                if tp in seen:
+                    raise errors.IllegalStateError(
+                        f"assignor gave {tp} to both {seen[tp]} and {member_id}"
+                    )
+                seen[tp] = member_id
+        if self.protocol is RebalanceProtocol.COOPERATIVE:
+            for member_id, member in members.items():
+                for tp in member.subscription.owned_partitions:
+                    new_owner = seen.get(tp)
+                    if new_owner is not None and new_owner != member_id:
+                        raise errors.IllegalStateError(
+                            f"cooperative assignment moved {tp} from {member_id} to "
+                            f"{new_owner} without revoking it first"
+                        )
+
+    async def _on_join_complete(self, generation: Generation, assignment: Assignment) -> None:
+        assignor = self._assignors.get(generation.protocol or "")
+        if assignor is not None:
+            assignor.on_assignment(assignment, generation.generation_id)
+        assigned = set(assignment.partitions)
+        owned = self._subs.assigned_partitions()
+        if self.protocol is RebalanceProtocol.COOPERATIVE:
+            revoked = owned - assigned
+            added = assigned - owned
+            if revoked:
+                await self._revoke(revoked, lost=False)
+                self.membership.request_rejoin(
+                    f"gave up {len(revoked)} partition(s) for their new owner"
+                )
+            self._subs.assign_from_subscribed(assigned)
+            log.info("group %s: generation %d: %d partition(s), added %s, revoked %s",
+                     self.group_id, generation.generation_id, len(assigned),
+                     sorted(added), sorted(revoked))
+            await self._call_listener("on_partitions_assigned", added)
+        else:
+            self._subs.assign_from_subscribed(assigned)
+            log.info("group %s: generation %d: assigned %s", self.group_id,
+                     generation.generation_id, sorted(assigned))
+            await self._call_listener("on_partitions_assigned", assigned)
+        self._fetcher.wake()
+
+    async def _revoke(self, partitions: Collection[TopicPartition], *, lost: bool) -> None:
+        parts = set(partitions)
+        if not parts:
+            return
+        self._subs.mark_pending_revocation(parts)
+        if lost:
+            log.warning("group %s: partitions lost: %s", self.group_id, sorted(parts))
+        else:
+            log.info("group %s: revoking %s", self.group_id, sorted(parts))
+        try:
+            await self._call_listener(
+                "on_partitions_lost" if lost else "on_partitions_revoked", parts
+            )
+        finally:
+            if self._subs.auto_assigned:
+                self._subs.assign_from_subscribed(self._subs.assigned_partitions() - parts)
+            for tp in parts:
+                self._last_committed.pop(tp, None)
+
+    async def _call_listener(self, name: str, partitions: set[TopicPartition]) -> None:
+        listener = self._subs.listener
+        if listener is None:
+            return
+        self.callbacks_idle.clear()
+        try:
+            await getattr(listener, name)(set(partitions))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("group %s: rebalance listener %s failed", self.group_id, name)
+            self.listener_error = exc
+        finally:
+            self.callbacks_idle.set()
+
+    async def wait_stable(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self._stable_event.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    # --- heartbeat task -----------------------------------------------------------------
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self._config.heartbeat_interval_ms / 1000
+        while not self._closing:
+            await asyncio.sleep(interval)
+            try:
+                self._check_poll_timeout()
+                m = self.membership
+                if self._joining or not m.generation.valid or m.coordinator_id is None:
+                    continue
+                await self._heartbeat(m.coordinator_id, m.generation)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("group %s: heartbeat task error", self.group_id)
+
+    def _check_poll_timeout(self) -> None:
+        if not self._subs.auto_assigned or self._poll_expired:
+            return
+        idle = time.monotonic() - self._last_poll
+        if idle * 1000 <= self._config.max_poll_interval_ms or not self.membership.generation.valid:
+            return
+        reason = (
+            f"no getone()/getmany() for {idle:.1f}s, more than max_poll_interval_ms "
+            f"({self._config.max_poll_interval_ms}); leaving the group so its partitions "
+            "can go to another member. Process faster, or raise max_poll_interval_ms"
+        )
+        log.warning("group %s: %s", self.group_id, reason)
+        self._poll_expired = True
+        self.membership._note_error(reason)
+        loop = asyncio.get_running_loop()
+        loop.create_task(self._leave_after_poll_timeout(reason))
+
+    async def _leave_after_poll_timeout(self, reason: str) -> None:
+        await self._leave_group(reason, self._config.request_timeout_ms)
+        self.wake()
+
+    async def _heartbeat(self, coordinator: int, generation: Generation) -> None:
+        m = self.membership
+        body = {
+            "group_id": self.group_id,
+            "generation_id": generation.generation_id,
+            "member_id": generation.member_id,
+            "group_instance_id": m.group_instance_id,
+        }
+        try:
+            response = await self._client.send(
+                coordinator, ApiKey.HEARTBEAT, body,
+                timeout_ms=min(self._config.request_timeout_ms, self._config.session_timeout_ms),
+            )
+        except errors.KafkaError as exc:
+            if m.generation == generation:
+                m.coordinator_dead(f"Heartbeat failed: {exc}")
+                self.wake()
+            return
+        if m.generation != generation:
+            return  # a rebalance finished meanwhile
+        code = response.get("error_code", 0)
+        if code == 0:
+            m.heartbeat_succeeded()
+            return
+        action = m.handle_error("heartbeat", code)
+        log.info("group %s: heartbeat: %s -> %s", self.group_id,
+                 errors.error_for_code(code).__class__.__name__, action.value)
+        self.wake()
+
+    # --- leave ---------------------------------------------------------------------------
+
+    async def _leave_group(self, reason: str, timeout_ms: int) -> None:
+        m = self.membership
+        coordinator = m.coordinator_id
+        member_id = m.generation.member_id or m.member_id
+        static = m.group_instance_id is not None
+        m.left(reason)
+        self._metadata_snapshot = None
+        if static or not member_id or coordinator is None or timeout_ms <= 0:
+            return
+        body = {
+            "group_id": self.group_id,
+            "member_id": member_id,
+            "members": [{"member_id": member_id, "group_instance_id": None,
+                         "reason": reason[:200]}],
+        }
+        try:
+            response = await self._client.send(
+                coordinator, ApiKey.LEAVE_GROUP, body,
+                timeout_ms=max(min(timeout_ms, self._config.request_timeout_ms), 1),
+            )
+        except errors.KafkaError as exc:
+            log.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
+            return
+        code = response.get("error_code", 0)
+        if code:
+            log.info("group %s: LeaveGroup: %s", self.group_id, errors.error_for_code(code))
+        else:
+            log.info("group %s: left the group (%s)", self.group_id, reason)
+
+    # --- offsets ------------------------------------------------------------------------
+
+    def _offsets_changed(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> bool:
+        return any(self._last_committed.get(tp) != om for tp, om in offsets.items())
+
+    async def _maybe_auto_commit(self) -> None:
+        now = time.monotonic()
+        if now < self._next_auto_commit:
+            return
+        self._next_auto_commit = now + self._config.auto_commit_interval_ms / 1000
+        if self._subs.auto_assigned and self.membership.state is not GroupState.STABLE:
+            return
+        offsets = self._subs.all_consumed()
+        if not offsets or not self._offsets_changed(offsets):
+            return
+        try:
+            await self._commit(offsets, self._config.request_timeout_ms)
+        except errors.KafkaError as exc:
+            log.warning("group %s: auto-commit failed: %s", self.group_id, exc)
+
+    async def commit(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], timeout_ms: int
+    ) -> None:
+        """Commit ``offsets``; raises CommitFailedError when the group moved on."""
+        await self._commit(offsets, timeout_ms)
+
+    async def _commit(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        timeout_ms: int,
+        *,
+        final: bool = False,
+    ) -> None:
+        if not offsets:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        async with self._commit_lock:
+            while True:
+                group_managed = self._subs.auto_assigned or (
+                    self._subs.type is SubscriptionType.NONE and self.membership.generation.valid
+                )
+                generation = self.membership.generation
+                if group_managed and not generation.valid:
+                    if self.membership.state is GroupState.REBALANCING and not final:
+                        # A join is under way: commit in the new generation if we still
+                        # own the partitions then.
+                        await self._wait_rebalance_then_check(offsets, deadline)
+                        continue
+                    raise CommitFailedError(
+                        f"commit of {len(offsets)} offset(s) for group {self.group_id} "
+                        "failed: this consumer is not a member of an active generation "
+                        "(it was removed from the group or is rejoining), so its partitions "
+                        "may already belong to another member. Records since the last "
+                        "successful commit may be delivered again."
+                    )
+                coordinator = await self._ensure_coordinator(deadline)
+                result = await self._send_commit(coordinator, offsets, generation, group_managed,
+                                                 deadline)
+                if result is None:
+                    self._commit_succeeded(offsets)
+                    return
+                action, exc = result
+                if action is ErrorAction.REJOIN and not final:
+                    await self._wait_rebalance_then_check(offsets, deadline)
+                    continue
+                if action in (ErrorAction.RETRY, ErrorAction.FIND_COORDINATOR):
+                    if loop.time() >= deadline:
+                        raise errors.KafkaTimeoutError(
+                            f"commit for group {self.group_id} did not succeed within "
+                            f"{timeout_ms} ms (last error: {exc})"
+                        )
+                    await asyncio.sleep(self._config.retry_backoff_ms / 1000)
+                    continue
+                if action in (ErrorAction.RESET_GENERATION, ErrorAction.RESET_MEMBER,
+                              ErrorAction.REJOIN):
+                    self.last_commit_error = str(exc)
+                    self.wake()
+                    raise CommitFailedError(
+                        f"commit for group {self.group_id} failed with {exc}: the group "
+                        f"rebalanced (generation {generation.generation_id} is no longer "
+                        "current) and the partitions may have been assigned to another "
+                        "member. Records since the last successful commit may be "
+                        "delivered again."
+                    )
+                self.last_commit_error = str(exc)
+                raise exc
+
+    async def _wait_rebalance_then_check(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], deadline: float
+    ) -> None:
+        if asyncio.current_task() is self._main_task:
+            raise CommitFailedError(
+                f"commit for group {self.group_id} failed: a rebalance is in progress"
+            )
+        loop = asyncio.get_running_loop()
+        self.wake()
+        if not await self.wait_stable(max(deadline - loop.time(), 0)):
+            raise errors.KafkaTimeoutError(
+                f"commit for group {self.group_id}: the group did not finish rebalancing in time"
+                + self._error_hint()
+            )
+        if self._subs.auto_assigned:
+            assigned = self._subs.assigned_partitions()
+            lost = [tp for tp in offsets if tp not in assigned]
+            if lost or not self.membership.generation.valid:
+                raise CommitFailedError(
+                    f"commit for group {self.group_id} failed: the group rebalanced and "
+                    f"{sorted(lost) or 'the partitions'} now belong to another member"
+                )
+
+    async def _send_commit(
+        self,
+        coordinator: int,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        generation: Generation,
+        group_managed: bool,
+        deadline: float,
+    ) -> tuple[ErrorAction, errors.KafkaError] | None:
+        loop = asyncio.get_running_loop()
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp, om in offsets.items():
+            topics.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "committed_offset": om.offset,
+                    "committed_leader_epoch": om.leader_epoch,
+                    "commit_timestamp": -1,
+                    "committed_metadata": om.metadata,
+                }
+            )
+        body = {
+            "group_id": self.group_id,
+            "generation_id_or_member_epoch": generation.generation_id if group_managed else -1,
+            "member_id": generation.member_id if group_managed else "",
+            "group_instance_id": self.membership.group_instance_id if group_managed else None,
+            "retention_time_ms": -1,
+            "topics": [{"name": t, "partitions": p} for t, p in topics.items()],
+        }
+        try:
+            response = await self._client.send(
+                coordinator, ApiKey.OFFSET_COMMIT, body,
+                timeout_ms=max(min(_ms_left(loop, deadline), self._config.request_timeout_ms), 1),
+            )
+        except errors.KafkaError as exc:
+            self.membership.coordinator_dead(f"OffsetCommit failed: {exc}")
+            return ErrorAction.FIND_COORDINATOR, exc
+        worst: tuple[ErrorAction, errors.KafkaError] | None = None
+        rank = {ErrorAction.FATAL: 5, ErrorAction.RESET_MEMBER: 4,
+                ErrorAction.RESET_GENERATION: 3, ErrorAction.REJOIN: 2,
+                ErrorAction.FIND_COORDINATOR: 1, ErrorAction.RETRY: 0}
+        for topic in response.get("topics", ()):
+            for part in topic.get("partitions", ()):
+                code = part.get("error_code", 0)
+                if not code:
+                    continue
+                exc = errors.error_for_code(
+                    code, f"commit {topic['name']}-{part['partition_index']}"
+                )
+                action = self.membership.handle_error("commit", code)
+                if worst is None or rank.get(action, 0) > rank.get(worst[0], 0):
+                    worst = (action, exc)
+        return worst
+
+    def _commit_succeeded(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        self._last_committed.update(offsets)
+        for tp, om in offsets.items():
+            self.committed_offsets[tp] = om.offset
+        self.last_commit_time = time.time()
+        self.last_commit_error = None
+        log.debug("group %s: committed %s", self.group_id,
+                  {f"{tp.topic}-{tp.partition}": om.offset for tp, om in offsets.items()})
+
+    async def fetch_committed(
+        self, partitions: Collection[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """Committed offsets of ``partitions`` (None where nothing is committed)."""
+        loop = asyncio.get_running_loop()
+        timeout_ms = timeout_ms or self._config.request_timeout_ms
+        deadline = loop.time() + timeout_ms / 1000
+        parts = sorted(set(partitions))
+        if not parts:
+            return {}
+        topics: dict[str, list[int]] = {}
+        for tp in parts:
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        topic_list = [{"name": t, "partition_indexes": p} for t, p in topics.items()]
+        body = {
+            "group_id": self.group_id,
+            "topics": topic_list,
+            "groups": [{"group_id": self.group_id, "member_id": None, "member_epoch": -1,
+                        "topics": topic_list}],
+            "require_stable": True,
+        }
+        last: errors.KafkaError | None = None
+        while True:
+            if loop.time() >= deadline:
+                raise errors.KafkaTimeoutError(
+                    f"committed offsets of group {self.group_id} not fetched within "
+                    f"{timeout_ms} ms" + (f" (last error: {last})" if last else "")
+                )
+            coordinator = await self._ensure_coordinator(deadline)
+            try:
+                response = await self._client.send(
+                    coordinator, ApiKey.OFFSET_FETCH, body,
+                    timeout_ms=max(min(_ms_left(loop, deadline),
+                                       self._config.request_timeout_ms), 1),
+                )
+            except errors.KafkaError as exc:
+                self.membership.coordinator_dead(f"OffsetFetch failed: {exc}")
+                last = exc
+                await asyncio.sleep(self._config.retry_backoff_ms / 1000)
+                continue
+            data: Mapping[str, Any] = response
+            if response.get("groups"):
+                data = response["groups"][0]
+            code = data.get("error_code", 0)
+            retry = False
+            if code:
+                action = error_action_fetch(code)
+                last = errors.error_for_code(code, f"OffsetFetch {self.group_id}")
+                if action is ErrorAction.FIND_COORDINATOR:
+                    self.membership.coordinator_dead(str(last))
+                    retry = True
+                elif action is ErrorAction.RETRY:
+                    retry = True
+                else:
+                    raise last
+            result: dict[TopicPartition, OffsetAndMetadata | None] = {}
+            if not retry:
+                for topic in data.get("topics", ()):
+                    for p in topic.get("partitions", ()):
+                        tp = TopicPartition(topic["name"], p["partition_index"])
+                        pcode = p.get("error_code", 0)
+                        if pcode:
+                            exc = errors.error_for_code(pcode, f"OffsetFetch {tp}")
+                            if exc.retriable:
+                                last = exc
+                                retry = True
+                                break
+                            if pcode == 3:  # unknown topic or partition: nothing committed
+                                result[tp] = None
+                                continue
+                            raise exc
+                        offset = p.get("committed_offset", -1)
+                        result[tp] = (
+                            OffsetAndMetadata(offset, p.get("metadata") or "",
+                                              p.get("committed_leader_epoch", -1))
+                            if offset is not None and offset >= 0
+                            else None
+                        )
+            if retry:
+                await asyncio.sleep(self._config.retry_backoff_ms / 1000)
+                continue
+            for tp in parts:
+                result.setdefault(tp, None)
+                om = result[tp]
+                if om is not None:
+                    self.committed_offsets[tp] = om.offset
+            return result
+
+
+def error_action_fetch(code: int) -> ErrorAction:
+    from aiokafka_lite.consumer.membership import error_action
+
+    return error_action("fetch_offsets", code)
+
+
+def _ms_left(loop: asyncio.AbstractEventLoop, deadline: float) -> int:
+    return max(int((deadline - loop.time()) * 1000), 0)

@@ -1,0 +1,1014 @@
+"""The fetcher: one background task that keeps a bounded buffer of fetched records.
+
+* One Fetch in flight per leader node; a partition is in at most one Fetch at a time.
+* Prefetching: the next Fetch for a partition goes out as soon as the previous response
+  arrived (its ``fetch_offset`` runs ahead of the consumed ``position``), as long as the
+  buffer holds less than ``max_buffer_bytes``. The user's processing and the network
+  overlap.
+* Fetch sessions (KIP-227): after a full fetch that opened a session, later fetches only
+  carry partitions whose fetch state changed, and drop the ones no longer wanted.
+* Records are decoded batch by batch when the user asks for them, never a whole response
+  at once.
+* Leader changes, offset-out-of-range and missing positions (committed offset lookup,
+  then ``auto_offset_reset``) are handled here. With ``read_committed``, batches of
+  aborted transactions and control batches are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka_lite import errors
+from aiokafka_lite.client import KafkaClient
+from aiokafka_lite.consumer._errors import NoOffsetForPartitionError, RecordDeserializationError
+from aiokafka_lite.consumer.config import ConsumerConfig
+from aiokafka_lite.consumer.records import ConsumerRecord
+from aiokafka_lite.consumer.subscription import (
+    OffsetResetStrategy,
+    PartitionState,
+    SubscriptionState,
+)
+from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol.records import ControlRecordType, Record, iter_batches
+from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
+
+__all__ = ["FetchSessionHandler", "Fetcher", "OffsetInfo", "scan_next_offset"]
+
+log = logging.getLogger(__name__)
+
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_INT32_MAX = 2**31 - 1
+
+# Error codes the fetcher reacts to.
+_OFFSET_OUT_OF_RANGE = 1
+_FETCH_SESSION_ID_NOT_FOUND = 70
+_INVALID_FETCH_SESSION_EPOCH = 71
+_FETCH_SESSION_TOPIC_ID_ERROR = 106
+
+CommittedLookup = Callable[[Collection[TopicPartition]], Awaitable[dict[TopicPartition, OffsetAndMetadata | None]]]
+
+
+def scan_next_offset(data: bytes | memoryview) -> int | None:
+    """The offset after the last complete batch in fetched ``records`` bytes.
+
+    Reads only batch headers (no CRC, no decompression). ``None`` when there is no
+    complete batch.
+    """
+    n = len(data)
+    pos = 0
+    next_offset: int | None = None
+    while n - pos >= 17:
+        length = _I32.unpack_from(data, pos + 8)[0]
+        end = pos + 12 + length
+        if length <= 0 or end > n:
+            break
+        base = _I64.unpack_from(data, pos)[0]
+        if data[pos + 16] >= 2:
+            if n - pos < 27:
+                break
+            next_offset = base + _I32.unpack_from(data, pos + 23)[0] + 1
+        else:
+            # A legacy message (or compressed wrapper) carries its last offset.
+            next_offset = base + 1
+        pos = end
+    return next_offset
+
+
+@dataclass(frozen=True)
+class OffsetInfo:
+    """A ListOffsets answer for one partition."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int
+
+
+class FetchSessionHandler:
+    """Client side of a KIP-227 fetch session with one broker."""
+
+    INITIAL_EPOCH = 0
+    FINAL_EPOCH = -1
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+        self.session_id = 0
+        self.epoch = self.INITIAL_EPOCH
+        #: What the broker's session holds per partition: (fetch_offset, max_bytes, epoch).
+        self.session: dict[TopicPartition, tuple[int, int, int]] = {}
+        self._pending: dict[TopicPartition, tuple[int, int, int]] | None = None
+        self._pending_full = True
+
+    @property
+    def full_next(self) -> bool:
+        return self.session_id == 0 or self.epoch == self.INITIAL_EPOCH
+
+    def build(
+        self, wanted: Mapping[TopicPartition, tuple[int, int, int]]
+    ) -> tuple[dict[TopicPartition, tuple[int, int, int]], list[TopicPartition], int, int]:
+        """Partitions to send, partitions to forget, session id and epoch."""
+        self._pending = dict(wanted)
+        if self.full_next:
+            self._pending_full = True
+            return dict(wanted), [], self.session_id, self.epoch
+        self._pending_full = False
+        to_send = {tp: data for tp, data in wanted.items() if self.session.get(tp) != data}
+        forget = [tp for tp in self.session if tp not in wanted]
+        return to_send, forget, self.session_id, self.epoch
+
+    def handle_response(self, error_code: int, session_id: int) -> bool:
+        """Update after a response; False when the session broke (retry with a full fetch)."""
+        pending, self._pending = self._pending, None
+        if error_code in (_FETCH_SESSION_ID_NOT_FOUND, _INVALID_FETCH_SESSION_EPOCH,
+                          _FETCH_SESSION_TOPIC_ID_ERROR):
+            log.debug("fetch session %s with node %s reset: error %s", self.session_id,
+                      self.node_id, error_code)
+            self.reset()
+            return False
+        if error_code:
+            self.reset()
+            return False
+        if self._pending_full:
+            if session_id:
+                self.session_id = session_id
+                self.epoch = 1
+                self.session = dict(pending or {})
+            else:
+                # The broker made no session (or does not support them): stay sessionless.
+                self.session_id = 0
+                self.epoch = self.INITIAL_EPOCH
+                self.session = {}
+            return True
+        self.session = dict(pending or {})
+        self.epoch = 1 if self.epoch >= _INT32_MAX else self.epoch + 1
+        return True
+
+    def reset(self) -> None:
+        self.session_id = 0
+        self.epoch = self.INITIAL_EPOCH
+        self.session = {}
+        self._pending = None
+
+
+class _CompletedFetch:
+    """The records of one partition from one Fetch response, decoded on demand."""
+
+    __slots__ = (
+        "_aborted",
+        "_aborted_pids",
+        "_batches",
+        "_key_des",
+        "_recs",
+        "_value_des",
+        "batch_epoch",
+        "batch_next",
+        "epoch",
+        "i",
+        "n",
+        "nbytes",
+        "read_committed",
+        "start_offset",
+        "state",
+        "topic",
+        "partition",
+        "tp",
+        "ts_type",
+    )
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        state: PartitionState,
+        epoch: int,
+        start_offset: int,
+        data: bytes,
+        aborted: list[tuple[int, int]] | None,
+        config: ConsumerConfig,
+    ) -> None:
+        self.tp = tp
+        self.topic = tp.topic
+        self.partition = tp.partition
+        self.state = state
+        self.epoch = epoch
+        self.start_offset = start_offset
+        self.nbytes = len(data)
+        self.read_committed = config.read_committed
+        self._batches: Iterator[Any] = iter_batches(data, check_crc=config.check_crcs)
+        self._aborted = sorted(aborted or (), key=lambda a: a[1])
+        self._aborted_pids: set[int] = set()
+        self._key_des = config.key_deserializer
+        self._value_des = config.value_deserializer
+        self._recs: list[Record] = []
+        self.i = 0
+        self.n = 0
+        self.batch_next = start_offset
+        self.batch_epoch = -1
+        self.ts_type = 0
+
+    @property
+    def valid(self) -> bool:
+        s = self.state
+        return s.epoch == self.epoch and not s.paused and not s.pending_revocation
+
+    def _next_batch(self) -> bool:
+        """Load the next batch with records to return; False when none is left."""
+        state = self.state
+        for batch in self._batches:
+            if self.read_committed:
+                last = batch.last_offset
+                aborted = self._aborted
+                while aborted and aborted[0][1] <= last:
+                    self._aborted_pids.add(aborted.pop(0)[0])
+                if batch.is_control:
+                    marker = batch.control_record()
+                    if marker is not None and marker.type == ControlRecordType.ABORT:
+                        self._aborted_pids.discard(batch.producer_id)
+                    state.position = max(state.position or 0, batch.next_offset)
+                    continue
+                if batch.is_transactional and batch.producer_id in self._aborted_pids:
+                    state.position = max(state.position or 0, batch.next_offset)
+                    continue
+            elif batch.is_control:
+                state.position = max(state.position or 0, batch.next_offset)
+                continue
+            recs = batch.records()
+            start = self.start_offset
+            if recs and recs[0].offset < start:
+                recs = [r for r in recs if r.offset >= start]
+            self.batch_next = batch.next_offset
+            if not recs:
+                state.position = max(state.position or 0, batch.next_offset)
+                continue
+            self._recs = recs
+            self.i = 0
+            self.n = len(recs)
+            self.batch_epoch = batch.partition_leader_epoch
+            self.ts_type = batch.timestamp_type
+            return True
+        self._recs = []
+        self.i = self.n = 0
+        return False
+
+    def _build(self, r: Record) -> ConsumerRecord[Any, Any]:
+        key = r.key
+        value = r.value
+        ksize = -1 if key is None else len(key)
+        vsize = -1 if value is None else len(value)
+        try:
+            if key is not None and self._key_des is not None:
+                key = self._key_des(key)
+            if value is not None and self._value_des is not None:
+                value = self._value_des(value)
+        except Exception as exc:
+            raise RecordDeserializationError(
+                f"deserializing the record at offset {r.offset} of {self.tp.topic}-"
+                f"{self.tp.partition} failed: {exc!r} (seek past it to skip it)"
+            ) from exc
+        return ConsumerRecord(
+            self.topic, self.partition, r.offset, r.timestamp, self.ts_type, key, value, None,
+            ksize, vsize, r.headers, self.batch_epoch,
+        )
+
+    def take(self, max_records: int) -> list[ConsumerRecord[Any, Any]]:
+        """Up to ``max_records`` records; moves the partition's position past them."""
+        out: list[ConsumerRecord[Any, Any]] = []
+        state = self.state
+        while len(out) < max_records:
+            if self.i >= self.n and not self._next_batch():
+                break
+            i = self.i
+            stop = min(self.n, i + max_records - len(out))
+            recs = self._recs
+            if self._key_des is None and self._value_des is None:
+                topic, partition, ts_type, epoch = (
+                    self.topic, self.partition, self.ts_type, self.batch_epoch
+                )
+                cr = ConsumerRecord
+                out.extend(
+                    [
+                        cr(topic, partition, r[0], r[1], ts_type, r[2], r[3], None,
+                           -1 if r[2] is None else len(r[2]),
+                           -1 if r[3] is None else len(r[3]), r[4], epoch)
+                        for r in recs[i:stop]
+                    ]
+                )
+                i = stop
+            else:
+                while i < stop:
+                    try:
+                        out.append(self._build(recs[i]))
+                    except errors.KafkaError:
+                        self.i = i
+                        state.position = recs[i].offset
+                        if out:
+                            return out
+                        raise
+                    i += 1
+            self.i = i
+            state.position = recs[i - 1].offset + 1 if i < self.n else self.batch_next
+            state.leader_epoch = self.batch_epoch
+        return out
+
+    def next_one(self) -> ConsumerRecord[Any, Any] | None:
+        """One record, or None when this fetch is used up."""
+        i = self.i
+        if i >= self.n:
+            if not self._next_batch():
+                return None
+            i = 0
+        r = self._recs[i]
+        rec = self._build(r)
+        i += 1
+        self.i = i
+        state = self.state
+        state.position = r.offset + 1 if i < self.n else self.batch_next
+        state.leader_epoch = self.batch_epoch
+        return rec
+
+
+class FetcherStats:
+    """What the fetcher saw lately (for the health view)."""
+
+    def __init__(self) -> None:
+        self.last_fetch_time: float | None = None
+        self.last_fetch_error: str | None = None
+        self.last_fetch_error_time: float | None = None
+        self.failing_since: float | None = None
+        self.fetch_count = 0
+        self.error_count = 0
+
+    def success(self) -> None:
+        self.last_fetch_time = time.time()
+        self.failing_since = None
+        self.fetch_count += 1
+
+    def failure(self, message: str) -> None:
+        now = time.time()
+        self.last_fetch_error = message
+        self.last_fetch_error_time = now
+        self.error_count += 1
+        if self.failing_since is None:
+            self.failing_since = now
+
+
+class Fetcher:
+    """Background fetching into a bounded buffer, and the offset lookups."""
+
+    def __init__(
+        self,
+        client: KafkaClient,
+        subscription: SubscriptionState,
+        config: ConsumerConfig,
+        committed_lookup: CommittedLookup | None = None,
+    ) -> None:
+        self._client = client
+        self._subs = subscription
+        self._config = config
+        self._committed_lookup = committed_lookup
+        self._completed: deque[_CompletedFetch] = deque()
+        self._current: _CompletedFetch | None = None
+        self.buffered_bytes = 0
+        self._sessions: dict[int, FetchSessionHandler] = {}
+        self._in_flight_nodes: set[int] = set()
+        self._in_flight_tps: set[TopicPartition] = set()
+        self._node_backoff: dict[int, float] = {}
+        self._partition_max_bytes: dict[TopicPartition, int] = {}
+        self._position_task: asyncio.Task[None] | None = None
+        self._position_backoff_until = 0.0
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._wakeup = asyncio.Event()
+        self.data_ready = asyncio.Event()
+        self.stats = FetcherStats()
+        self._closed = False
+        subscription.add_change_listener(self.wake)
+
+    # --- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="aiokafka-lite-fetcher"
+            )
+
+    async def close(self) -> None:
+        self._closed = True
+        tasks = [t for t in (self._task, self._position_task, *self._tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._task = None
+        self.clear_buffer()
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        return self._task
+
+    # --- the loop -------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self._closed:
+            self._wakeup.clear()
+            next_check: float | None = None
+            try:
+                self._maybe_update_positions()
+                next_check = self._send_fetches()
+            except Exception:  # never let one bad round kill the fetcher
+                log.exception("fetcher round failed")
+                next_check = loop.time() + self._config.retry_backoff_ms / 1000
+            timeout = None if next_check is None else max(next_check - loop.time(), 0.001)
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+
+    def _send_fetches(self) -> float | None:
+        """Send a Fetch to each leader that has none in flight; return the next retry time."""
+        if self.buffered_bytes >= self._config.max_buffer_bytes:
+            return None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        cluster = self._client.cluster
+        by_node: dict[int, list[tuple[TopicPartition, PartitionState]]] = {}
+        next_check: float | None = None
+        missing_leader = False
+        for tp, state in self._subs.items():
+            if (
+                state.fetch_offset is None
+                or state.paused
+                or state.pending_revocation
+                or tp in self._in_flight_tps
+            ):
+                continue
+            leader = cluster.leader_for(tp)
+            if leader is None:
+                missing_leader = True
+                continue
+            if leader in self._in_flight_nodes:
+                continue
+            until = self._node_backoff.get(leader, 0.0)
+            if until > now:
+                next_check = until if next_check is None else min(next_check, until)
+                continue
+            by_node.setdefault(leader, []).append((tp, state))
+        if missing_leader:
+            self._request_metadata()
+            retry = now + max(self._config.retry_backoff_ms, 50) / 1000
+            next_check = retry if next_check is None else min(next_check, retry)
+        for node_id, parts in by_node.items():
+            self._in_flight_nodes.add(node_id)
+            for tp, _ in parts:
+                self._in_flight_tps.add(tp)
+            self._spawn(self._fetch(node_id, parts), f"aiokafka-lite-fetch-{node_id}")
+        return next_check
+
+    def _spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _request_metadata(self) -> None:
+        try:
+            fut = self._client.request_metadata_update()
+        except errors.KafkaError:
+            return
+        fut.add_done_callback(_ignore_result)
+
+    # --- one Fetch ------------------------------------------------------------------
+
+    async def _fetch(self, node_id: int, parts: list[tuple[TopicPartition, PartitionState]]) -> None:
+        config = self._config
+        requested: dict[TopicPartition, tuple[PartitionState, int, int]] = {}
+        try:
+            session = self._sessions.get(node_id)
+            if session is None:
+                session = self._sessions[node_id] = FetchSessionHandler(node_id)
+            cluster = self._client.cluster
+            wanted: dict[TopicPartition, tuple[int, int, int]] = {}
+            for tp, state in parts:
+                offset = state.fetch_offset
+                if offset is None:
+                    continue
+                requested[tp] = (state, state.epoch, offset)
+                max_bytes = self._partition_max_bytes.get(tp, config.max_partition_fetch_bytes)
+                wanted[tp] = (offset, max_bytes, cluster.leader_epoch_for(tp))
+            to_send, forget, session_id, session_epoch = session.build(wanted)
+            topics: dict[str, list[dict[str, Any]]] = {}
+            for tp, (offset, max_bytes, leader_epoch) in to_send.items():
+                topics.setdefault(tp.topic, []).append(
+                    {
+                        "partition": tp.partition,
+                        "current_leader_epoch": leader_epoch,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": max_bytes,
+                    }
+                )
+            forgotten: dict[str, list[int]] = {}
+            for tp in forget:
+                forgotten.setdefault(tp.topic, []).append(tp.partition)
+            ids = {t: cluster.topic_id(t) for t in set(topics) | set(forgotten)}
+            body = {
+                "replica_id": -1,
+                "max_wait_ms": config.fetch_max_wait_ms,
+                "min_bytes": config.fetch_min_bytes,
+                "max_bytes": config.fetch_max_bytes,
+                "isolation_level": config.isolation_level_code,
+                "session_id": session_id,
+                "session_epoch": session_epoch,
+                "topics": [
+                    {"topic": t, "topic_id": ids[t], "partitions": p} for t, p in topics.items()
+                ],
+                "forgotten_topics_data": [
+                    {"topic": t, "topic_id": ids[t], "partitions": p}
+                    for t, p in forgotten.items()
+                ],
+                "rack_id": config.client_rack or "",
+            }
+            version = None
+            if any(v is None for v in ids.values()):
+                version = 12  # some topic has no id: use topic names
+            response = await self._client.send(
+                node_id,
+                ApiKey.FETCH,
+                body,
+                version=version,
+                timeout_ms=config.request_timeout_ms + config.fetch_max_wait_ms,
+            )
+        except asyncio.CancelledError:
+            raise
+        except (errors.KafkaError, OSError) as exc:
+            session = self._sessions.get(node_id)
+            if session is not None:
+                session.reset()
+            self._fetch_failed(node_id, f"fetch from node {node_id} failed: {exc}")
+            self._request_metadata()
+            return
+        finally:
+            self._in_flight_nodes.discard(node_id)
+            for tp, _ in parts:
+                self._in_flight_tps.discard(tp)
+            self.wake()
+        try:
+            self._handle_response(node_id, session, response, requested)
+        except Exception as exc:
+            log.exception("handling the fetch response of node %s failed", node_id)
+            self._fetch_failed(node_id, f"bad fetch response from node {node_id}: {exc!r}")
+
+    def _fetch_failed(self, node_id: int, message: str) -> None:
+        log.warning("%s", message)
+        self.stats.failure(message)
+        loop = asyncio.get_running_loop()
+        self._node_backoff[node_id] = loop.time() + max(self._config.retry_backoff_ms, 50) / 1000
+
+    def _handle_response(
+        self,
+        node_id: int,
+        session: FetchSessionHandler,
+        response: Mapping[str, Any],
+        requested: Mapping[TopicPartition, tuple[PartitionState, int, int]],
+    ) -> None:
+        top_error = response.get("error_code", 0) or 0
+        if not session.handle_response(top_error, response.get("session_id", 0) or 0):
+            self._fetch_failed(
+                node_id, f"fetch from node {node_id}: {errors.error_for_code(top_error)}"
+            )
+            return
+        self.stats.success()
+        cluster = self._client.cluster
+        names = {cluster.topic_id(tp.topic): tp.topic for tp in requested}
+        need_metadata = False
+        for topic_data in response.get("responses", ()):
+            topic = topic_data.get("topic") or names.get(topic_data.get("topic_id"))
+            if topic is None:
+                topic = cluster.topic_name(topic_data["topic_id"]) if topic_data.get(
+                    "topic_id") else None
+            if topic is None:
+                continue
+            for pdata in topic_data.get("partitions", ()):
+                tp = TopicPartition(topic, pdata["partition_index"])
+                entry = requested.get(tp)
+                if entry is None:
+                    continue
+                state, epoch, offset = entry
+                if state.epoch != epoch or state.fetch_offset != offset:
+                    continue  # seeked, paused or reassigned meanwhile
+                code = pdata.get("error_code", 0)
+                if code:
+                    need_metadata |= self._partition_error(tp, state, offset, code)
+                    continue
+                self._subs.update_fetch_info(
+                    tp,
+                    pdata.get("high_watermark"),
+                    pdata.get("last_stable_offset"),
+                    pdata.get("log_start_offset"),
+                )
+                data = pdata.get("records")
+                if not data:
+                    continue
+                next_offset = scan_next_offset(data)
+                if next_offset is None:
+                    self._grow_fetch_size(tp, len(data))
+                    continue
+                if next_offset <= offset:
+                    continue
+                state.fetch_offset = next_offset
+                aborted = pdata.get("aborted_transactions") if self._config.read_committed else None
+                completed = _CompletedFetch(
+                    tp,
+                    state,
+                    epoch,
+                    offset,
+                    data if isinstance(data, bytes) else bytes(data),
+                    [(a["producer_id"], a["first_offset"]) for a in aborted or ()],
+                    self._config,
+                )
+                self._completed.append(completed)
+                self.buffered_bytes += completed.nbytes
+                self.data_ready.set()
+        if need_metadata:
+            self._request_metadata()
+
+    def _grow_fetch_size(self, tp: TopicPartition, received: int) -> None:
+        current = self._partition_max_bytes.get(tp, self._config.max_partition_fetch_bytes)
+        if received >= current:
+            bigger = min(current * 2, max(self._config.fetch_max_bytes, current * 2))
+            log.warning(
+                "a record batch of %s is larger than the partition fetch size %d; "
+                "fetching up to %d bytes", tp, current, bigger,
+            )
+            self._partition_max_bytes[tp] = bigger
+
+    def _partition_error(
+        self, tp: TopicPartition, state: PartitionState, offset: int, code: int
+    ) -> bool:
+        """Handle a partition-level error; True when metadata should be refreshed."""
+        if code == _OFFSET_OUT_OF_RANGE:
+            if state.position != offset:
+                return False
+            if self._subs.default_reset is OffsetResetStrategy.NONE:
+                message = (
+                    f"fetch offset {offset} of {tp.topic}-{tp.partition} is out of range "
+                    "and auto_offset_reset is 'none'; seek to a valid offset"
+                )
+                state.error = errors.OffsetOutOfRangeError(message)
+                state.fetch_offset = None
+                self.data_ready.set()
+            else:
+                log.info(
+                    "fetch offset %d of %s is out of range; resetting to %s",
+                    offset, tp, self._subs.default_reset.value,
+                )
+                self._subs.request_reset(tp)
+                self.wake()
+            return False
+        exc = errors.error_for_code(code)
+        self.stats.failure(f"fetch {tp.topic}-{tp.partition}: {exc}")
+        if exc.retriable:
+            log.debug("fetch of %s failed: %s; refreshing metadata", tp, exc)
+            return True
+        log.error("fetch of %s failed: %s", tp, exc)
+        state.error = exc
+        state.fetch_offset = None
+        self.data_ready.set()
+        return False
+
+    # --- positions: committed offsets and resets ---------------------------------------
+
+    def _maybe_update_positions(self) -> None:
+        if self._position_task is not None and not self._position_task.done():
+            return
+        if asyncio.get_running_loop().time() < self._position_backoff_until:
+            return
+        need = self._subs.need_position()
+        if need and self._committed_lookup is None:
+            for tp in need:
+                self._subs.request_reset(tp)
+            need = []
+        resets = self._subs.need_reset()
+        if need or resets:
+            self._position_task = asyncio.get_running_loop().create_task(
+                self._update_positions(need, resets), name="aiokafka-lite-positions"
+            )
+
+    async def _update_positions(
+        self, need_committed: list[TopicPartition], need_reset: list[TopicPartition]
+    ) -> None:
+        try:
+            if need_committed and self._committed_lookup is not None:
+                await self._load_committed(need_committed)
+            resets = self._subs.need_reset()
+            if resets:
+                await self._reset_offsets(resets)
+        except asyncio.CancelledError:
+            raise
+        except errors.KafkaError as exc:
+            log.warning("could not set the start positions: %s", exc)
+            self.stats.failure(f"position lookup failed: {exc}")
+            loop = asyncio.get_running_loop()
+            self._position_backoff_until = loop.time() + max(
+                self._config.retry_backoff_ms, 100
+            ) / 1000
+        except Exception:
+            log.exception("position update failed")
+        finally:
+            self.wake()
+
+    async def _load_committed(self, tps: list[TopicPartition]) -> None:
+        assert self._committed_lookup is not None
+        marked: dict[TopicPartition, tuple[PartitionState, int]] = {}
+        for tp in tps:
+            state = self._subs.get_state(tp)
+            if state is not None:
+                state.awaiting_committed = True
+                marked[tp] = (state, state.epoch)
+        try:
+            committed = await self._committed_lookup(list(marked))
+        finally:
+            for state, _ in marked.values():
+                state.awaiting_committed = False
+        for tp, (state, epoch) in marked.items():
+            if state.epoch != epoch or state.position is not None:
+                continue
+            found = committed.get(tp)
+            if found is not None and found.offset >= 0:
+                log.debug("%s starts at its committed offset %d", tp, found.offset)
+                state.seek(found.offset, found.leader_epoch)
+            elif self._subs.is_assigned(tp):
+                self._subs.request_reset(tp)
+
+    async def _reset_offsets(self, tps: list[TopicPartition]) -> None:
+        timestamps: dict[TopicPartition, int] = {}
+        epochs: dict[TopicPartition, tuple[PartitionState, int, OffsetResetStrategy]] = {}
+        for tp in tps:
+            state = self._subs.get_state(tp)
+            if state is None or state.reset_strategy is None:
+                continue
+            strategy = state.reset_strategy
+            if strategy is OffsetResetStrategy.NONE:
+                state.error = NoOffsetForPartitionError(
+                    f"{tp.topic}-{tp.partition} has no committed offset and "
+                    "auto_offset_reset is 'none'; seek to an offset first"
+                )
+                self.data_ready.set()
+                continue
+            timestamps[tp] = strategy.timestamp
+            epochs[tp] = (state, state.epoch, strategy)
+        if not timestamps:
+            return
+        found = await self.list_offsets(timestamps, self._config.request_timeout_ms)
+        for tp, info in found.items():
+            state, epoch, strategy = epochs[tp]
+            if state.epoch != epoch or state.reset_strategy is not strategy or info is None:
+                continue
+            log.debug("%s reset to %s offset %d", tp, strategy.value, info.offset)
+            state.seek(info.offset, info.leader_epoch)
+
+    async def wait_for_positions(self, tps: Iterable[TopicPartition], timeout_ms: int) -> None:
+        """Wait until every partition in ``tps`` has a position (or an error)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        tps = list(tps)
+        while True:
+            missing = []
+            for tp in tps:
+                state = self._subs.state(tp)
+                if state.error is not None:
+                    raise state.error
+                if state.position is None:
+                    missing.append(tp)
+            if not missing:
+                return
+            if loop.time() >= deadline:
+                raise errors.KafkaTimeoutError(
+                    f"no position for {sorted(missing)} within {timeout_ms} ms"
+                    + self.failure_hint()
+                )
+            self.wake()
+            await asyncio.sleep(0.01)
+
+    def failure_hint(self) -> str:
+        stats = self.stats
+        if stats.last_fetch_error and stats.failing_since is not None:
+            return f" (failing since {time.time() - stats.failing_since:.1f}s: {stats.last_fetch_error})"
+        return ""
+
+    # --- ListOffsets -----------------------------------------------------------------
+
+    async def list_offsets(
+        self, timestamps: Mapping[TopicPartition, int], timeout_ms: int
+    ) -> dict[TopicPartition, OffsetInfo | None]:
+        """ListOffsets for each partition (-1 latest, -2 earliest, else a timestamp).
+
+        Retries leader errors until ``timeout_ms``; ``None`` for a partition means the
+        broker has no offset for that timestamp.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        remaining = dict(timestamps)
+        result: dict[TopicPartition, OffsetInfo | None] = {}
+        last_error: str | None = None
+        while remaining:
+            cluster = self._client.cluster
+            by_node: dict[int, dict[TopicPartition, int]] = {}
+            unknown = []
+            for tp, ts in remaining.items():
+                leader = cluster.leader_for(tp)
+                if leader is None:
+                    unknown.append(tp)
+                else:
+                    by_node.setdefault(leader, {})[tp] = ts
+            left_ms = int((deadline - loop.time()) * 1000)
+            if left_ms <= 0:
+                raise errors.KafkaTimeoutError(
+                    f"offsets of {sorted(remaining)} not found within {timeout_ms} ms"
+                    + (f" (last error: {last_error})" if last_error else "")
+                )
+            if unknown:
+                for topic in {tp.topic for tp in unknown}:
+                    self._client.add_topics([topic])
+                last_error = f"no leader known for {sorted(unknown)}"
+            if by_node:
+                results = await asyncio.gather(
+                    *(self._list_offsets_node(n, p, left_ms) for n, p in by_node.items()),
+                    return_exceptions=True,
+                )
+                for res in results:
+                    if isinstance(res, BaseException):
+                        if isinstance(res, asyncio.CancelledError):
+                            raise res
+                        if isinstance(res, errors.KafkaError) and (
+                            res.retriable or isinstance(res, errors.KafkaConnectionError)
+                        ):
+                            last_error = str(res)
+                            continue
+                        raise res
+                    done, retry_error = res
+                    for tp, info in done.items():
+                        result[tp] = info
+                        remaining.pop(tp, None)
+                    if retry_error:
+                        last_error = retry_error
+            if remaining:
+                try:
+                    await asyncio.wait_for(
+                        asyncio.shield(self._client.request_metadata_update()),
+                        max(deadline - loop.time(), 0.001),
+                    )
+                except (asyncio.TimeoutError, errors.KafkaError):
+                    pass
+                await asyncio.sleep(min(self._config.retry_backoff_ms / 1000,
+                                        max(deadline - loop.time(), 0)))
+        return result
+
+    async def _list_offsets_node(
+        self, node_id: int, parts: Mapping[TopicPartition, int], timeout_ms: int
+    ) -> tuple[dict[TopicPartition, OffsetInfo | None], str | None]:
+        cluster = self._client.cluster
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp, ts in parts.items():
+            topics.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "current_leader_epoch": cluster.leader_epoch_for(tp),
+                    "timestamp": ts,
+                    "max_num_offsets": 1,
+                }
+            )
+        body = {
+            "replica_id": -1,
+            "isolation_level": self._config.isolation_level_code,
+            "topics": [{"name": t, "partitions": p} for t, p in topics.items()],
+            "timeout_ms": timeout_ms,
+        }
+        response = await self._client.send(
+            node_id, ApiKey.LIST_OFFSETS, body,
+            timeout_ms=min(timeout_ms, self._config.request_timeout_ms),
+        )
+        done: dict[TopicPartition, OffsetInfo | None] = {}
+        retry_error: str | None = None
+        for topic_data in response.get("topics", ()):
+            for pdata in topic_data.get("partitions", ()):
+                tp = TopicPartition(topic_data["name"], pdata["partition_index"])
+                if tp not in parts:
+                    continue
+                code = pdata.get("error_code", 0)
+                if code:
+                    exc = errors.error_for_code(code, f"ListOffsets {tp.topic}-{tp.partition}")
+                    if exc.retriable:
+                        retry_error = str(exc)
+                        continue
+                    raise exc
+                offset = pdata.get("offset", -1)
+                if offset is None or offset < 0:
+                    old = pdata.get("old_style_offsets") or []
+                    offset = old[0] if old else -1
+                if offset < 0:
+                    done[tp] = None
+                else:
+                    done[tp] = OffsetInfo(
+                        offset, pdata.get("timestamp", -1), pdata.get("leader_epoch", -1)
+                    )
+        return done, retry_error
+
+    # --- the buffer ---------------------------------------------------------------------
+
+    def clear_buffer(self) -> None:
+        self._completed.clear()
+        self._current = None
+        self.buffered_bytes = 0
+        self.data_ready.clear()
+
+    def _release(self, completed: _CompletedFetch) -> None:
+        self.buffered_bytes -= completed.nbytes
+        if self.buffered_bytes < self._config.max_buffer_bytes:
+            self._wakeup.set()
+
+    def pending_error(self, partitions: Collection[TopicPartition] | None = None) -> (
+        errors.KafkaError | None
+    ):
+        for tp, state in self._subs.items():
+            if state.error is not None and (not partitions or tp in partitions):
+                return state.error
+        return None
+
+    def has_data(self) -> bool:
+        return self._current is not None or bool(self._completed)
+
+    def fetched_records(
+        self, max_records: int, partitions: Collection[TopicPartition] | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
+        """Take up to ``max_records`` buffered records (optionally of some partitions)."""
+        result: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
+        count = 0
+        skipped: list[_CompletedFetch] = []
+        completed = self._completed
+        if self._current is not None:
+            completed.appendleft(self._current)
+            self._current = None
+        try:
+            while count < max_records and completed:
+                cf = completed[0]
+                if not cf.valid:
+                    completed.popleft()
+                    self._release(cf)
+                    continue
+                if partitions and cf.tp not in partitions:
+                    skipped.append(completed.popleft())
+                    continue
+                recs = cf.take(max_records - count)
+                if recs:
+                    existing = result.get(cf.tp)
+                    if existing is None:
+                        result[cf.tp] = recs
+                    else:
+                        existing.extend(recs)
+                    count += len(recs)
+                if count < max_records:
+                    # take() stops short only when the fetch is used up.
+                    completed.popleft()
+                    self._release(cf)
+        finally:
+            for cf in reversed(skipped):
+                completed.appendleft(cf)
+            if not completed:
+                self.data_ready.clear()
+        return result
+
+    def next_record(self) -> ConsumerRecord[Any, Any] | None:
+        """One buffered record, or None (no waiting)."""
+        cf = self._current
+        while True:
+            if cf is not None:
+                if cf.valid:
+                    rec = cf.next_one()
+                    if rec is not None:
+                        return rec
+                self._release(cf)
+            if not self._completed:
+                self._current = None
+                self.data_ready.clear()
+                return None
+            cf = self._current = self._completed.popleft()
+
+
+def _ignore_result(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()

@@ -1,0 +1,485 @@
+"""The record accumulator: per-partition queues of batches waiting to be sent.
+
+``send()`` appends a record to the open batch at the tail of its partition's deque (a
+new batch is opened when that one is full). The sender task asks :meth:`ready` which
+leaders have a batch worth sending (full, lingered long enough, being flushed, or
+retrying) and :meth:`drain` takes at most one batch per partition for one Produce
+request to one node.
+
+Memory: every open batch reserves ``max(max_batch_size, its first record)`` bytes of
+``buffer_memory`` until it completes, like the Java client's buffer pool. When a new
+batch cannot get its reservation, the caller waits (FIFO) until completed batches free
+enough, for at most ``max_block_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from aiokafka_lite import errors
+from aiokafka_lite.producer.types import TIMESTAMP_CREATE_TIME, RecordMetadata
+from aiokafka_lite.protocol.records import (
+    NO_SEQUENCE,
+    BatchBuilder,
+    estimate_batch_size,
+)
+from aiokafka_lite.structs import TopicPartition
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ProducerBatch", "RecordAccumulator"]
+
+_new_tuple = tuple.__new__
+_monotonic = time.monotonic
+
+
+class ProducerBatch:
+    """Records for one partition that travel (and succeed or fail) together."""
+
+    __slots__ = (
+        "attempts",
+        "builder",
+        "created",
+        "deadline",
+        "done",
+        "done_future",
+        "drained_at",
+        "futures",
+        "in_flight",
+        "last_error",
+        "memory",
+        "on_complete",
+        "record_count",
+        "retry_at",
+        "sequence_epoch",
+        "timestamps",
+        "tp",
+        "user_future",
+        "user_batch",
+    )
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        builder: BatchBuilder,
+        created: float,
+        deadline: float,
+        memory: int,
+    ) -> None:
+        self.tp = tp
+        self.builder = builder
+        self.created = created
+        self.deadline = deadline
+        self.memory = memory
+        self.futures: list[asyncio.Future[RecordMetadata]] = []
+        self.timestamps: list[int] = []
+        self.record_count = 0
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.drained_at = 0.0
+        self.in_flight = False
+        self.done = False
+        #: The producer epoch the batch's sequence was assigned under (-1: none yet).
+        self.sequence_epoch = -1
+        self.last_error: BaseException | None = None
+        #: A batch built by the caller (``send_batch``): one future for all its records.
+        self.user_batch = False
+        self.user_future: asyncio.Future[RecordMetadata] | None = None
+        self.done_future: asyncio.Future[None] | None = None
+        self.on_complete: Callable[[ProducerBatch], None] | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"<ProducerBatch {self.tp.topic}-{self.tp.partition} records={self.record_count} "
+            f"attempts={self.attempts} seq={self.base_sequence}>"
+        )
+
+    @property
+    def base_sequence(self) -> int:
+        return self.builder.base_sequence
+
+    @property
+    def has_sequence(self) -> bool:
+        return self.builder.base_sequence != NO_SEQUENCE
+
+    def size(self) -> int:
+        return self.builder.size_in_bytes()
+
+    def wait(self) -> asyncio.Future[None]:
+        """A future done when this batch is done (delivered or failed)."""
+        fut = self.done_future
+        if fut is None:
+            fut = self.done_future = asyncio.get_running_loop().create_future()
+            if self.done:
+                fut.set_result(None)
+        return fut
+
+    def complete(self, base_offset: int, log_append_time: int, log_start_offset: int) -> None:
+        """Resolve every record's future with its metadata."""
+        if self.done:
+            return
+        self.done = True
+        tp = self.tp
+        topic, partition = tp
+        ts_type = TIMESTAMP_CREATE_TIME if log_append_time < 0 else 1
+        if self.user_batch:
+            fut = self.user_future
+            if fut is not None and not fut.done():
+                ts = log_append_time if log_append_time >= 0 else self.builder.max_timestamp
+                fut.set_result(
+                    _new_tuple(
+                        RecordMetadata,
+                        (topic, partition, tp, base_offset, ts, ts_type, log_start_offset),
+                    )
+                )
+        else:
+            new = _new_tuple
+            cls = RecordMetadata
+            offset = base_offset
+            step = 1 if base_offset >= 0 else 0
+            if log_append_time < 0:
+                for fut, ts in zip(self.futures, self.timestamps):
+                    if not fut.done():
+                        fut.set_result(
+                            new(cls, (topic, partition, tp, offset, ts, 0, log_start_offset))
+                        )
+                    offset += step
+            else:
+                for fut in self.futures:
+                    if not fut.done():
+                        fut.set_result(
+                            new(
+                                cls,
+                                (topic, partition, tp, offset, log_append_time, 1, log_start_offset),
+                            )
+                        )
+                    offset += step
+        self._finish()
+
+    def fail(self, exc: BaseException) -> None:
+        """Fail every record's future with ``exc``."""
+        if self.done:
+            return
+        self.done = True
+        self.last_error = exc
+        if self.user_batch:
+            fut = self.user_future
+            if fut is not None and not fut.done():
+                fut.set_exception(exc)
+        else:
+            for fut in self.futures:
+                if not fut.done():
+                    fut.set_exception(exc)
+        self._finish()
+
+    def _finish(self) -> None:
+        fut = self.done_future
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+        callback = self.on_complete
+        if callback is not None:
+            callback(self)
+
+    def metadata_for(self, index: int, base_offset: int) -> RecordMetadata:
+        topic, partition = self.tp
+        return RecordMetadata(
+            topic,
+            partition,
+            self.tp,
+            base_offset + index if base_offset >= 0 else -1,
+            self.timestamps[index] if index < len(self.timestamps) else -1,
+            TIMESTAMP_CREATE_TIME,
+            -1,
+        )
+
+
+class BufferExhausted(Exception):
+    """Internal: a new batch needs memory that is not free now."""
+
+
+class RecordAccumulator:
+    """Per-partition deques of batches plus the ``buffer_memory`` accounting."""
+
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        buffer_memory: int,
+        compression: int,
+        linger_ms: float,
+        delivery_timeout_ms: int,
+        transactional: bool = False,
+        wakeup: Callable[[float], None] | None = None,
+    ) -> None:
+        self.batch_size = batch_size
+        self.buffer_memory = buffer_memory
+        self.compression = compression
+        self.linger = linger_ms / 1000
+        self.delivery_timeout = delivery_timeout_ms / 1000
+        self.transactional = transactional
+        self.batches: dict[TopicPartition, collections.deque[ProducerBatch]] = {}
+        #: Every batch not yet done, for flush().
+        self.incomplete: set[ProducerBatch] = set()
+        self.used_memory = 0
+        self._memory_waiters: collections.deque[tuple[int, asyncio.Future[None]]] = (
+            collections.deque()
+        )
+        self.flushes_in_progress = 0
+        self.closing = False
+        self._wakeup = wakeup
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: Records appended since start (for metrics).
+        self.appended_records = 0
+
+    # --- appending -----------------------------------------------------------
+
+    def try_append(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Any,
+        reserved: int = 0,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Append to ``tp``'s open batch, opening one if needed.
+
+        Raises `BufferExhausted` when a new batch cannot reserve its memory now.
+        ``reserved`` is memory the caller already reserved with :meth:`wait_for_memory`.
+        """
+        dq = self.batches.get(tp)
+        if dq:
+            batch = dq[-1]
+            if not batch.user_batch and not batch.in_flight and not batch.has_sequence:
+                if batch.builder.append(timestamp, key, value, headers) is not None:
+                    loop = self._loop
+                    assert loop is not None
+                    fut: asyncio.Future[RecordMetadata] = loop.create_future()
+                    batch.futures.append(fut)
+                    batch.timestamps.append(timestamp)
+                    batch.record_count += 1
+                    if reserved:
+                        self.release(reserved)
+                    return fut
+                # Full: the batch is now ready; tell the sender.
+                if self._wakeup is not None:
+                    self._wakeup(0.0)
+        else:
+            dq = None
+        return self._append_new_batch(tp, dq, timestamp, key, value, headers, reserved)
+
+    def _append_new_batch(
+        self,
+        tp: TopicPartition,
+        dq: collections.deque[ProducerBatch] | None,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Any,
+        reserved: int,
+    ) -> asyncio.Future[RecordMetadata]:
+        size = estimate_batch_size(key, value, headers)
+        memory = size if size > self.batch_size else self.batch_size
+        self._reserve(memory, reserved)
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        now = _monotonic()
+        builder = BatchBuilder(
+            compression=self.compression,
+            max_size=self.batch_size,
+            is_transactional=self.transactional,
+        )
+        builder.append(timestamp, key, value, headers)
+        batch = ProducerBatch(tp, builder, now, now + self.delivery_timeout, memory)
+        fut: asyncio.Future[RecordMetadata] = loop.create_future()
+        batch.futures.append(fut)
+        batch.timestamps.append(timestamp)
+        batch.record_count = 1
+        self._enqueue(tp, dq, batch)
+        if self._wakeup is not None:
+            self._wakeup(self.linger)
+        return fut
+
+    def _enqueue(
+        self,
+        tp: TopicPartition,
+        dq: collections.deque[ProducerBatch] | None,
+        batch: ProducerBatch,
+    ) -> None:
+        if dq is None:
+            dq = self.batches.get(tp)
+            if dq is None:
+                dq = self.batches[tp] = collections.deque()
+        dq.append(batch)
+        self.incomplete.add(batch)
+        batch.on_complete = self._on_batch_complete
+
+    def _reserve(self, memory: int, reserved: int) -> None:
+        if reserved:
+            if reserved >= memory:
+                if reserved > memory:
+                    self.release(reserved - memory)
+                return
+            self.release(reserved)
+        if self._memory_waiters or self.used_memory + memory > self.buffer_memory:
+            raise BufferExhausted(memory)
+        self.used_memory += memory
+
+    def append_user_batch(
+        self, tp: TopicPartition, builder: BatchBuilder, reserved: int = 0
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue a batch the caller built (``send_batch``); raises BufferExhausted."""
+        memory = builder.size_in_bytes()
+        self._reserve(memory, reserved)
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        now = _monotonic()
+        batch = ProducerBatch(tp, builder, now, now + self.delivery_timeout, memory)
+        batch.user_batch = True
+        batch.record_count = builder.record_count
+        fut: asyncio.Future[RecordMetadata] = loop.create_future()
+        batch.user_future = fut
+        self._enqueue(tp, None, batch)
+        if self._wakeup is not None:
+            self._wakeup(0.0)
+        return fut
+
+    # --- memory ------------------------------------------------------------------
+
+    async def wait_for_memory(self, memory: int, timeout: float) -> None:
+        """Wait (FIFO) until ``memory`` bytes are free and reserve them.
+
+        Raises KafkaTimeoutError after ``timeout`` seconds. The caller passes the
+        reservation on to :meth:`try_append` as ``reserved`` (or gives it back with
+        :meth:`release`).
+        """
+        if memory > self.buffer_memory:
+            raise errors.RecordTooLargeError(
+                f"the record needs {memory} bytes, more than buffer_memory ({self.buffer_memory})"
+            )
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        entry = (memory, fut)
+        self._memory_waiters.append(entry)
+        # Batches waiting to be sent must go now, to free memory.
+        if self._wakeup is not None:
+            self._wakeup(0.0)
+        self._wake_memory_waiters()
+        timer = loop.call_later(max(timeout, 0.0), _expire_waiter, fut, timeout)
+        try:
+            await fut
+        except BaseException:
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                self.release(memory)  # reserved for us, but we are not going to use it
+            raise
+        finally:
+            timer.cancel()
+            try:
+                self._memory_waiters.remove(entry)
+            except ValueError:
+                pass
+
+    def release(self, memory: int) -> None:
+        """Give back memory reserved by :meth:`wait_for_memory` and not used."""
+        self.used_memory -= memory
+        if self._memory_waiters:
+            self._wake_memory_waiters()
+
+    def _wake_memory_waiters(self) -> None:
+        # Reserve for waiters in FIFO order while the head fits.
+        waiters = self._memory_waiters
+        while waiters:
+            memory, fut = waiters[0]
+            if fut.done():
+                waiters.popleft()
+                continue
+            if self.used_memory + memory > self.buffer_memory:
+                return
+            waiters.popleft()
+            self.used_memory += memory
+            fut.set_result(None)
+
+    @property
+    def memory_exhausted(self) -> bool:
+        return bool(self._memory_waiters)
+
+    def _on_batch_complete(self, batch: ProducerBatch) -> None:
+        self.incomplete.discard(batch)
+        self.used_memory -= batch.memory
+        batch.memory = 0
+        if self._memory_waiters:
+            self._wake_memory_waiters()
+
+    # --- queries for the sender --------------------------------------------------
+
+    def has_undrained(self) -> bool:
+        return any(self.batches.values())
+
+    def has_incomplete(self) -> bool:
+        return bool(self.incomplete)
+
+    def iter_queues(self) -> Iterator[tuple[TopicPartition, collections.deque[ProducerBatch]]]:
+        return iter(list(self.batches.items()))
+
+    def reenqueue(self, batch: ProducerBatch) -> None:
+        """Put a batch back at the head of its partition's deque, in sequence order."""
+        dq = self.batches.get(batch.tp)
+        if dq is None:
+            dq = self.batches[batch.tp] = collections.deque()
+        seq = batch.base_sequence
+        if seq == NO_SEQUENCE or not dq:
+            dq.appendleft(batch)
+            return
+        # Retries must go out in sequence order: insert before the first batch that has
+        # no sequence or a larger one.
+        for index, other in enumerate(dq):
+            if not other.has_sequence or other.base_sequence > seq:
+                dq.insert(index, batch)
+                return
+        dq.append(batch)
+
+    def abort_undrained(self, exc: BaseException, *, only: Iterable[ProducerBatch] | None = None) -> int:
+        """Fail every batch still queued (not in flight) with ``exc``; returns the count."""
+        count = 0
+        targets = set(only) if only is not None else None
+        for tp, dq in list(self.batches.items()):
+            keep: collections.deque[ProducerBatch] = collections.deque()
+            for batch in dq:
+                if targets is None or batch in targets:
+                    batch.fail(exc)
+                    count += 1
+                else:
+                    keep.append(batch)
+            if keep:
+                self.batches[tp] = keep
+            else:
+                del self.batches[tp]
+        return count
+
+    def abort_all(self, exc: BaseException) -> None:
+        """Fail every incomplete batch (queued or in flight) with ``exc``."""
+        self.abort_undrained(exc)
+        for batch in list(self.incomplete):
+            batch.fail(exc)
+
+    def fail_waiters(self, exc: BaseException) -> None:
+        for _memory, fut in self._memory_waiters:
+            if not fut.done():
+                fut.set_exception(exc)
+
+
+def _expire_waiter(fut: asyncio.Future[None], timeout: float) -> None:
+    if not fut.done():
+        fut.set_exception(
+            errors.KafkaTimeoutError(
+                f"no buffer memory freed within max_block_ms ({timeout * 1000:.0f} ms): "
+                "records are produced faster than they can be sent"
+            )
+        )

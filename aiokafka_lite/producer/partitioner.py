@@ -1,0 +1,250 @@
+"""Choosing a partition for a record.
+
+Keyed records go where the Java client sends them: ``murmur2(key) & 0x7fffffff``
+modulo the partition count, so producers written in any language that follow Kafka's
+default agree on where a key lives. Records without a key use the uniform sticky
+partitioner (KIP-480, KIP-794): they stay on one partition until about a batch worth of
+bytes went there, then move to another partition picked at random among those with a
+leader, which fills batches quickly without skewing load over time.
+
+A partitioner is either one of the built-ins (by name or instance) or any callable with
+aiokafka's signature ``(key_bytes, all_partitions, available_partitions) -> int``.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from collections.abc import Callable, Sequence
+
+from aiokafka_lite import errors
+
+__all__ = [
+    "DefaultPartitioner",
+    "Murmur2Partitioner",
+    "Partitioner",
+    "PartitionerCallable",
+    "RandomPartitioner",
+    "RoundRobinPartitioner",
+    "StickyPartitioner",
+    "murmur2",
+    "murmur2_partition",
+    "resolve_partitioner",
+]
+
+_MASK32 = 0xFFFFFFFF
+_M = 0x5BD1E995
+_SEED = 0x9747B28C
+
+#: aiokafka's partitioner signature: (key bytes or None, all partitions, available ones).
+PartitionerCallable = Callable[[bytes | None, list[int], list[int]], int]
+
+
+def murmur2(data: bytes | bytearray | memoryview) -> int:
+    """MurmurHash2 (32-bit, seed 0x9747b28c) as Kafka's Java client computes it.
+
+    Returns the hash as a signed 32-bit integer, the value Java's ``Utils.murmur2`` gives.
+    """
+    raw = bytes(data)
+    length = len(raw)
+    h = (_SEED ^ length) & _MASK32
+    nwords = length >> 2
+    if nwords:
+        for k in struct.unpack_from(f"<{nwords}I", raw):
+            k = (k * _M) & _MASK32
+            k ^= k >> 24
+            k = (k * _M) & _MASK32
+            h = ((h * _M) & _MASK32) ^ k
+    tail = length & 3
+    if tail:
+        base = length & ~3
+        if tail == 3:
+            h ^= raw[base + 2] << 16
+        if tail >= 2:
+            h ^= raw[base + 1] << 8
+        h ^= raw[base]
+        h = (h * _M) & _MASK32
+    h ^= h >> 13
+    h = (h * _M) & _MASK32
+    h ^= h >> 15
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def murmur2_partition(key: bytes | bytearray | memoryview, num_partitions: int) -> int:
+    """The partition Kafka's default partitioner picks for ``key`` among ``num_partitions``."""
+    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+class Partitioner:
+    """Base class of the built-in partitioners.
+
+    ``partition`` picks a partition for one record; ``on_append`` tells the partitioner
+    how many bytes went to the partition it picked (the sticky strategy uses it). Calling
+    the instance with aiokafka's ``(key, all_partitions, available_partitions)``
+    signature works too.
+    """
+
+    #: Whether keyless records go through the producer's sticky strategy.
+    sticky_keyless = False
+
+    def partition(
+        self, topic: str, key: bytes | None, all_partitions: list[int], available: list[int]
+    ) -> int:
+        raise NotImplementedError
+
+    def on_append(self, topic: str, partition: int, size: int) -> None:
+        """Called after a keyless record of ``size`` bytes went to ``partition``."""
+
+    def __call__(self, key: bytes | None, all_partitions: list[int], available: list[int]) -> int:
+        return self.partition("", key, all_partitions, available)
+
+
+def _pick_random(all_partitions: list[int], available: list[int]) -> int:
+    candidates = available or all_partitions
+    return candidates[random.randrange(len(candidates))]
+
+
+class StickyPartitioner(Partitioner):
+    """Uniform sticky partitioning for keyless records (KIP-794).
+
+    A topic's keyless records stay on one partition until at least ``batch_size`` bytes
+    were appended there, then the next partition is drawn at random among the partitions
+    that have a leader. Keyed records are hashed with murmur2 like the default.
+    """
+
+    sticky_keyless = True
+
+    def __init__(self, batch_size: int = 16384) -> None:
+        if batch_size <= 0:
+            raise errors.ConfigurationError("batch_size must be > 0")
+        self.batch_size = batch_size
+        # topic -> [partition, bytes appended since the switch]
+        self._current: dict[str, list[int]] = {}
+
+    def partition(
+        self, topic: str, key: bytes | None, all_partitions: list[int], available: list[int]
+    ) -> int:
+        if key is not None:
+            return all_partitions[(murmur2(key) & 0x7FFFFFFF) % len(all_partitions)]
+        state = self._current.get(topic)
+        if state is not None and state[1] < self.batch_size:
+            part = state[0]
+            # The sticky choice stays valid only while the partition still exists.
+            if part < len(all_partitions):
+                return part
+        part = _pick_random(all_partitions, available)
+        self._current[topic] = [part, 0]
+        return part
+
+    def on_append(self, topic: str, partition: int, size: int) -> None:
+        state = self._current.get(topic)
+        if state is not None and state[0] == partition:
+            state[1] += size
+
+    def reset(self, topic: str) -> None:
+        """Forget the sticky choice for ``topic`` (e.g. its partition lost its leader)."""
+        self._current.pop(topic, None)
+
+
+class DefaultPartitioner(StickyPartitioner):
+    """Kafka's default: murmur2 for keyed records, uniform sticky for keyless ones."""
+
+
+class Murmur2Partitioner(Partitioner):
+    """murmur2 for keyed records, a random partition for keyless ones.
+
+    The same choice as librdkafka's ``murmur2_random`` partitioner.
+    """
+
+    def partition(
+        self, topic: str, key: bytes | None, all_partitions: list[int], available: list[int]
+    ) -> int:
+        if key is None:
+            return _pick_random(all_partitions, available)
+        return all_partitions[(murmur2(key) & 0x7FFFFFFF) % len(all_partitions)]
+
+
+class RandomPartitioner(Partitioner):
+    """A random partition with a leader for every record, keyed or not."""
+
+    def partition(
+        self, topic: str, key: bytes | None, all_partitions: list[int], available: list[int]
+    ) -> int:
+        return _pick_random(all_partitions, available)
+
+
+class RoundRobinPartitioner(Partitioner):
+    """Each topic's records go to its partitions in turn, ignoring keys.
+
+    Partitions without a leader are skipped while others have one.
+    """
+
+    def __init__(self) -> None:
+        self._counters: dict[str, int] = {}
+
+    def partition(
+        self, topic: str, key: bytes | None, all_partitions: list[int], available: list[int]
+    ) -> int:
+        n = self._counters.get(topic, 0)
+        self._counters[topic] = n + 1
+        candidates = available or all_partitions
+        return candidates[n % len(candidates)]
+
+
+class CallablePartitioner(Partitioner):
+    """Wraps a user callable with aiokafka's ``(key, all, available) -> int`` signature."""
+
+    def __init__(self, func: PartitionerCallable) -> None:
+        self.func = func
+
+    def partition(
+        self, topic: str, key: bytes | None, all_partitions: list[int], available: list[int]
+    ) -> int:
+        return self.func(key, all_partitions, available)
+
+    def __repr__(self) -> str:
+        return f"CallablePartitioner({self.func!r})"
+
+
+_BY_NAME: dict[str, Callable[[int], Partitioner]] = {
+    "default": DefaultPartitioner,
+    "sticky": StickyPartitioner,
+    "consistent_random": DefaultPartitioner,
+    "murmur2": DefaultPartitioner,
+    "murmur2_random": lambda _size: Murmur2Partitioner(),
+    "random": lambda _size: RandomPartitioner(),
+    "round_robin": lambda _size: RoundRobinPartitioner(),
+}
+
+
+def resolve_partitioner(
+    spec: str | Partitioner | PartitionerCallable | None, batch_size: int
+) -> Partitioner:
+    """Turn the ``partitioner`` option into a `Partitioner` (ConfigurationError if invalid)."""
+    if spec is None:
+        return DefaultPartitioner(batch_size)
+    if isinstance(spec, Partitioner):
+        return spec
+    if isinstance(spec, str):
+        factory = _BY_NAME.get(spec.lower().replace("-", "_"))
+        if factory is None:
+            raise errors.ConfigurationError(
+                f"unknown partitioner {spec!r}; use one of {', '.join(sorted(_BY_NAME))} "
+                "or a callable(key_bytes, all_partitions, available_partitions)"
+            )
+        return factory(batch_size)
+    if callable(spec):
+        return CallablePartitioner(spec)
+    raise errors.ConfigurationError(
+        f"partitioner must be a name, a Partitioner or a callable, got {type(spec).__name__}"
+    )
+
+
+def check_partition(choice: object, all_partitions: Sequence[int], topic: str) -> int:
+    """Validate a partitioner's answer."""
+    if type(choice) is not int or choice not in all_partitions:
+        raise errors.ConfigurationError(
+            f"partitioner returned {choice!r} for topic {topic!r}, which is not one of its "
+            f"partitions {list(all_partitions)}"
+        )
+    return choice

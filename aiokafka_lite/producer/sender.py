@@ -1,0 +1,604 @@
+"""The sender task: turns ready batches into Produce requests and handles the answers.
+
+One task per producer. Each round it asks the accumulator which partition leaders have
+something to send, drains at most one batch per partition into one Produce request per
+node (up to ``max_request_size``), and keeps up to
+``max_in_flight_requests_per_connection`` requests outstanding per node. Responses are
+handled in callbacks: success resolves the records' futures, retriable errors put the
+batch back at the head of its partition (in sequence order) after a backoff, until
+``delivery_timeout_ms`` runs out; anything else fails the batch.
+
+The task sleeps until the next thing can happen (a linger deadline, a retry backoff, a
+batch expiring) or until woken: by a batch becoming full, a new batch whose linger ends
+before the current sleep, a response freeing an in-flight slot, a flush or close. A
+wake-up is one ``Future.set_result`` on a future that is not already done, so thousands
+of ``send()`` callers cost nothing extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import math
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiokafka_lite import errors
+from aiokafka_lite.client import KafkaClient
+from aiokafka_lite.connection import BrokerConnection
+from aiokafka_lite.producer._errors import TransactionAbortedError
+from aiokafka_lite.producer.accumulator import ProducerBatch, RecordAccumulator
+from aiokafka_lite.producer.metrics import ProducerMetrics
+from aiokafka_lite.producer.transaction_manager import TransactionManager
+from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.structs import TopicPartition
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Sender"]
+
+_PRODUCE = int(ApiKey.PRODUCE)
+_monotonic = time.monotonic
+
+_OUT_OF_ORDER = errors.OutOfOrderSequenceNumberError.errno
+_UNKNOWN_PRODUCER = errors.UnknownProducerIdError.errno
+_DUPLICATE = errors.DuplicateSequenceNumberError.errno
+_INVALID_EPOCH = errors.InvalidProducerEpochError.errno
+_FENCED = errors.ProducerFencedError.errno
+#: Produce errors that mean the transactional producer was fenced or is not allowed.
+_TXN_FATAL = frozenset(
+    {
+        _FENCED,
+        errors.TransactionalIdAuthorizationFailedError.errno,
+        errors.ClusterAuthorizationFailedError.errno,
+        errors.TransactionCoordinatorFencedError.errno,
+    }
+)
+
+
+class Sender:
+    """Drains the accumulator into Produce requests (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: KafkaClient,
+        accumulator: RecordAccumulator,
+        *,
+        acks: int,
+        request_timeout_ms: int,
+        max_request_size: int,
+        max_in_flight: int,
+        retry_backoff_ms: int,
+        retry_backoff_max_ms: int,
+        linger_ms: float,
+        transaction_manager: TransactionManager | None,
+        metrics: ProducerMetrics,
+    ) -> None:
+        self.client = client
+        self.acc = accumulator
+        self.acks = acks
+        self.request_timeout_ms = request_timeout_ms
+        self.max_request_size = max_request_size
+        self.max_in_flight = max_in_flight
+        self.retry_backoff = retry_backoff_ms / 1000
+        self.retry_backoff_max = retry_backoff_max_ms / 1000
+        self.linger = linger_ms / 1000
+        self.txn = transaction_manager
+        self.metrics = metrics
+        self.transactional_id = (
+            transaction_manager.transactional_id if transaction_manager is not None else None
+        )
+        # Without idempotence, ordering per partition is only kept with one request in flight.
+        self.guarantee_order = transaction_manager is None and max_in_flight == 1
+
+        self.in_flight: dict[int, int] = {}
+        self._in_flight_total = 0
+        self._muted: set[TopicPartition] = set()
+        self._connecting: set[int] = set()
+        self._wake_future: asyncio.Future[None] | None = None
+        self._wake_at = math.inf
+        self._task: asyncio.Task[None] | None = None
+        self._running = False
+        #: Drain everything now and stop once nothing is left (producer.stop()).
+        self.closing = False
+        self._idle_waiters: list[asyncio.Future[None]] = []
+        self._drain_index: dict[int, int] = {}
+        self.fatal_error: BaseException | None = None
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._running = True
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="aiokafka-lite-sender")
+
+    async def stop(self) -> None:
+        """Cancel the task (pending batches are the producer's business)."""
+        self._running = False
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                log.exception("sender task failed")
+        self._task = None
+
+    @property
+    def in_flight_requests(self) -> int:
+        return self._in_flight_total
+
+    def wakeup(self, delay: float = 0.0) -> None:
+        """Something may be ready in ``delay`` seconds: wake the task if it sleeps longer."""
+        fut = self._wake_future
+        if fut is not None and not fut.done():
+            if delay <= 0.0 or _monotonic() + delay < self._wake_at:
+                fut.set_result(None)
+
+    # --- the loop ------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._running:
+            try:
+                delay = await self._run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("unexpected error in the producer's sender; retrying")
+                delay = self.retry_backoff
+            if not self._running:
+                break
+            if delay > 0:
+                fut: asyncio.Future[None] = loop.create_future()
+                self._wake_future = fut
+                self._wake_at = _monotonic() + delay if delay != math.inf else math.inf
+                handle = None if delay == math.inf else loop.call_later(delay, _set_none, fut)
+                try:
+                    await fut
+                finally:
+                    self._wake_future = None
+                    self._wake_at = math.inf
+                    if handle is not None:
+                        handle.cancel()
+            else:
+                # Let responses and callers run between busy rounds.
+                await asyncio.sleep(0)
+
+    async def _run_once(self) -> float:
+        """One round; returns how long to sleep before the next one."""
+        acc = self.acc
+        txn = self.txn
+        now = _monotonic()
+        delay = math.inf
+        if txn is not None:
+            wait = await self._maintain_producer_state(txn, now)
+            if wait is not None:
+                delay = wait
+                self._expire(_monotonic())
+                self._notify_idle()
+                return min(delay, self._next_expiry())
+        if not acc.batches:
+            self._notify_idle()
+            return delay
+        now = _monotonic()
+        ready, next_delay, unknown = self._ready(now)
+        delay = min(delay, next_delay)
+        if unknown:
+            self.client.add_topics(unknown)
+            try:
+                self.client.request_metadata_update()
+            except errors.KafkaError:
+                pass
+            delay = min(delay, self.retry_backoff)
+        for node, tps in ready.items():
+            if not self.client.is_connected(node):
+                self._connect(node)
+                delay = min(delay, max(self.client.connection_delay(node), self.retry_backoff))
+                continue
+            try:
+                conn = await self.client.get_connection(node)
+            except errors.KafkaError:
+                delay = min(delay, self.retry_backoff)
+                continue
+            while self.in_flight.get(node, 0) < self.max_in_flight:
+                batches = self._drain(node, tps, now)
+                if not batches:
+                    break
+                self._send_produce(conn, node, batches)
+        self._expire(_monotonic())
+        self._notify_idle()
+        return min(delay, self._next_expiry())
+
+    async def _maintain_producer_state(self, txn: TransactionManager, now: float) -> float | None:
+        """Producer id, epoch bumps, AddPartitionsToTxn; returns a delay to hold sending."""
+        if txn.is_fatal:
+            assert txn.last_error is not None
+            self.acc.abort_undrained(txn.last_error)
+            return math.inf
+        if txn.transactional and txn.has_error:
+            # An abortable error: nothing more of this transaction goes out.
+            assert txn.last_error is not None
+            self.acc.abort_undrained(txn.last_error)
+        if not txn.has_producer_id:
+            if self._in_flight_total:
+                return math.inf  # bump once every in-flight batch is resolved
+            try:
+                await txn.init_producer_id(_monotonic() + self.request_timeout_ms / 1000)
+            except errors.KafkaError as exc:
+                txn.last_error = exc
+                log.warning("could not get a producer id: %s", exc)
+                return self.retry_backoff
+        if txn.transactional and txn.pending_partitions and not txn.has_error:
+            try:
+                await txn.add_pending_partitions(_monotonic() + self.request_timeout_ms / 1000)
+            except errors.KafkaError as exc:
+                log.warning("AddPartitionsToTxn failed: %s", exc)
+                return self.retry_backoff
+        return None
+
+    def _connect(self, node: int) -> None:
+        if node in self._connecting:
+            return
+        self._connecting.add(node)
+
+        async def connect() -> None:
+            try:
+                await self.client.get_connection(node)
+            except errors.KafkaError as exc:
+                log.debug("connecting to node %d failed: %s", node, exc)
+                # The leader may have moved.
+                try:
+                    self.client.request_metadata_update()
+                except errors.KafkaError:
+                    pass
+            finally:
+                self._connecting.discard(node)
+                self.wakeup()
+
+        asyncio.get_running_loop().create_task(connect())
+
+    # --- ready / drain ---------------------------------------------------------------
+
+    def _ready(self, now: float) -> tuple[dict[int, list[TopicPartition]], float, set[str]]:
+        """Nodes with something to send (and their partitions), next check delay, unknown topics."""
+        acc = self.acc
+        cluster = self.client.cluster
+        leader_for = cluster.leader_for
+        linger = self.linger
+        force = acc.flushes_in_progress > 0 or self.closing or acc.memory_exhausted
+        ready: dict[int, list[TopicPartition]] = {}
+        unknown: set[str] = set()
+        delay = math.inf
+        muted = self._muted
+        for tp, dq in acc.batches.items():
+            if not dq:
+                continue
+            leader = leader_for(tp)
+            if leader is None:
+                unknown.add(tp.topic)
+                continue
+            if tp in muted:
+                continue
+            batch = dq[0]
+            if batch.attempts:
+                if batch.retry_at > now:
+                    delay = min(delay, batch.retry_at - now)
+                    continue
+                sendable = True
+            else:
+                waited = now - batch.created
+                sendable = force or len(dq) > 1 or waited >= linger or batch.user_batch
+                if not sendable:
+                    delay = min(delay, linger - waited)
+            if sendable:
+                tps = ready.get(leader)
+                if tps is None:
+                    ready[leader] = [tp]
+                else:
+                    tps.append(tp)
+        return ready, delay, unknown
+
+    def _drain(self, node: int, tps: list[TopicPartition], now: float) -> list[ProducerBatch]:
+        """Take at most one batch per partition of ``node`` for one request."""
+        acc = self.acc
+        txn = self.txn
+        batches: list[ProducerBatch] = []
+        size = 0
+        n = len(tps)
+        if not n:
+            return batches
+        start = self._drain_index.get(node, 0) % n
+        max_size = self.max_request_size
+        for i in range(n):
+            tp = tps[(start + i) % n]
+            dq = acc.batches.get(tp)
+            if not dq:
+                continue
+            if tp in self._muted:
+                continue
+            batch = dq[0]
+            if batch.attempts and batch.retry_at > now:
+                continue
+            if txn is not None:
+                if txn.transactional and not txn.may_send_to(tp):
+                    txn.maybe_add_partition(tp)
+                    continue
+                if batch.sequence_epoch == txn.generation and txn.in_flight.get(tp, 0):
+                    # A retry goes out only after everything sent before it came back,
+                    # so the partition's sequence stays in order.
+                    continue
+            batch_size = batch.size()
+            if batches and size + batch_size > max_size:
+                break
+            dq.popleft()
+            if not dq:
+                del acc.batches[tp]
+            if txn is not None:
+                if batch.sequence_epoch != txn.generation:
+                    seq = txn.next_sequence(tp, batch.record_count)
+                    batch.builder.set_producer_state(
+                        txn.producer_id, txn.producer_epoch, seq, txn.transactional
+                    )
+                    batch.sequence_epoch = txn.generation
+                txn.in_flight[tp] = txn.in_flight.get(tp, 0) + 1
+            if self.guarantee_order:
+                self._muted.add(tp)
+            batch.in_flight = True
+            batch.drained_at = now
+            size += batch.size()
+            batches.append(batch)
+        self._drain_index[node] = start + 1
+        return batches
+
+    def _send_produce(self, conn: BrokerConnection, node: int, batches: list[ProducerBatch]) -> None:
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        total = 0
+        for batch in batches:
+            data = batch.builder.build()
+            total += len(data)
+            entry = by_topic.get(batch.tp.topic)
+            part = {"index": batch.tp.partition, "records": data}
+            if entry is None:
+                by_topic[batch.tp.topic] = [part]
+            else:
+                entry.append(part)
+        body = {
+            "transactional_id": self.transactional_id,
+            "acks": self.acks,
+            "timeout_ms": self.request_timeout_ms,
+            "topic_data": [{"name": t, "partition_data": ps} for t, ps in by_topic.items()],
+        }
+        expect_response = self.acks != 0
+        try:
+            fut = conn.request(
+                _PRODUCE, body, timeout_ms=self.request_timeout_ms, expect_response=expect_response
+            )
+        except errors.KafkaError as exc:
+            for batch in batches:
+                self._batch_failed(batch, exc, _monotonic())
+            return
+        self.in_flight[node] = self.in_flight.get(node, 0) + 1
+        self._in_flight_total += 1
+        self.metrics.request_sent(len(batches), total)
+        sent_at = _monotonic()
+        fut.add_done_callback(lambda f: self._on_response(f, node, batches, sent_at))
+
+    # --- responses -------------------------------------------------------------------
+
+    def _on_response(
+        self,
+        fut: asyncio.Future[dict[str, Any]],
+        node: int,
+        batches: list[ProducerBatch],
+        sent_at: float,
+    ) -> None:
+        self.in_flight[node] -= 1
+        self._in_flight_total -= 1
+        now = _monotonic()
+        self.metrics.request_latency(now - sent_at)
+        exc = None if fut.cancelled() else fut.exception()
+        if fut.cancelled():
+            exc = errors.KafkaConnectionError("produce request cancelled")
+        if exc is not None:
+            if isinstance(exc, errors.KafkaError):
+                err: errors.KafkaError = exc
+            else:
+                err = errors.KafkaError(f"produce request failed: {exc!r}")
+                err.__cause__ = exc
+            for batch in batches:
+                self._batch_failed(batch, err, now)
+        elif not self.acks:
+            for batch in batches:
+                self._batch_done(batch, -1, -1, -1)
+        else:
+            response = fut.result()
+            by_tp: dict[TopicPartition, dict[str, Any]] = {}
+            for topic in response.get("responses", ()):
+                name = topic["name"]
+                for part in topic["partition_responses"]:
+                    by_tp[TopicPartition(name, part["index"])] = part
+            for batch in batches:
+                part = by_tp.get(batch.tp)
+                if part is None:
+                    self._batch_failed(
+                        batch,
+                        errors.UnknownServerError(
+                            f"the produce response has no result for {batch.tp}"
+                        ),
+                        now,
+                    )
+                    continue
+                code = part["error_code"]
+                if code == 0 or code == _DUPLICATE:
+                    self._batch_done(
+                        batch,
+                        part["base_offset"],
+                        part.get("log_append_time_ms", -1),
+                        part.get("log_start_offset", -1),
+                    )
+                else:
+                    message = part.get("error_message")
+                    record_errors = part.get("record_errors")
+                    if record_errors:
+                        details = "; ".join(
+                            f"record {e['batch_index']}: {e.get('batch_index_error_message')}"
+                            for e in record_errors
+                        )
+                        message = f"{message or ''} ({details})".strip()
+                    self._batch_failed(batch, errors.error_for_code(code, message), now)
+        self.wakeup()
+
+    def _release(self, batch: ProducerBatch) -> None:
+        batch.in_flight = False
+        if self.guarantee_order:
+            self._muted.discard(batch.tp)
+        txn = self.txn
+        if txn is not None:
+            count = txn.in_flight.get(batch.tp, 0)
+            if count > 1:
+                txn.in_flight[batch.tp] = count - 1
+            else:
+                txn.in_flight.pop(batch.tp, None)
+
+    def _batch_done(
+        self, batch: ProducerBatch, base_offset: int, log_append_time: int, log_start_offset: int
+    ) -> None:
+        if batch.in_flight:
+            self._release(batch)
+        txn = self.txn
+        if txn is not None and batch.sequence_epoch == txn.generation:
+            txn.acked(batch.tp, batch.base_sequence, batch.record_count)
+        self.metrics.batch_completed(batch.record_count)
+        batch.complete(base_offset, log_append_time, log_start_offset)
+
+    def _batch_failed(self, batch: ProducerBatch, exc: errors.KafkaError, now: float) -> None:
+        if batch.done:
+            return
+        was_in_flight = batch.in_flight
+        if was_in_flight:
+            self._release(batch)
+        if exc.invalid_metadata or isinstance(exc, errors.KafkaConnectionError):
+            try:
+                self.client.request_metadata_update()
+            except errors.KafkaError:
+                pass
+        txn = self.txn
+        retry = exc.retriable
+        code = exc.errno
+        if txn is not None and code in (_OUT_OF_ORDER, _UNKNOWN_PRODUCER, _INVALID_EPOCH):
+            retry = self._sequence_error(batch, exc, txn)
+        if txn is not None and txn.transactional:
+            if code in _TXN_FATAL or (code == _INVALID_EPOCH and retry is False):
+                retry = False
+                txn.set_abortable(exc)  # fencing errors become fatal inside
+            if txn.has_error and retry:
+                # The transaction is doomed: do not resend into it.
+                retry = False
+                assert txn.last_error is not None
+                exc = txn.last_error
+        if retry and now < batch.deadline and self._running:
+            batch.attempts += 1
+            backoff = min(self.retry_backoff * 2 ** (batch.attempts - 1), self.retry_backoff_max)
+            batch.retry_at = now + backoff * random.uniform(0.8, 1.2)
+            batch.last_error = exc
+            self.metrics.retried(batch.record_count)
+            log.debug("retrying %r after %s", batch, exc)
+            self.acc.reenqueue(batch)
+            return
+        if retry and now >= batch.deadline:
+            exc = self._expired_error(batch, exc)
+        self._fail_batch(batch, exc, sent=was_in_flight or batch.attempts > 0)
+
+    def _sequence_error(
+        self, batch: ProducerBatch, exc: errors.KafkaError, txn: TransactionManager
+    ) -> bool:
+        """Whether a batch refused for its sequence/epoch may be retried (bumping if needed)."""
+        if batch.sequence_epoch != txn.generation:
+            return True  # sent under an older epoch: it gets a fresh sequence
+        if exc.errno != _INVALID_EPOCH and not txn.is_next_sequence(batch.tp, batch.base_sequence):
+            # An earlier batch of the partition is still unresolved (it failed or is
+            # being retried): this one goes again after it.
+            return True
+        # A real gap (or a fenced epoch): restart the sequences under a new epoch.
+        txn.request_epoch_bump(exc)
+        return not txn.transactional
+
+    def _fail_batch(self, batch: ProducerBatch, exc: BaseException, *, sent: bool) -> None:
+        txn = self.txn
+        if (
+            txn is not None
+            and sent
+            and batch.sequence_epoch == txn.generation
+            and not isinstance(exc, TransactionAbortedError)
+        ):
+            # The broker may or may not have the batch: its sequences are a hole now.
+            txn.request_epoch_bump(exc)
+        elif txn is not None and txn.transactional and isinstance(exc, errors.KafkaError):
+            txn.set_abortable(exc)
+        self.metrics.failed(batch.record_count)
+        batch.fail(exc)
+
+    def _expired_error(self, batch: ProducerBatch, cause: BaseException | None) -> errors.KafkaError:
+        age = (_monotonic() - batch.created) * 1000
+        detail = f" (last error: {cause})" if cause is not None else ""
+        exc = errors.KafkaTimeoutError(
+            f"{batch.record_count} record(s) for {batch.tp.topic}-{batch.tp.partition} expired "
+            f"after {age:.0f} ms without delivery (delivery_timeout_ms){detail}"
+        )
+        if cause is not None:
+            exc.__cause__ = cause
+        return exc
+
+    # --- expiry ------------------------------------------------------------------------
+
+    def _expire(self, now: float) -> None:
+        """Fail queued batches whose delivery timeout passed."""
+        for tp, dq in list(self.acc.batches.items()):
+            if not dq or dq[0].deadline > now:
+                continue
+            expired = [b for b in dq if b.deadline <= now and not b.in_flight]
+            if not expired:
+                continue
+            keep = collections.deque(b for b in dq if b not in expired)
+            if keep:
+                self.acc.batches[tp] = keep
+            else:
+                del self.acc.batches[tp]
+            for batch in expired:
+                self._fail_batch(
+                    batch, self._expired_error(batch, batch.last_error), sent=batch.attempts > 0
+                )
+
+    def _next_expiry(self) -> float:
+        now = _monotonic()
+        soonest = math.inf
+        for dq in self.acc.batches.values():
+            if dq:
+                soonest = min(soonest, dq[0].deadline - now)
+        return max(soonest, 0.001) if soonest != math.inf else math.inf
+
+    # --- idle ----------------------------------------------------------------------------
+
+    def _notify_idle(self) -> None:
+        if self._idle_waiters and not self.acc.batches and not self._in_flight_total:
+            waiters, self._idle_waiters = self._idle_waiters, []
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    def fail_all(self, exc: BaseException) -> None:
+        """Fail every queued batch (used when the producer gives up at close)."""
+        self.acc.abort_all(exc)
+
+
+def _set_none(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+Callback = Callable[[], None]

@@ -1,0 +1,593 @@
+"""Producer ids, sequence numbers and the transaction state machine.
+
+An idempotent producer gets a producer id and epoch (InitProducerId) and numbers the
+records of each partition: the broker drops a batch whose sequence it already has
+(a retry of a delivered batch) and refuses one that would leave a gap, so retries never
+duplicate or reorder records. A *generation* counts (producer id, epoch) changes; a
+batch's sequence is valid only in the generation it was assigned in, and batches from
+an older generation get fresh sequences when they are sent again.
+
+When the sequence of a partition has a hole that will never be filled (a batch failed
+for good after it may have reached the broker), the idempotent producer bumps its epoch
+(InitProducerId v3+ with its current id and epoch, KIP-360), which restarts every
+partition's sequence at 0. A transactional producer instead enters the abortable
+error state and bumps its epoch when the transaction is aborted.
+
+Transactions: ``begin`` -> records (AddPartitionsToTxn before a partition's first
+batch) and offsets (AddOffsetsToTxn + TxnOffsetCommit) -> EndTxn(commit or abort).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from aiokafka_lite import errors
+from aiokafka_lite.client import COORDINATOR_GROUP, COORDINATOR_TRANSACTION, KafkaClient
+from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger(__name__)
+
+__all__ = ["TransactionManager", "TransactionState"]
+
+_MAX_SEQUENCE = 0x7FFFFFFF
+
+#: Errors after which the coordinator must be looked up again.
+_COORDINATOR_MOVED = (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError)
+#: Errors that mean "try the same request again shortly".
+_RETRY_LATER = (
+    errors.CoordinatorLoadInProgressError,
+    errors.ConcurrentTransactionsError,
+    errors.UnknownTopicOrPartitionError,
+    errors.OperationNotAttemptedError,
+    errors.RequestTimedOutError,
+)
+#: Errors that end the producer: it was fenced by a newer instance or is not allowed.
+_FATAL = (
+    errors.ProducerFencedError,
+    errors.InvalidProducerEpochError,
+    errors.TransactionCoordinatorFencedError,
+    errors.TransactionalIdAuthorizationFailedError,
+    errors.ClusterAuthorizationFailedError,
+    errors.InvalidProducerIdMappingError,
+    errors.InvalidTxnStateError,
+    errors.UnsupportedVersionError,
+    errors.UnsupportedForMessageFormatError,
+    errors.InvalidTransactionTimeoutError,
+)
+
+
+class TransactionState(enum.Enum):
+    UNINITIALIZED = "uninitialized"
+    READY = "ready"
+    IN_TRANSACTION = "in_transaction"
+    COMMITTING = "committing"
+    ABORTING = "aborting"
+    ABORTABLE_ERROR = "abortable_error"
+    FATAL_ERROR = "fatal_error"
+
+
+def _fenced(exc: errors.KafkaError) -> errors.KafkaError:
+    # The Java client reports a bad epoch on coordinator requests as "fenced".
+    if isinstance(exc, errors.InvalidProducerEpochError):
+        fenced = errors.ProducerFencedError(
+            "the producer was fenced: another producer with the same transactional_id "
+            "started (" + exc.message + ")"
+        )
+        fenced.__cause__ = exc
+        return fenced
+    return exc
+
+
+class TransactionManager:
+    """Idempotence state for every idempotent producer, plus transactions when configured."""
+
+    def __init__(
+        self,
+        client: KafkaClient,
+        *,
+        transactional_id: str | None,
+        transaction_timeout_ms: int,
+        request_timeout_ms: int,
+        retry_backoff_ms: int,
+        wakeup: Callable[[float], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff = retry_backoff_ms / 1000
+        self._wakeup = wakeup
+
+        self.producer_id = -1
+        self.producer_epoch = -1
+        #: Bumped whenever (producer_id, producer_epoch) changes.
+        self.generation = 0
+        self._next_sequence: dict[TopicPartition, int] = {}
+        self._last_acked: dict[TopicPartition, int] = {}
+        #: Batches per partition that were sent and whose outcome is not known yet.
+        self.in_flight: dict[TopicPartition, int] = {}
+        #: The idempotent producer needs a new epoch before sending more.
+        self.bump_requested = False
+        self._init_lock = asyncio.Lock()
+        self._pid_ready: asyncio.Event = asyncio.Event()
+
+        # transactions
+        self.state = (
+            TransactionState.UNINITIALIZED if transactional_id else TransactionState.READY
+        )
+        self.last_error: errors.KafkaError | None = None
+        self.partitions_in_txn: set[TopicPartition] = set()
+        self.pending_partitions: set[TopicPartition] = set()
+        self._txn_has_offsets = False
+        self._epoch_bump_on_abort = False
+        self.coordinator: int | None = None
+        self._coordinator_lock = asyncio.Lock()
+
+    # --- producer id -------------------------------------------------------------
+
+    @property
+    def transactional(self) -> bool:
+        return self.transactional_id is not None
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id >= 0 and not self.bump_requested
+
+    async def wait_for_producer_id(self, timeout: float) -> None:
+        """Wait until the producer id is known (the sender fetches it)."""
+        if self.producer_id >= 0:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self._pid_ready.wait()), timeout)
+        except asyncio.TimeoutError:
+            cause = f" (last error: {self.last_error})" if self.last_error else ""
+            raise errors.KafkaTimeoutError(
+                f"no producer id within {timeout * 1000:.0f} ms{cause}"
+            ) from None
+        if self.state is TransactionState.FATAL_ERROR and self.last_error is not None:
+            raise self.last_error
+
+    async def init_producer_id(self, deadline: float) -> None:
+        """Get a producer id (or bump the epoch) by ``deadline``; raises on failure."""
+        async with self._init_lock:
+            bump = self.producer_id >= 0
+            body: dict[str, Any] = {
+                "transactional_id": self.transactional_id,
+                "transaction_timeout_ms": self.transaction_timeout_ms,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            }
+            if bump:
+                version = self.client.api_version(ApiKey.INIT_PRODUCER_ID)
+                if version is not None and version >= 3:
+                    body["producer_id"] = self.producer_id
+                    body["producer_epoch"] = self.producer_epoch
+                elif self.transactional:
+                    # Without KIP-360 a transactional producer cannot recover its epoch.
+                    raise self._set_fatal(
+                        errors.UnsupportedVersionError(
+                            "the broker cannot bump the producer epoch (InitProducerId < v3)"
+                        )
+                    )
+            while True:
+                try:
+                    if self.transactional:
+                        node = await self._coordinator(deadline)
+                        response = await self.client.send(
+                            node,
+                            ApiKey.INIT_PRODUCER_ID,
+                            body,
+                            timeout_ms=self._timeout_ms(deadline),
+                        )
+                    else:
+                        response = await self.client.send_to_any(
+                            ApiKey.INIT_PRODUCER_ID, body, timeout_ms=self._timeout_ms(deadline)
+                        )
+                    code = response["error_code"]
+                    if code:
+                        raise errors.error_for_code(code, "InitProducerId")
+                except errors.KafkaError as exc:
+                    exc = _fenced(exc)
+                    if isinstance(exc, _COORDINATOR_MOVED):
+                        self.coordinator = None
+                    elif isinstance(exc, _FATAL) or not exc.retriable:
+                        if self.transactional:
+                            raise self._set_fatal(exc) from None
+                        raise
+                    self.last_error = exc
+                    if time.monotonic() + self.retry_backoff >= deadline:
+                        raise
+                    log.debug("InitProducerId failed (%s); retrying", exc)
+                    await asyncio.sleep(self.retry_backoff)
+                    continue
+                break
+            self.producer_id = response["producer_id"]
+            self.producer_epoch = response["producer_epoch"]
+            self.generation += 1
+            self._next_sequence.clear()
+            self._last_acked.clear()
+            self.bump_requested = False
+            self.last_error = None
+            if self.state is TransactionState.UNINITIALIZED:
+                self.state = TransactionState.READY
+            self._pid_ready.set()
+            log.info(
+                "producer id %d epoch %d%s",
+                self.producer_id,
+                self.producer_epoch,
+                f" for transactional id {self.transactional_id!r}" if self.transactional else "",
+            )
+
+    def _timeout_ms(self, deadline: float) -> int:
+        return max(1, min(self.request_timeout_ms, int((deadline - time.monotonic()) * 1000)))
+
+    # --- sequences -----------------------------------------------------------------
+
+    def next_sequence(self, tp: TopicPartition, count: int) -> int:
+        """Reserve ``count`` sequence numbers for a batch of ``tp``; returns the first."""
+        seq = self._next_sequence.get(tp, 0)
+        self._next_sequence[tp] = (seq + count) & _MAX_SEQUENCE
+        return seq
+
+    def is_next_sequence(self, tp: TopicPartition, base_sequence: int) -> bool:
+        """Whether ``base_sequence`` follows the last acknowledged one (nothing before it is
+        still unresolved)."""
+        last = self._last_acked.get(tp, -1)
+        return base_sequence == ((last + 1) & _MAX_SEQUENCE)
+
+    def acked(self, tp: TopicPartition, base_sequence: int, count: int) -> None:
+        last = (base_sequence + count - 1) & _MAX_SEQUENCE
+        prev = self._last_acked.get(tp, -1)
+        # Responses for one partition arrive in order; keep the furthest one.
+        if prev < 0 or ((last - prev) & _MAX_SEQUENCE) < (_MAX_SEQUENCE >> 1):
+            self._last_acked[tp] = last
+
+    def request_epoch_bump(self, reason: BaseException) -> None:
+        """The sequence space has a hole: bump the epoch (idempotent) or fail the txn."""
+        if self.transactional:
+            self._epoch_bump_on_abort = True
+            exc = reason if isinstance(reason, errors.KafkaError) else errors.KafkaError(str(reason))
+            self.set_abortable(exc)
+        elif not self.bump_requested:
+            log.info("bumping the producer epoch after: %s", reason)
+            self.bump_requested = True
+
+    # --- transaction state -----------------------------------------------------------
+
+    def _set_fatal(self, exc: errors.KafkaError) -> errors.KafkaError:
+        self.state = TransactionState.FATAL_ERROR
+        self.last_error = exc
+        self._pid_ready.set()
+        log.error("transactional producer failed for good: %s", exc)
+        return exc
+
+    def set_abortable(self, exc: errors.KafkaError) -> None:
+        if self.state is TransactionState.FATAL_ERROR:
+            return
+        if isinstance(exc, _FATAL):
+            self._set_fatal(_fenced(exc))
+            return
+        if self.state in (TransactionState.IN_TRANSACTION, TransactionState.COMMITTING):
+            log.warning("transaction must be aborted: %s", exc)
+            self.state = TransactionState.ABORTABLE_ERROR
+            self.last_error = exc
+
+    @property
+    def has_error(self) -> bool:
+        return self.state in (TransactionState.ABORTABLE_ERROR, TransactionState.FATAL_ERROR)
+
+    @property
+    def is_fatal(self) -> bool:
+        return self.state is TransactionState.FATAL_ERROR
+
+    def check_can_send(self) -> None:
+        """Raise unless records may be sent now (transactional producers only)."""
+        state = self.state
+        if state is TransactionState.IN_TRANSACTION:
+            return
+        if state in (TransactionState.ABORTABLE_ERROR, TransactionState.FATAL_ERROR):
+            assert self.last_error is not None
+            raise self.last_error
+        raise errors.IllegalStateError(
+            f"a transactional producer sends only inside a transaction (state: {state.value}); "
+            "call begin_transaction() first"
+        )
+
+    def begin(self) -> None:
+        self._raise_if_fatal()
+        if self.state is not TransactionState.READY:
+            raise errors.IllegalStateError(
+                f"cannot begin a transaction in state {self.state.value}"
+                + ("; abort the failed transaction first" if self.last_error else "")
+            )
+        self.state = TransactionState.IN_TRANSACTION
+        self.partitions_in_txn.clear()
+        self.pending_partitions.clear()
+        self._txn_has_offsets = False
+
+    def _raise_if_fatal(self) -> None:
+        if self.state is TransactionState.FATAL_ERROR:
+            assert self.last_error is not None
+            raise self.last_error
+        if self.state is TransactionState.UNINITIALIZED:
+            raise errors.IllegalStateError("the producer has no producer id yet; start() it")
+
+    def maybe_add_partition(self, tp: TopicPartition) -> None:
+        if tp not in self.partitions_in_txn and tp not in self.pending_partitions:
+            self.pending_partitions.add(tp)
+            if self._wakeup is not None:
+                self._wakeup(0.0)
+
+    def may_send_to(self, tp: TopicPartition) -> bool:
+        return tp in self.partitions_in_txn
+
+    # --- coordinator requests --------------------------------------------------------
+
+    async def _coordinator(self, deadline: float) -> int:
+        assert self.transactional_id is not None
+        node = self.coordinator
+        if node is None:
+            node = await self.client.find_coordinator(
+                self.transactional_id, COORDINATOR_TRANSACTION, timeout_ms=self._timeout_ms(deadline)
+            )
+            self.coordinator = node
+        return node
+
+    async def _coordinator_request(
+        self, api_key: int, body: Mapping[str, Any], deadline: float, what: str,
+        *, version: int | None = None,
+    ) -> dict[str, Any]:
+        """Send to the transaction coordinator, retrying until ``deadline``.
+
+        Returns the response; error codes in it are for the caller to interpret, except
+        the top-level ``error_code`` which is handled here.
+        """
+        while True:
+            try:
+                node = await self._coordinator(deadline)
+                response = await self.client.send(
+                    node, api_key, body, version=version, timeout_ms=self._timeout_ms(deadline)
+                )
+                code = response.get("error_code", 0)
+                if code:
+                    raise errors.error_for_code(code, what)
+                return response
+            except errors.KafkaError as exc:
+                exc = _fenced(exc)
+                if isinstance(exc, _COORDINATOR_MOVED):
+                    self.coordinator = None
+                elif isinstance(exc, errors.KafkaConnectionError):
+                    self.coordinator = None
+                elif not (isinstance(exc, _RETRY_LATER) or exc.retriable):
+                    raise
+                if time.monotonic() + self.retry_backoff >= deadline:
+                    raise errors.KafkaTimeoutError(f"{what} did not complete in time: {exc}") from exc
+                log.debug("%s failed (%s); retrying", what, exc)
+                await asyncio.sleep(self.retry_backoff)
+
+    async def add_pending_partitions(self, deadline: float) -> None:
+        """AddPartitionsToTxn for partitions whose first batch is waiting (sender only)."""
+        async with self._coordinator_lock:
+            pending = set(self.pending_partitions)
+            if not pending or self.state is not TransactionState.IN_TRANSACTION:
+                return
+            by_topic: dict[str, list[int]] = {}
+            for tp in sorted(pending):
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            topics = [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+            body = {
+                "v3_and_below_transactional_id": self.transactional_id,
+                "v3_and_below_producer_id": self.producer_id,
+                "v3_and_below_producer_epoch": self.producer_epoch,
+                "v3_and_below_topics": topics,
+            }
+            version = self._add_partitions_version()
+            try:
+                response = await self._coordinator_request(
+                    ApiKey.ADD_PARTITIONS_TO_TXN, body, deadline, "AddPartitionsToTxn",
+                    version=version,
+                )
+            except errors.KafkaTimeoutError:
+                raise
+            except errors.KafkaError as exc:
+                self.set_abortable(exc)
+                return
+            retry: list[errors.KafkaError] = []
+            for topic_result in response.get("results_by_topic_v3_and_below") or ():
+                name = topic_result["name"]
+                for part in topic_result["results_by_partition"]:
+                    tp = TopicPartition(name, part["partition_index"])
+                    code = part["partition_error_code"]
+                    if code == 0:
+                        self.partitions_in_txn.add(tp)
+                        self.pending_partitions.discard(tp)
+                        continue
+                    exc = _fenced(errors.error_for_code(code, f"AddPartitionsToTxn {tp}"))
+                    if isinstance(exc, _RETRY_LATER) or exc.retriable:
+                        retry.append(exc)
+                    else:
+                        self.set_abortable(exc)
+                        return
+            if retry:
+                log.debug("AddPartitionsToTxn to retry: %s", retry[0])
+                await asyncio.sleep(self.retry_backoff)
+            elif self.pending_partitions & pending:
+                # The broker did not answer for some partitions: ask again.
+                await asyncio.sleep(self.retry_backoff)
+
+    def _add_partitions_version(self) -> int | None:
+        # Versions 4+ are broker-to-broker (batched transactions); clients stop at 3.
+        version = self.client.api_version(ApiKey.ADD_PARTITIONS_TO_TXN)
+        return None if version is None else min(version, 3)
+
+    async def send_offsets(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        deadline: float,
+    ) -> None:
+        if self.state is not TransactionState.IN_TRANSACTION:
+            self._raise_if_fatal()
+            if self.state is TransactionState.ABORTABLE_ERROR and self.last_error is not None:
+                raise self.last_error
+            raise errors.IllegalStateError(
+                f"send_offsets_to_transaction needs an open transaction (state: {self.state.value})"
+            )
+        async with self._coordinator_lock:
+            try:
+                await self._coordinator_request(
+                    ApiKey.ADD_OFFSETS_TO_TXN,
+                    {
+                        "transactional_id": self.transactional_id,
+                        "producer_id": self.producer_id,
+                        "producer_epoch": self.producer_epoch,
+                        "group_id": group_id,
+                    },
+                    deadline,
+                    "AddOffsetsToTxn",
+                )
+            except errors.KafkaTimeoutError:
+                raise
+            except errors.KafkaError as exc:
+                self.set_abortable(exc)
+                raise
+            self._txn_has_offsets = True
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, value in offsets.items():
+            oam = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
+            by_topic.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "committed_offset": oam.offset,
+                    "committed_leader_epoch": oam.leader_epoch,
+                    "committed_metadata": oam.metadata,
+                }
+            )
+        body = {
+            "transactional_id": self.transactional_id,
+            "group_id": group_id,
+            "producer_id": self.producer_id,
+            "producer_epoch": self.producer_epoch,
+            "generation_id": generation_id,
+            "member_id": member_id,
+            "group_instance_id": group_instance_id,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        }
+        group_coordinator: int | None = None
+        while True:
+            try:
+                if group_coordinator is None:
+                    group_coordinator = await self.client.find_coordinator(
+                        group_id, COORDINATOR_GROUP, timeout_ms=self._timeout_ms(deadline)
+                    )
+                response = await self.client.send(
+                    group_coordinator,
+                    ApiKey.TXN_OFFSET_COMMIT,
+                    body,
+                    timeout_ms=self._timeout_ms(deadline),
+                )
+                first: errors.KafkaError | None = None
+                for topic in response["topics"]:
+                    for part in topic["partitions"]:
+                        if part["error_code"] and first is None:
+                            first = errors.error_for_code(
+                                part["error_code"],
+                                f"TxnOffsetCommit {topic['name']}-{part['partition_index']}",
+                            )
+                if first is not None:
+                    raise first
+                return
+            except errors.KafkaError as exc:
+                exc = _fenced(exc)
+                if isinstance(exc, _COORDINATOR_MOVED | errors.KafkaConnectionError):
+                    group_coordinator = None
+                elif not (isinstance(exc, _RETRY_LATER) or exc.retriable):
+                    self.set_abortable(exc)
+                    raise exc from None
+                if time.monotonic() + self.retry_backoff >= deadline:
+                    raise errors.KafkaTimeoutError(
+                        f"TxnOffsetCommit did not complete in time: {exc}"
+                    ) from exc
+                await asyncio.sleep(self.retry_backoff)
+
+    def start_commit(self) -> None:
+        self._raise_if_fatal()
+        if self.state is TransactionState.ABORTABLE_ERROR:
+            assert self.last_error is not None
+            raise self.last_error
+        if self.state is not TransactionState.IN_TRANSACTION:
+            raise errors.IllegalStateError(
+                f"commit_transaction needs an open transaction (state: {self.state.value})"
+            )
+        self.state = TransactionState.COMMITTING
+
+    def start_abort(self) -> None:
+        self._raise_if_fatal()
+        if self.state not in (
+            TransactionState.IN_TRANSACTION,
+            TransactionState.ABORTABLE_ERROR,
+            TransactionState.ABORTING,
+            TransactionState.COMMITTING,
+        ):
+            raise errors.IllegalStateError(
+                f"abort_transaction needs an open transaction (state: {self.state.value})"
+            )
+        self.state = TransactionState.ABORTING
+
+    async def end_transaction(self, commit: bool, deadline: float) -> None:
+        """EndTxn (when the transaction touched anything), then back to READY."""
+        if self.partitions_in_txn or self._txn_has_offsets:
+            async with self._coordinator_lock:
+                try:
+                    await self._coordinator_request(
+                        ApiKey.END_TXN,
+                        {
+                            "transactional_id": self.transactional_id,
+                            "producer_id": self.producer_id,
+                            "producer_epoch": self.producer_epoch,
+                            "committed": commit,
+                        },
+                        deadline,
+                        "EndTxn",
+                        version=self._end_txn_version(),
+                    )
+                except errors.KafkaTimeoutError:
+                    raise
+                except errors.KafkaError as exc:
+                    if isinstance(exc, _FATAL):
+                        raise self._set_fatal(exc) from None
+                    if commit:
+                        self.set_abortable(exc)
+                    raise
+        if not commit and self._epoch_bump_on_abort:
+            self._epoch_bump_on_abort = False
+            await self.init_producer_id(deadline)
+        self.state = TransactionState.READY
+        self.last_error = None
+        self.partitions_in_txn.clear()
+        self.pending_partitions.clear()
+        self._txn_has_offsets = False
+
+    def _end_txn_version(self) -> int | None:
+        # EndTxn v5 belongs to transactions v2 (KIP-890), which also changes how epochs
+        # move; this client speaks transactions v1.
+        version = self.client.api_version(ApiKey.END_TXN)
+        return None if version is None else min(version, 4)
+
+    def restore_after_failed_commit(self) -> None:
+        if self.state is TransactionState.COMMITTING:
+            self.state = TransactionState.IN_TRANSACTION
+
+    def reset_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self._next_sequence.pop(tp, None)
+            self._last_acked.pop(tp, None)

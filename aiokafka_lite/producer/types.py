@@ -1,0 +1,100 @@
+"""Values the producer hands to its callers: record metadata, records, interceptors."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from aiokafka_lite.structs import TopicPartition
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "TIMESTAMP_CREATE_TIME",
+    "TIMESTAMP_LOG_APPEND_TIME",
+    "Header",
+    "ProducerInterceptor",
+    "ProducerRecord",
+    "RecordMetadata",
+]
+
+#: ``RecordMetadata.timestamp_type`` values (Kafka's timestamp types).
+TIMESTAMP_CREATE_TIME = 0
+TIMESTAMP_LOG_APPEND_TIME = 1
+
+Header = tuple[str, bytes | None]
+
+
+class RecordMetadata(NamedTuple):
+    """Where the broker stored a record (the same fields as aiokafka's)."""
+
+    topic: str
+    partition: int
+    topic_partition: TopicPartition
+    #: The record's offset in the partition, or -1 when unknown (acks=0).
+    offset: int
+    #: Milliseconds since the epoch: the producer's create time, or the broker's
+    #: append time when the topic uses LogAppendTime.
+    timestamp: int
+    timestamp_type: int
+    #: The partition's log start offset as the broker reported it (-1 if unknown).
+    log_start_offset: int
+
+
+@dataclass
+class ProducerRecord:
+    """A record on its way to the accumulator, as interceptors see it (before serializing)."""
+
+    topic: str
+    value: Any = None
+    key: Any = None
+    partition: int | None = None
+    timestamp_ms: int | None = None
+    headers: Sequence[Header] | None = None
+
+
+class ProducerInterceptor:
+    """Hooks around each record; subclass and override what you need.
+
+    ``on_send`` runs in ``send()`` before the key and value are serialized and may return a
+    changed record. ``on_acknowledgement`` runs once per record when its delivery ends,
+    with the metadata or the exception. An exception raised by a hook is logged and
+    otherwise ignored, as in the Java client.
+    """
+
+    def on_send(self, record: ProducerRecord) -> ProducerRecord:
+        return record
+
+    def on_acknowledgement(
+        self, metadata: RecordMetadata | None, exception: BaseException | None
+    ) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def run_on_send(interceptors: Sequence[Any], record: ProducerRecord) -> ProducerRecord:
+    for interceptor in interceptors:
+        try:
+            result = interceptor.on_send(record)
+        except Exception:
+            log.exception("interceptor %r on_send failed; record passed on unchanged", interceptor)
+            continue
+        if isinstance(result, ProducerRecord):
+            record = result
+        else:
+            log.warning("interceptor %r on_send returned %r, not a ProducerRecord", interceptor, result)
+    return record
+
+
+def run_on_acknowledgement(
+    interceptors: Sequence[Any], metadata: RecordMetadata | None, exc: BaseException | None
+) -> None:
+    for interceptor in interceptors:
+        try:
+            interceptor.on_acknowledgement(metadata, exc)
+        except Exception:
+            log.exception("interceptor %r on_acknowledgement failed", interceptor)

@@ -1,0 +1,360 @@
+"""SASL mechanisms as sans-IO state machines.
+
+No sockets, no asyncio: a mechanism turns server bytes into client bytes. The connection
+drives it over Kafka's SaslAuthenticate requests::
+
+    mech = ScramMechanism("SCRAM-SHA-256", user, password)
+    out: bytes | None = mech.first_message()
+    while out is not None:
+        server_bytes = <send out, read the server's answer>
+        out = mech.step(server_bytes)
+    assert mech.complete
+
+Mechanisms: PLAIN (RFC 4616), SCRAM-SHA-256/512 (RFC 5802, RFC 7677) and OAUTHBEARER
+(RFC 7628 as used by Kafka, KIP-255/KIP-342).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+import secrets
+import stringprep
+import unicodedata
+from collections.abc import Callable, Mapping
+
+from aiokafka_lite import errors
+
+__all__ = [
+    "OAuthBearerMechanism",
+    "PlainMechanism",
+    "SaslMechanism",
+    "ScramMechanism",
+    "saslprep",
+]
+
+
+class SaslMechanism:
+    """Base class: ``first_message()``, then ``step()`` per server message until ``complete``.
+
+    ``step`` returns the next client message, or ``None`` when the exchange is over on
+    the client's side (then ``complete`` is ``True``). Any failure raises
+    :class:`~aiokafka_lite.errors.AuthenticationFailedError`.
+    """
+
+    name: str = ""
+
+    def __init__(self) -> None:
+        self.complete = False
+        self._started = False
+
+    def first_message(self) -> bytes:
+        if self._started:
+            raise errors.IllegalStateError(f"SASL {self.name}: first_message() called twice")
+        self._started = True
+        return self._first()
+
+    def step(self, server_bytes: bytes) -> bytes | None:
+        if not self._started:
+            raise errors.IllegalStateError(f"SASL {self.name}: step() before first_message()")
+        if self.complete:
+            raise errors.AuthenticationFailedError(
+                f"SASL {self.name}: server sent data after authentication completed"
+            )
+        return self._step(bytes(server_bytes))
+
+    def _first(self) -> bytes:
+        raise NotImplementedError
+
+    def _step(self, server_bytes: bytes) -> bytes | None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{self.__class__.__name__} {self.name} complete={self.complete}>"
+
+
+# --- SASLprep (RFC 4013) ---------------------------------------------------
+
+_PROHIBITED: tuple[Callable[[str], bool], ...] = (
+    stringprep.in_table_c12,  # non-ASCII space
+    stringprep.in_table_c21_c22,  # control characters
+    stringprep.in_table_c3,  # private use
+    stringprep.in_table_c4,  # non-character code points
+    stringprep.in_table_c5,  # surrogates
+    stringprep.in_table_c6,  # inappropriate for plain text
+    stringprep.in_table_c7,  # inappropriate for canonical representation
+    stringprep.in_table_c8,  # change display properties / deprecated
+    stringprep.in_table_c9,  # tagging characters
+)
+
+
+def saslprep(text: str, *, allow_unassigned: bool = True) -> str:
+    """Prepare a user name or password with SASLprep (RFC 4013, profile of RFC 3454).
+
+    Maps non-ASCII spaces to a space and "commonly mapped to nothing" characters to
+    nothing, normalizes with NFKC, then rejects prohibited characters and bad
+    bidirectional strings with :class:`~aiokafka_lite.errors.ConfigurationError`.
+    ``allow_unassigned`` follows RFC 3454's "query" (True) vs "stored string" (False).
+    """
+    if text.isascii() and text.isprintable():
+        return text  # printable ASCII is unchanged by every SASLprep step
+    mapped = "".join(
+        " " if stringprep.in_table_c12(ch) else ch for ch in text if not stringprep.in_table_b1(ch)
+    )
+    # stringprep's tables are Unicode 3.2; normalize with the same version.
+    prepared = unicodedata.ucd_3_2_0.normalize("NFKC", mapped)
+    for ch in prepared:
+        if any(check(ch) for check in _PROHIBITED):
+            raise errors.ConfigurationError(
+                f"SASLprep: prohibited character U+{ord(ch):04X} in user name or password"
+            )
+        if not allow_unassigned and stringprep.in_table_a1(ch):
+            raise errors.ConfigurationError(
+                f"SASLprep: unassigned code point U+{ord(ch):04X} in user name or password"
+            )
+    if any(stringprep.in_table_d1(ch) for ch in prepared):
+        if any(stringprep.in_table_d2(ch) for ch in prepared):
+            raise errors.ConfigurationError(
+                "SASLprep: string mixes right-to-left and left-to-right characters"
+            )
+        if not (stringprep.in_table_d1(prepared[0]) and stringprep.in_table_d1(prepared[-1])):
+            raise errors.ConfigurationError(
+                "SASLprep: right-to-left string must start and end with a right-to-left character"
+            )
+    return prepared
+
+
+# --- PLAIN -----------------------------------------------------------------
+
+
+class PlainMechanism(SaslMechanism):
+    """SASL PLAIN (RFC 4616): one message ``authzid NUL authcid NUL passwd``."""
+
+    name = "PLAIN"
+
+    def __init__(self, username: str, password: str, authzid: str = "") -> None:
+        super().__init__()
+        for label, value in (("username", username), ("password", password)):
+            if "\0" in value:
+                raise errors.ConfigurationError(f"SASL PLAIN {label} must not contain NUL")
+        self._username = username
+        self._password = password
+        self._authzid = authzid
+
+    def _first(self) -> bytes:
+        return b"\0".join(
+            (
+                self._authzid.encode(),
+                saslprep(self._username).encode(),
+                saslprep(self._password).encode(),
+            )
+        )
+
+    def _step(self, server_bytes: bytes) -> bytes | None:
+        # Kafka answers a successful PLAIN exchange with empty auth bytes.
+        self.complete = True
+        return None
+
+
+# --- SCRAM -----------------------------------------------------------------
+
+_SCRAM_HASHES: dict[str, str] = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+_GS2_HEADER = "n,,"  # no channel binding, no authzid
+_B64_RE = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
+
+
+def _scram_escape(name: str) -> str:
+    # RFC 5802 saslname: '=' -> '=3D', ',' -> '=2C' (order matters).
+    return name.replace("=", "=3D").replace(",", "=2C")
+
+
+def _parse_attributes(message: str) -> dict[str, str]:
+    attrs: dict[str, str] = {}
+    for part in message.split(","):
+        if len(part) < 2 or part[1] != "=" or not part[0].isalpha():
+            raise errors.AuthenticationFailedError(f"SCRAM: malformed server message {message!r}")
+        attrs.setdefault(part[0], part[2:])
+    return attrs
+
+
+def _b64decode(value: str, what: str) -> bytes:
+    if not _B64_RE.match(value) or len(value) % 4:
+        raise errors.AuthenticationFailedError(f"SCRAM: {what} is not valid base64")
+    return base64.b64decode(value)
+
+
+class ScramMechanism(SaslMechanism):
+    """SCRAM-SHA-256 / SCRAM-SHA-512 client (RFC 5802, RFC 7677), without channel binding.
+
+    Messages: client-first -> server-first -> client-final -> server-final. The server's
+    signature is verified; a mismatch or an ``e=`` error raises
+    :class:`~aiokafka_lite.errors.AuthenticationFailedError`. ``nonce`` is for tests only.
+    ``min_iterations`` refuses weak salting a malicious server could ask for (Kafka's
+    minimum is 4096).
+    """
+
+    def __init__(
+        self,
+        mechanism: str,
+        username: str,
+        password: str,
+        *,
+        nonce: str | None = None,
+        min_iterations: int = 4096,
+    ) -> None:
+        super().__init__()
+        mechanism = mechanism.upper()
+        if mechanism not in _SCRAM_HASHES:
+            raise errors.ConfigurationError(
+                f"unknown SCRAM mechanism {mechanism!r}; use one of {', '.join(_SCRAM_HASHES)}"
+            )
+        self.mechanism = mechanism
+        self.name = mechanism
+        self._hash_name = _SCRAM_HASHES[mechanism]
+        self._username = saslprep(username)
+        self._password = saslprep(password).encode("utf-8")
+        if nonce is None:
+            nonce = base64.b64encode(secrets.token_bytes(24)).decode("ascii")
+        elif not nonce or "," in nonce or not (nonce.isascii() and nonce.isprintable()):
+            raise errors.ConfigurationError("SCRAM nonce must be printable ASCII without ','")
+        self._client_nonce = nonce
+        self._min_iterations = min_iterations
+        self._client_first_bare = ""
+        self._expected_server_signature = b""
+        self._state = "first"
+
+    def _hmac(self, key: bytes, msg: bytes) -> bytes:
+        return hmac.new(key, msg, self._hash_name).digest()
+
+    def _h(self, data: bytes) -> bytes:
+        return hashlib.new(self._hash_name, data).digest()
+
+    def _first(self) -> bytes:
+        self._client_first_bare = f"n={_scram_escape(self._username)},r={self._client_nonce}"
+        self._state = "server-first"
+        return (_GS2_HEADER + self._client_first_bare).encode("utf-8")
+
+    def _step(self, server_bytes: bytes) -> bytes | None:
+        try:
+            message = server_bytes.decode("utf-8")
+        except UnicodeDecodeError:
+            raise errors.AuthenticationFailedError("SCRAM: server message is not UTF-8") from None
+        if self._state == "server-first":
+            return self._on_server_first(message)
+        if self._state == "server-final":
+            self._on_server_final(message)
+            return None
+        raise errors.IllegalStateError(f"SCRAM: unexpected step in state {self._state}")
+
+    def _on_server_first(self, message: str) -> bytes:
+        attrs = _parse_attributes(message)
+        if "e" in attrs:
+            raise errors.AuthenticationFailedError(f"SCRAM: server error: {attrs['e']}")
+        if "m" in attrs:
+            raise errors.AuthenticationFailedError("SCRAM: unsupported mandatory extension (m=)")
+        try:
+            nonce, salt_b64, iterations_text = attrs["r"], attrs["s"], attrs["i"]
+        except KeyError as exc:
+            raise errors.AuthenticationFailedError(
+                f"SCRAM: server-first message lacks {exc.args[0]}="
+            ) from None
+        if not nonce.startswith(self._client_nonce) or len(nonce) <= len(self._client_nonce):
+            raise errors.AuthenticationFailedError(
+                "SCRAM: server nonce does not extend the client nonce"
+            )
+        salt = _b64decode(salt_b64, "salt")
+        if not iterations_text.isdigit():
+            raise errors.AuthenticationFailedError(
+                f"SCRAM: bad iteration count {iterations_text!r}"
+            )
+        iterations = int(iterations_text)
+        if iterations < self._min_iterations:
+            raise errors.AuthenticationFailedError(
+                f"SCRAM: iteration count {iterations} is below the minimum {self._min_iterations}"
+            )
+
+        salted = hashlib.pbkdf2_hmac(self._hash_name, self._password, salt, iterations)
+        client_key = self._hmac(salted, b"Client Key")
+        stored_key = self._h(client_key)
+        channel_binding = base64.b64encode(_GS2_HEADER.encode()).decode("ascii")
+        final_without_proof = f"c={channel_binding},r={nonce}"
+        auth_message = ",".join((self._client_first_bare, message, final_without_proof)).encode(
+            "utf-8"
+        )
+        client_signature = self._hmac(stored_key, auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, client_signature, strict=True))
+        server_key = self._hmac(salted, b"Server Key")
+        self._expected_server_signature = self._hmac(server_key, auth_message)
+        self._state = "server-final"
+        proof_b64 = base64.b64encode(proof).decode("ascii")
+        return f"{final_without_proof},p={proof_b64}".encode()
+
+    def _on_server_final(self, message: str) -> None:
+        attrs = _parse_attributes(message)
+        if "e" in attrs:
+            raise errors.AuthenticationFailedError(f"SCRAM: server error: {attrs['e']}")
+        if "v" not in attrs:
+            raise errors.AuthenticationFailedError("SCRAM: server-final message lacks v=")
+        signature = _b64decode(attrs["v"], "server signature")
+        if not hmac.compare_digest(signature, self._expected_server_signature):
+            raise errors.AuthenticationFailedError(
+                "SCRAM: server signature mismatch (the server does not know the password)"
+            )
+        self._state = "done"
+        self.complete = True
+
+    def __repr__(self) -> str:
+        return f"<ScramMechanism {self.mechanism} user={self._username!r} state={self._state}>"
+
+
+# --- OAUTHBEARER -----------------------------------------------------------
+
+_EXTENSION_KEY_RE = re.compile(r"^[A-Za-z]+$")
+_EXTENSION_VALUE_RE = re.compile(r"^[\x21-\x7E \t\r\n]+$")
+_TOKEN_RE = re.compile(r"^[A-Za-z0-9\-._~+/]+=*$")  # RFC 6750 b64token
+
+
+class OAuthBearerMechanism(SaslMechanism):
+    """OAUTHBEARER client (RFC 7628, Kafka KIP-255 with KIP-342 extensions).
+
+    Sends ``n,,\\x01auth=Bearer <token>\\x01[key=value\\x01...]\\x01``. An empty server
+    answer is success. A non-empty one is an error description (JSON): the client answers
+    with ``\\x01`` as RFC 7628 requires, and the broker then fails the exchange; the
+    description is kept in ``server_error``.
+    """
+
+    name = "OAUTHBEARER"
+
+    def __init__(self, token: str, extensions: Mapping[str, str] | None = None) -> None:
+        super().__init__()
+        if not token or not _TOKEN_RE.match(token):
+            raise errors.ConfigurationError("OAUTHBEARER token is empty or not a valid b64token")
+        self._token = token
+        self._extensions = dict(extensions or {})
+        for key, value in self._extensions.items():
+            if key == "auth" or not _EXTENSION_KEY_RE.match(key):
+                raise errors.ConfigurationError(f"invalid OAUTHBEARER extension name {key!r}")
+            if not _EXTENSION_VALUE_RE.match(value):
+                raise errors.ConfigurationError(f"invalid OAUTHBEARER extension value for {key!r}")
+        self.server_error: str | None = None
+
+    def _first(self) -> bytes:
+        parts = [f"auth=Bearer {self._token}"]
+        parts.extend(f"{k}={v}" for k, v in sorted(self._extensions.items()))
+        return ("n,," + "\x01" + "\x01".join(parts) + "\x01\x01").encode("utf-8")
+
+    def _step(self, server_bytes: bytes) -> bytes | None:
+        if self.server_error is not None:
+            raise errors.AuthenticationFailedError(
+                f"OAUTHBEARER: authentication failed: {self.server_error}"
+            )
+        if not server_bytes:
+            self.complete = True
+            return None
+        self.server_error = server_bytes.decode("utf-8", "replace")
+        return b"\x01"
+
+    def __repr__(self) -> str:
+        return f"<OAuthBearerMechanism complete={self.complete}>"

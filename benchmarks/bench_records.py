@@ -1,0 +1,216 @@
+"""Record batch throughput: aiokafka_lite against aiokafka's Cython and pure-Python code.
+
+Run: ``python benchmarks/bench_records.py [--records N] [--repeat R]``
+
+Workload: 100-byte values, short keys, no headers, timestamps one millisecond apart,
+batches cut at 16 KiB (the producer's default ``batch.size``). "encode" is builder
+creation + append of every record + build; "decode" walks a blob of concatenated
+batches (as a fetch response holds them) and touches every record. Each number is
+the best of ``--repeat`` runs, in records per second. Results also go to
+``benchmarks/results/records.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import struct
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from aiokafka_lite.protocol.records import BatchBuilder, iter_batches  # noqa: E402
+
+BATCH_SIZE = 16384
+CODECS = {"none": 0, "lz4": 3}
+RESULTS = Path(__file__).resolve().parent / "results" / "records.json"
+
+Rec = tuple[int, bytes, bytes]
+
+
+def make_records(n: int) -> list[Rec]:
+    rnd = random.Random(42)
+    alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789 "
+    values = [bytes(rnd.choice(alphabet) for _ in range(100)) for _ in range(64)]
+    base = 1_700_000_000_000
+    return [(base + i, b"key-%d" % (i % 1000), values[i % 64]) for i in range(n)]
+
+
+# --- aiokafka_lite ----------------------------------------------------------------
+
+
+def encode_lite(records: Sequence[Rec], codec: int) -> list[bytes]:
+    out = []
+    builder = BatchBuilder(compression=codec, max_size=BATCH_SIZE)
+    append = builder.append
+    for ts, key, value in records:
+        if append(ts, key, value) is None:
+            out.append(builder.build())
+            builder = BatchBuilder(compression=codec, max_size=BATCH_SIZE)
+            append = builder.append
+            append(ts, key, value)
+    out.append(builder.build())
+    return out
+
+
+def decode_lite(blob: bytes) -> int:
+    n = 0
+    for batch in iter_batches(blob):
+        for _record in batch.records():
+            n += 1
+    return n
+
+
+# --- aiokafka ---------------------------------------------------------------------
+
+
+def load_aiokafka() -> dict[str, tuple[Any, Any]]:
+    """{"aiokafka (Cython)": (builder, batch), "aiokafka (pure Python)": (...)}."""
+    impls: dict[str, tuple[Any, Any]] = {}
+    try:
+        from aiokafka.record import default_records as dr
+    except ImportError:
+        return impls
+    try:
+        from aiokafka.record._crecords import (
+            DefaultRecordBatch as CBatch,
+        )
+        from aiokafka.record._crecords import (
+            DefaultRecordBatchBuilder as CBuilder,
+        )
+
+        impls["aiokafka (Cython)"] = (CBuilder, CBatch)
+    except ImportError:
+        pass
+    impls["aiokafka (pure Python)"] = (dr._DefaultRecordBatchBuilderPy, dr._DefaultRecordBatchPy)
+    return impls
+
+
+def encode_aiokafka(builder_cls: Any, records: Sequence[Rec], codec: int) -> list[bytes]:
+    out = []
+    builder = builder_cls(2, codec, 0, -1, -1, -1, BATCH_SIZE)
+    offset = 0
+    no_headers: list[tuple[str, bytes | None]] = []
+    for ts, key, value in records:
+        if builder.append(offset, ts, key, value, no_headers) is None:
+            out.append(bytes(builder.build()))
+            builder = builder_cls(2, codec, 0, -1, -1, -1, BATCH_SIZE)
+            offset = 0
+            builder.append(offset, ts, key, value, no_headers)
+        offset += 1
+    out.append(bytes(builder.build()))
+    return out
+
+
+def decode_aiokafka(batch_cls: Any, blob: bytes) -> int:
+    # Split the blob the way MemoryRecords does (offset + length framing).
+    n = 0
+    pos = 0
+    end = len(blob)
+    unpack = struct.Struct(">i").unpack_from
+    while pos < end:
+        size = unpack(blob, pos + 8)[0] + 12
+        for _record in batch_cls(blob[pos : pos + size]):
+            n += 1
+        pos += size
+    return n
+
+
+# --- harness ----------------------------------------------------------------------
+
+
+def best_rate(fn: Callable[[], object], n: int, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return n / best
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--no-json", action="store_true", help="do not write the JSON file")
+    args = parser.parse_args(argv)
+
+    records = make_records(args.records)
+    n = len(records)
+    impls = load_aiokafka()
+    names = ["aiokafka_lite", *impls]
+    rates: dict[tuple[str, str, str], float] = {}
+
+    for codec_name, codec in CODECS.items():
+        lite_batches = encode_lite(records, codec)
+        blob = b"".join(lite_batches)
+        assert decode_lite(blob) == n
+        rates["encode", codec_name, "aiokafka_lite"] = best_rate(
+            lambda c=codec: encode_lite(records, c), n, args.repeat
+        )
+        rates["decode", codec_name, "aiokafka_lite"] = best_rate(
+            lambda b=blob: decode_lite(b), n, args.repeat
+        )
+        for name, (builder_cls, batch_cls) in impls.items():
+            theirs = b"".join(encode_aiokafka(builder_cls, records, codec))
+            assert decode_aiokafka(batch_cls, theirs) == n
+            rates["encode", codec_name, name] = best_rate(
+                lambda bc=builder_cls, c=codec: encode_aiokafka(bc, records, c), n, args.repeat
+            )
+            # Every implementation decodes the same bytes (ours).
+            rates["decode", codec_name, name] = best_rate(
+                lambda bc=batch_cls, b=blob: decode_aiokafka(bc, b), n, args.repeat
+            )
+
+    header = f"{'op':<7} {'codec':<5} " + " ".join(f"{nm:>24}" for nm in names)
+    ratio_names = [nm for nm in names if nm != "aiokafka_lite"]
+    header += " " + " ".join(f"{'lite / ' + nm.split(' ', 1)[-1]:>22}" for nm in ratio_names)
+    print(f"{n} records, 100-byte values, {BATCH_SIZE}-byte batches; records/s (best of "
+          f"{args.repeat}), Python {platform.python_version()}")
+    print(header)
+    rows = []
+    for op in ("encode", "decode"):
+        for codec_name in CODECS:
+            line = f"{op:<7} {codec_name:<5} "
+            line += " ".join(f"{rates[op, codec_name, nm]:>24,.0f}" for nm in names)
+            ours = rates[op, codec_name, "aiokafka_lite"]
+            ratios = {nm: ours / rates[op, codec_name, nm] for nm in ratio_names}
+            line += " " + " ".join(f"{ratios[nm]:>21.2f}x" for nm in ratio_names)
+            print(line)
+            rows.append(
+                {
+                    "op": op,
+                    "codec": codec_name,
+                    "records_per_s": {nm: round(rates[op, codec_name, nm]) for nm in names},
+                    "ratio_lite_over": {nm: round(r, 3) for nm, r in ratios.items()},
+                }
+            )
+
+    if not args.no_json:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        report = {
+            "benchmark": "records",
+            "records": n,
+            "value_bytes": 100,
+            "batch_size": BATCH_SIZE,
+            "repeat": args.repeat,
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "processor": platform.processor(),
+            "cpus": os.cpu_count(),
+            "results": rows,
+        }
+        RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,127 @@
+"""Bootstrap parsing and client configuration checks (no broker needed)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from aiokafka_lite import errors
+from aiokafka_lite.client import KafkaClient, parse_bootstrap_servers
+from aiokafka_lite.cluster import ClusterMetadata
+from aiokafka_lite.structs import TopicPartition
+
+
+@pytest.mark.parametrize(
+    ("servers", "expected"),
+    [
+        ("localhost:9092", [("localhost", 9092)]),
+        ("a:1, b:2", [("a", 1), ("b", 2)]),
+        ("kafka", [("kafka", 9092)]),
+        (["h1:19092", "[::1]:9093"], [("h1", 19092), ("::1", 9093)]),
+        ("[fe80::1]", [("fe80::1", 9092)]),
+    ],
+)
+def test_parse_bootstrap_servers(servers: str | list[str], expected: list[tuple[str, int]]) -> None:
+    assert parse_bootstrap_servers(servers) == expected
+
+
+@pytest.mark.parametrize("servers", ["", " , ", "host:notaport", "host:0", "host:70000", ":9092"])
+def test_bad_bootstrap_servers_fail_at_construction(servers: str) -> None:
+    with pytest.raises(errors.ConfigurationError):
+        KafkaClient(servers)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"request_timeout_ms": 0},
+        {"connect_timeout_ms": -1},
+        {"metadata_max_age_ms": "10"},
+        {"retry_backoff_ms": -5},
+    ],
+)
+def test_bad_timeouts_fail_at_construction(kwargs: dict[str, object]) -> None:
+    with pytest.raises(errors.ConfigurationError):
+        KafkaClient("localhost:9092", **kwargs)  # type: ignore[arg-type]
+
+
+async def test_calls_before_start_are_refused() -> None:
+    client = KafkaClient("localhost:9092")
+    with pytest.raises(errors.IllegalStateError):
+        await client.refresh_metadata()
+
+
+def _metadata_body() -> dict[str, object]:
+    topic_id = uuid.uuid4()
+    return {
+        "brokers": [{"node_id": 1, "host": "b1", "port": 9092, "rack": None}],
+        "cluster_id": "c1",
+        "controller_id": 1,
+        "topics": [
+            {
+                "error_code": 0,
+                "name": "t",
+                "topic_id": topic_id,
+                "is_internal": False,
+                "partitions": [
+                    {
+                        "error_code": 0,
+                        "partition_index": 0,
+                        "leader_id": 1,
+                        "leader_epoch": 3,
+                        "replica_nodes": [1],
+                        "isr_nodes": [1],
+                        "offline_replicas": [],
+                    },
+                    {
+                        "error_code": 5,
+                        "partition_index": 1,
+                        "leader_id": -1,
+                        "leader_epoch": -1,
+                        "replica_nodes": [1],
+                        "isr_nodes": [],
+                        "offline_replicas": [1],
+                    },
+                ],
+            },
+            {
+                "error_code": 3,
+                "name": "missing",
+                "topic_id": uuid.UUID(int=0),
+                "is_internal": False,
+                "partitions": [],
+            },
+        ],
+    }
+
+
+def test_cluster_metadata_from_response() -> None:
+    body = _metadata_body()
+    meta = ClusterMetadata.from_response(body, version=12)
+    assert meta.cluster_id == "c1" and meta.controller_id == 1
+    assert meta.partitions_for_topic("t") == {0, 1}
+    assert meta.available_partitions_for_topic("t") == {0}
+    assert meta.leader_for(TopicPartition("t", 0)) == 1
+    assert meta.leader_for(TopicPartition("t", 1)) is None
+    assert meta.leader_epoch_for(TopicPartition("t", 0)) == 3
+    assert meta.partitions_for_topic("missing") is None
+    assert meta.topic_error("missing") == 3
+    assert meta.topic_id("missing") is None  # the all-zero uuid means "no id"
+    t_id = meta.topic_id("t")
+    assert t_id is not None and meta.topic_name(t_id) == "t"
+
+
+def test_partial_refresh_keeps_other_topics() -> None:
+    first = ClusterMetadata.from_response(_metadata_body(), version=12)
+    partial = {
+        "brokers": [{"node_id": 1, "host": "b1", "port": 9092, "rack": None}],
+        "cluster_id": "c1",
+        "controller_id": 1,
+        "topics": [],
+    }
+    merged = ClusterMetadata.from_response(partial, version=12, previous=first, full=False)
+    assert merged.partitions_for_topic("t") == {0, 1}
+    assert merged.version == first.version + 1
+    replaced = ClusterMetadata.from_response(partial, version=12, previous=first, full=True)
+    assert replaced.partitions_for_topic("t") is None

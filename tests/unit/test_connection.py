@@ -1,0 +1,918 @@
+"""BrokerConnection against scripted asyncio brokers (no real Kafka).
+
+The scripted broker speaks just enough Kafka through protocol/api.py's
+``decode_request``/``encode_response``: ApiVersions, SASL and whatever each test needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import random
+import shutil
+import socket
+import ssl
+import struct
+import subprocess
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aiokafka_lite import errors
+from aiokafka_lite.connection import BrokerConnection, connect
+from aiokafka_lite.protocol import api
+from aiokafka_lite.protocol.api import ApiKey, RequestHeader
+from aiokafka_lite.security import SecurityConfig, create_ssl_context
+
+try:
+    from tests.unit.test_sasl import ScramServer
+except ImportError:  # pytest's default "prepend" import mode without packages
+    from test_sasl import ScramServer  # type: ignore[no-redef]
+
+HEARTBEAT = int(ApiKey.HEARTBEAT)
+PRODUCE = int(ApiKey.PRODUCE)
+
+
+# --- a scripted broker ---------------------------------------------------------------
+
+
+class ServerConn:
+    """The broker's side of one client connection."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.state: dict[str, Any] = {}
+
+    @staticmethod
+    def frame(header: RequestHeader, body: dict[str, Any], version: int | None = None) -> bytes:
+        payload = api.encode_response(
+            header.api_key,
+            header.api_version if version is None else version,
+            header.correlation_id,
+            body,
+        )
+        return struct.pack(">i", len(payload)) + payload
+
+    async def respond(
+        self, header: RequestHeader, body: dict[str, Any], version: int | None = None
+    ) -> None:
+        self.writer.write(self.frame(header, body, version))
+        await self.writer.drain()
+
+
+Handler = Callable[[ServerConn, RequestHeader, dict[str, Any]], Awaitable[None]]
+
+
+def api_versions_body(
+    overrides: dict[int, tuple[int, int]] | None = None,
+) -> dict[str, Any]:
+    versions = dict(api.SUPPORTED_VERSIONS)
+    versions.update(overrides or {})
+    return {
+        "error_code": 0,
+        "api_keys": [
+            {"api_key": key, "min_version": lo, "max_version": hi}
+            for key, (lo, hi) in sorted(versions.items())
+        ],
+    }
+
+
+class ScriptedBroker:
+    """An asyncio server: ApiVersions answered by default, everything else by handlers."""
+
+    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+        self.handlers: dict[int, Handler] = {}
+        self.concurrent: set[int] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.requests: list[tuple[RequestHeader, dict[str, Any]]] = []
+        self.connections: list[ServerConn] = []
+        self.ssl_context = ssl_context
+        self.server: asyncio.Server | None = None
+        self.port = 0
+        self.on(int(ApiKey.API_VERSIONS), self._api_versions)
+
+    def on(self, api_key: int, handler: Handler, *, concurrent: bool = False) -> None:
+        self.handlers[api_key] = handler
+        if concurrent:
+            self.concurrent.add(api_key)
+
+    @staticmethod
+    async def _api_versions(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        await conn.respond(header, api_versions_body())
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.ssl_context)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        for conn in self.connections:
+            conn.writer.close()
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = ServerConn(reader, writer)
+        self.connections.append(conn)
+        try:
+            while True:
+                size = struct.unpack(">i", await reader.readexactly(4))[0]
+                header, body = api.decode_request(await reader.readexactly(size))
+                self.requests.append((header, body))
+                handler = self.handlers.get(header.api_key)
+                if handler is None:
+                    continue
+                if header.api_key in self.concurrent:
+                    # Answer in a task so the broker keeps reading further requests.
+                    task = asyncio.create_task(handler(conn, header, body))
+                    self.tasks.add(task)
+                    task.add_done_callback(self.tasks.discard)
+                else:
+                    await handler(conn, header, body)
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+
+    def seen(self, api_key: int) -> list[tuple[RequestHeader, dict[str, Any]]]:
+        return [(h, b) for h, b in self.requests if h.api_key == api_key]
+
+
+@pytest.fixture(autouse=True)
+async def no_loop_errors() -> AsyncIterator[list[dict[str, Any]]]:
+    """Fail a test that leaves "Future exception was never retrieved" (or any loop error)."""
+    loop = asyncio.get_running_loop()
+    seen: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: seen.append(context))
+    yield seen
+    gc.collect()
+    await asyncio.sleep(0)
+    loop.set_exception_handler(None)
+    assert not seen, seen
+
+
+@pytest.fixture
+async def broker() -> AsyncIterator[ScriptedBroker]:
+    server = ScriptedBroker()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+async def open_conn(broker: ScriptedBroker, **kwargs: Any) -> BrokerConnection:
+    return await connect("127.0.0.1", broker.port, **kwargs)
+
+
+def echo_heartbeat(delay: float = 0.0) -> Handler:
+    """Heartbeat handler that echoes generation_id back as throttle_time_ms."""
+
+    async def handler(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        await conn.respond(header, {"throttle_time_ms": body["generation_id"], "error_code": 0})
+
+    return handler
+
+
+def heartbeat(generation: int) -> dict[str, Any]:
+    return {"group_id": "g", "generation_id": generation, "member_id": "m"}
+
+
+async def swallow(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+    """A handler that never answers."""
+
+
+# --- connecting and version negotiation -------------------------------------------------
+
+
+async def test_connect_negotiates_versions(broker: ScriptedBroker) -> None:
+    broker.on(int(ApiKey.API_VERSIONS), _versions_handler({int(ApiKey.METADATA): (0, 9)}))
+    conn = await open_conn(broker, node_id=3, client_id="me")
+    try:
+        assert conn.api_versions[int(ApiKey.METADATA)] == (0, 9)
+        assert conn.version_for(int(ApiKey.METADATA)) == 9
+        assert conn.version_for(PRODUCE) == api.SUPPORTED_VERSIONS[PRODUCE][1]
+        header, body = broker.seen(int(ApiKey.API_VERSIONS))[0]
+        assert header.api_version == api.SUPPORTED_VERSIONS[int(ApiKey.API_VERSIONS)][1]
+        assert header.client_id == "me"
+        assert body["client_software_name"] == "aiokafka-lite"
+        assert conn.node_id == 3 and conn.host == "127.0.0.1" and conn.port == broker.port
+        assert not conn.closed and conn.in_flight_count == 0
+        assert "127.0.0.1" in repr(conn) and "node_id=3" in repr(conn)
+    finally:
+        conn.close()
+        await conn.wait_closed()
+
+
+def _versions_handler(overrides: dict[int, tuple[int, int]]) -> Handler:
+    async def handler(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        await conn.respond(header, api_versions_body(overrides))
+
+    return handler
+
+
+async def test_version_for_unsupported_api(broker: ScriptedBroker) -> None:
+    async def handler(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        response = api_versions_body({PRODUCE: (50, 60)})
+        response["api_keys"] = [e for e in response["api_keys"] if e["api_key"] != HEARTBEAT]
+        await conn.respond(header, response)
+
+    broker.on(int(ApiKey.API_VERSIONS), handler)
+    conn = await open_conn(broker)
+    try:
+        with pytest.raises(errors.UnsupportedVersionError, match="no common version"):
+            conn.version_for(PRODUCE)
+        with pytest.raises(errors.UnsupportedVersionError, match="does not support Heartbeat"):
+            await conn.send(HEARTBEAT, heartbeat(1))
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(("broker_max", "expected_retry"), [(2, 2), (None, 0)])
+async def test_api_versions_unsupported_version_fallback(
+    broker: ScriptedBroker, broker_max: int | None, expected_retry: int
+) -> None:
+    async def handler(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        limit = 2 if broker_max is None else broker_max
+        if header.api_version > limit:
+            keys = (
+                []
+                if broker_max is None
+                else [{"api_key": 18, "min_version": 0, "max_version": broker_max}]
+            )
+            # Kafka answers an unsupported ApiVersions version with a v0 body.
+            await conn.respond(header, {"error_code": 35, "api_keys": keys}, version=0)
+        else:
+            await conn.respond(header, api_versions_body({18: (0, limit)}))
+
+    broker.on(int(ApiKey.API_VERSIONS), handler)
+    conn = await open_conn(broker)
+    try:
+        versions = [h.api_version for h, _ in broker.seen(int(ApiKey.API_VERSIONS))]
+        assert versions == [api.SUPPORTED_VERSIONS[18][1], expected_retry]
+        assert conn.api_versions[18] == (0, broker_max if broker_max is not None else 2)
+    finally:
+        conn.close()
+
+
+async def test_api_versions_error_code_fails_connect(broker: ScriptedBroker) -> None:
+    async def handler(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        await conn.respond(header, {"error_code": 35, "api_keys": []}, version=0)
+
+    broker.on(int(ApiKey.API_VERSIONS), handler)
+    with pytest.raises(errors.UnsupportedVersionError, match="ApiVersions"):
+        await open_conn(broker)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_connect_to_closed_port_fails_fast() -> None:
+    port = _free_port()
+    start = time.monotonic()
+    with pytest.raises(errors.KafkaConnectionError) as info:
+        await connect("127.0.0.1", port, connect_timeout_ms=5000)
+    assert time.monotonic() - start < 2
+    assert f"127.0.0.1:{port}" in str(info.value)
+    assert "connection refused" in str(info.value).lower()
+    assert isinstance(info.value.__cause__, OSError)
+
+
+async def test_connect_timeout_is_bounded() -> None:
+    # A TCP server that never speaks TLS: the TLS handshake never finishes.
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        start = time.monotonic()
+        security = SecurityConfig(security_protocol="SSL")
+        with pytest.raises(errors.KafkaConnectionError, match="timed out after 200 ms"):
+            await connect("127.0.0.1", port, security=security, connect_timeout_ms=200)
+        assert time.monotonic() - start < 2
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_handshake_timeout_is_a_connection_error(broker: ScriptedBroker) -> None:
+    broker.on(int(ApiKey.API_VERSIONS), swallow)
+    with pytest.raises(errors.KafkaConnectionError, match="timed out"):
+        await open_conn(broker, request_timeout_ms=200)
+
+
+async def test_broker_closing_during_handshake(broker: ScriptedBroker) -> None:
+    async def hang_up(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        conn.writer.close()
+
+    broker.on(int(ApiKey.API_VERSIONS), hang_up)
+    with pytest.raises(errors.KafkaConnectionError, match="127.0.0.1"):
+        await open_conn(broker)
+
+
+# --- requests and responses ------------------------------------------------------------
+
+
+async def test_out_of_order_responses_match_by_correlation_id(broker: ScriptedBroker) -> None:
+    pending: list[tuple[ServerConn, RequestHeader, dict[str, Any]]] = []
+
+    async def collect(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        pending.append((conn, header, body))
+        if len(pending) == 5:
+            for c, h, b in reversed(pending):
+                await c.respond(h, {"throttle_time_ms": b["generation_id"], "error_code": 0})
+
+    broker.on(HEARTBEAT, collect)
+    conn = await open_conn(broker)
+    try:
+        results = await asyncio.gather(*(conn.send(HEARTBEAT, heartbeat(i)) for i in range(5)))
+        assert [r["throttle_time_ms"] for r in results] == list(range(5))
+        assert conn.in_flight_count == 0
+    finally:
+        conn.close()
+
+
+async def test_many_requests_in_flight(broker: ScriptedBroker) -> None:
+    pending: list[tuple[ServerConn, RequestHeader, dict[str, Any]]] = []
+    count = 500
+
+    async def collect(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        pending.append((conn, header, body))
+        if len(pending) == count:
+            random.Random(7).shuffle(pending)
+            # All responses in one write: many frames arrive in one chunk.
+            conn.writer.write(
+                b"".join(
+                    c.frame(h, {"throttle_time_ms": b["generation_id"], "error_code": 0})
+                    for c, h, b in pending
+                )
+            )
+            await conn.writer.drain()
+
+    broker.on(HEARTBEAT, collect)
+    conn = await open_conn(broker, max_in_flight=None)
+    try:
+        futures = [conn.request(HEARTBEAT, heartbeat(i)) for i in range(count)]
+        assert conn.in_flight_count == count
+        results = await asyncio.gather(*futures)
+        assert [r["throttle_time_ms"] for r in results] == list(range(count))
+    finally:
+        conn.close()
+
+
+async def test_response_split_into_single_bytes(broker: ScriptedBroker) -> None:
+    async def dribble(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        data = conn.frame(header, {"throttle_time_ms": 42, "error_code": 0})
+        for i in range(len(data)):
+            conn.writer.write(data[i : i + 1])
+            await conn.writer.drain()
+            await asyncio.sleep(0.001)
+
+    broker.on(HEARTBEAT, dribble)
+    conn = await open_conn(broker)
+    try:
+        assert (await conn.send(HEARTBEAT, heartbeat(1)))["throttle_time_ms"] == 42
+    finally:
+        conn.close()
+
+
+async def test_framing_fed_directly(broker: ScriptedBroker) -> None:
+    """Drive data_received by hand: 1-byte chunks, many frames per chunk, a huge frame."""
+    broker.on(HEARTBEAT, swallow)
+    broker.on(int(ApiKey.DESCRIBE_CONFIGS), swallow)
+    conn = await open_conn(broker, max_in_flight=None)
+    protocol = conn._protocol
+    assert protocol is not None
+    try:
+        futures = [conn.request(HEARTBEAT, heartbeat(i)) for i in range(200)]
+        await _wait_for(lambda: len(broker.seen(HEARTBEAT)) == 200)
+        frames = b"".join(
+            ServerConn.frame(h, {"throttle_time_ms": b["generation_id"], "error_code": 0})
+            for h, b in broker.seen(HEARTBEAT)
+        )
+        # The first 20 frames byte by byte, the rest in chunks that straddle frames.
+        split = len(frames) // 10
+        for i in range(split):
+            protocol.data_received(frames[i : i + 1])
+        for i in range(split, len(frames), 37):
+            protocol.data_received(frames[i : i + 37])
+        results = [f.result() for f in futures]
+        assert [r["throttle_time_ms"] for r in results] == list(range(200))
+
+        # One ~8 MB frame delivered in 4 KB chunks completes quickly (no quadratic copy).
+        version = conn.version_for(int(ApiKey.DESCRIBE_CONFIGS))
+        fut = conn.request(int(ApiKey.DESCRIBE_CONFIGS), {"resources": []})
+        await _wait_for(lambda: len(broker.seen(int(ApiKey.DESCRIBE_CONFIGS))) == 1)
+        header = broker.seen(int(ApiKey.DESCRIBE_CONFIGS))[0][0]
+        big_value = "x" * (8 * 1024 * 1024)
+        body = {
+            "throttle_time_ms": 0,
+            "results": [
+                {
+                    "error_code": 0,
+                    "error_message": None,
+                    "resource_type": 2,
+                    "resource_name": "t",
+                    "configs": [{"name": "big", "value": big_value}],
+                }
+            ],
+        }
+        data = ServerConn.frame(header, body, version)
+        start = time.monotonic()
+        for i in range(0, len(data), 4096):
+            protocol.data_received(data[i : i + 4096])
+        assert time.monotonic() - start < 5
+        result = fut.result()
+        assert result["results"][0]["configs"][0]["value"] == big_value
+        assert protocol._pos == 0 and len(protocol._buf) == 0
+    finally:
+        conn.close()
+
+
+async def _wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.005)
+
+
+async def test_server_closing_mid_response_fails_all_pending(broker: ScriptedBroker) -> None:
+    count = 0
+
+    async def half_then_close(
+        conn: ServerConn, header: RequestHeader, body: dict[str, Any]
+    ) -> None:
+        nonlocal count
+        count += 1
+        if count == 3:
+            data = conn.frame(header, {"throttle_time_ms": 0, "error_code": 0})
+            conn.writer.write(data[: len(data) // 2])
+            await conn.writer.drain()
+            conn.writer.close()
+
+    broker.on(HEARTBEAT, half_then_close)
+    conn = await open_conn(broker)
+    closed: list[BrokerConnection] = []
+    conn.add_close_callback(closed.append)
+    futures = [conn.request(HEARTBEAT, heartbeat(i)) for i in range(3)]
+    results = await asyncio.gather(*futures, return_exceptions=True)
+    for result in results:
+        assert isinstance(result, errors.KafkaConnectionError)
+        assert f"127.0.0.1:{broker.port}" in str(result)
+        assert "closed" in str(result)
+    assert conn.closed and closed == [conn]
+    assert conn.in_flight_count == 0
+    # Requests after the close fail the same way, without writing.
+    with pytest.raises(errors.KafkaConnectionError, match="closed by the broker"):
+        await conn.send(HEARTBEAT, heartbeat(9))
+    late: list[BrokerConnection] = []
+    conn.add_close_callback(late.append)
+    await asyncio.sleep(0)
+    assert late == [conn]
+
+
+async def test_unobserved_failures_do_not_warn(broker: ScriptedBroker) -> None:
+    broker.on(HEARTBEAT, swallow)
+    conn = await open_conn(broker)
+    for i in range(5):
+        conn.request(HEARTBEAT, heartbeat(i))  # nobody ever looks at these futures
+    conn.close("test is done")
+    await conn.wait_closed()
+    # The autouse no_loop_errors fixture checks nothing was reported.
+
+
+async def test_request_timeout_closes_connection(broker: ScriptedBroker) -> None:
+    broker.on(HEARTBEAT, swallow)
+    conn = await open_conn(broker, request_timeout_ms=5000)
+    other = conn.request(HEARTBEAT, heartbeat(1))
+    start = time.monotonic()
+    with pytest.raises(errors.KafkaTimeoutError, match="Heartbeat .* timed out after 100 ms"):
+        await conn.send(HEARTBEAT, heartbeat(2), timeout_ms=100)
+    assert time.monotonic() - start < 2
+    assert conn.closed
+    with pytest.raises(errors.KafkaConnectionError, match="timed out"):
+        await other
+
+
+async def test_close_fails_pending_with_reason(broker: ScriptedBroker) -> None:
+    broker.on(HEARTBEAT, swallow)
+    conn = await open_conn(broker)
+    task = asyncio.create_task(conn.send(HEARTBEAT, heartbeat(1)))
+    await asyncio.sleep(0.01)
+    assert conn.in_flight_count == 1
+    conn.close("shutting down")
+    conn.close("twice is fine")
+    with pytest.raises(errors.KafkaConnectionError, match="shutting down"):
+        await task
+    assert conn.close_reason == "shutting down"
+    await conn.wait_closed()
+
+
+async def test_unknown_correlation_id_is_a_desync(broker: ScriptedBroker) -> None:
+    async def wrong_id(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        bogus = RequestHeader(header.api_key, header.api_version, header.correlation_id + 1000)
+        await conn.respond(bogus, {"throttle_time_ms": 0, "error_code": 0})
+
+    broker.on(HEARTBEAT, wrong_id)
+    conn = await open_conn(broker)
+    with pytest.raises(errors.KafkaConnectionError, match="desync.*correlation id"):
+        await conn.send(HEARTBEAT, heartbeat(1))
+    assert conn.closed
+
+
+async def test_undecodable_response_fails_only_that_request(broker: ScriptedBroker) -> None:
+    async def garbage(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        if body["generation_id"] == 1:
+            payload = struct.pack(">i", header.correlation_id) + b"\x01"
+            conn.writer.write(struct.pack(">i", len(payload)) + payload)
+        else:
+            await conn.respond(header, {"throttle_time_ms": 5, "error_code": 0})
+
+    broker.on(HEARTBEAT, garbage)
+    conn = await open_conn(broker)
+    try:
+        with pytest.raises(errors.DecodeError):
+            await conn.send(HEARTBEAT, heartbeat(1))
+        assert (await conn.send(HEARTBEAT, heartbeat(2)))["throttle_time_ms"] == 5
+    finally:
+        conn.close()
+
+
+async def test_max_in_flight_cap(broker: ScriptedBroker) -> None:
+    outstanding: list[tuple[ServerConn, RequestHeader, dict[str, Any]]] = []
+    high_water = 0
+    release = asyncio.Event()
+
+    async def hold(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        nonlocal high_water
+        outstanding.append((conn, header, body))
+        high_water = max(high_water, len(outstanding))
+        await release.wait()
+        while outstanding:
+            c, h, b = outstanding.pop(0)
+            await c.respond(h, {"throttle_time_ms": b["generation_id"], "error_code": 0})
+
+    broker.on(HEARTBEAT, hold, concurrent=True)
+    conn = await open_conn(broker, max_in_flight=3)
+    try:
+        tasks = [asyncio.create_task(conn.send(HEARTBEAT, heartbeat(i))) for i in range(10)]
+        await asyncio.sleep(0.05)
+        assert conn.in_flight_count == 3 and conn.queued_count == 7
+        assert len(broker.seen(HEARTBEAT)) == 3
+        release.set()
+        results = await asyncio.gather(*tasks)
+        assert [r["throttle_time_ms"] for r in results] == list(range(10))
+        assert high_water <= 3
+        # The broker received them in the order they were sent.
+        assert [b["generation_id"] for _, b in broker.seen(HEARTBEAT)] == list(range(10))
+    finally:
+        conn.close()
+
+
+async def test_queued_request_times_out_without_closing(broker: ScriptedBroker) -> None:
+    broker.on(HEARTBEAT, echo_heartbeat(delay=0.3))
+    conn = await open_conn(broker, max_in_flight=1)
+    try:
+        first = asyncio.create_task(conn.send(HEARTBEAT, heartbeat(1)))
+        await asyncio.sleep(0)
+        with pytest.raises(errors.KafkaTimeoutError, match="in-flight slot"):
+            await conn.send(HEARTBEAT, heartbeat(2), timeout_ms=50)
+        assert not conn.closed
+        assert (await first)["throttle_time_ms"] == 1
+        assert (await conn.send(HEARTBEAT, heartbeat(3)))["throttle_time_ms"] == 3
+    finally:
+        conn.close()
+
+
+async def test_cancelled_request_keeps_connection_usable(broker: ScriptedBroker) -> None:
+    broker.on(HEARTBEAT, echo_heartbeat(delay=0.1))
+    conn = await open_conn(broker)
+    try:
+        task = asyncio.create_task(conn.send(HEARTBEAT, heartbeat(1)))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The late response for the cancelled request is consumed, not a desync.
+        assert (await conn.send(HEARTBEAT, heartbeat(2)))["throttle_time_ms"] == 2
+        assert not conn.closed
+    finally:
+        conn.close()
+
+
+async def test_correlation_id_wraps_around(broker: ScriptedBroker) -> None:
+    broker.on(HEARTBEAT, echo_heartbeat())
+    conn = await open_conn(broker)
+    try:
+        conn._correlation_id = 2**31 - 2
+        for i in range(3):
+            await conn.send(HEARTBEAT, heartbeat(i))
+        ids = [h.correlation_id for h, _ in broker.seen(HEARTBEAT)]
+        assert ids == [2**31 - 1, 0, 1]
+    finally:
+        conn.close()
+
+
+async def test_expect_response_false(broker: ScriptedBroker) -> None:
+    broker.on(PRODUCE, swallow)
+    broker.on(HEARTBEAT, echo_heartbeat())
+    conn = await open_conn(broker)
+    try:
+        produce = {"acks": 0, "timeout_ms": 1000, "topic_data": []}
+        assert await conn.send(PRODUCE, produce, expect_response=False) == {}
+        assert conn.in_flight_count == 0
+        assert (await conn.send(HEARTBEAT, heartbeat(4)))["throttle_time_ms"] == 4
+        assert broker.seen(PRODUCE)[0][1]["acks"] == 0
+    finally:
+        conn.close()
+
+
+async def test_send_waits_for_drain_when_paused(broker: ScriptedBroker) -> None:
+    broker.on(HEARTBEAT, echo_heartbeat())
+    conn = await open_conn(broker)
+    protocol = conn._protocol
+    assert protocol is not None
+    try:
+        protocol.pause_writing()
+        task = asyncio.create_task(conn.send(HEARTBEAT, heartbeat(8)))
+        await _wait_for(lambda: conn.in_flight_count == 0)  # the response came back
+        await asyncio.sleep(0.02)
+        assert not task.done()  # but send() still waits for the buffer to drain
+        protocol.resume_writing()
+        assert (await task)["throttle_time_ms"] == 8
+    finally:
+        conn.close()
+
+
+async def test_last_activity_advances(broker: ScriptedBroker) -> None:
+    broker.on(HEARTBEAT, echo_heartbeat())
+    conn = await open_conn(broker)
+    try:
+        before = conn.last_activity
+        await asyncio.sleep(0.01)
+        await conn.send(HEARTBEAT, heartbeat(1))
+        assert conn.last_activity > before
+    finally:
+        conn.close()
+
+
+async def test_invalid_arguments() -> None:
+    with pytest.raises(errors.ConfigurationError):
+        await connect("127.0.0.1", 1, max_in_flight=0)
+    with pytest.raises(errors.ConfigurationError):
+        await connect("127.0.0.1", 1, request_timeout_ms=0)
+    with pytest.raises(errors.ConfigurationError):
+        await connect("127.0.0.1", 1, connect_timeout_ms=0)
+
+
+# --- SASL against a scripted broker ---------------------------------------------------
+
+USERS = {"alice": "alice-secret"}
+SASL_ERROR = "Authentication failed: Invalid username or password"
+
+
+def sasl_broker(broker: ScriptedBroker, enabled: list[str]) -> None:
+    async def handshake(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        mechanism = body["mechanism"]
+        code = 0 if mechanism in enabled else 33
+        conn.state["mechanism"] = mechanism
+        await conn.respond(header, {"error_code": code, "mechanisms": enabled})
+
+    async def authenticate(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        mechanism = conn.state["mechanism"]
+        auth = body["auth_bytes"]
+        ok, out = True, b""
+        if mechanism == "PLAIN":
+            _, user, password = auth.split(b"\0")
+            ok = USERS.get(user.decode()) == password.decode()
+        elif mechanism.startswith("SCRAM"):
+            scram = conn.state.get("scram")
+            if scram is None:
+                scram = conn.state["scram"] = ScramServer(mechanism, USERS)
+                out = scram.first(auth)
+            else:
+                ok, out = scram.final(auth)
+        elif mechanism == "OAUTHBEARER":
+            if auth == b"\x01":
+                ok = False
+            else:
+                conn.state["oauth"] = auth
+                if b"auth=Bearer good-token" not in auth:
+                    out = b'{"status":"invalid_token"}'
+        response = {
+            "error_code": 0 if ok else 58,
+            "error_message": None if ok else SASL_ERROR,
+            "auth_bytes": out if ok else b"",
+            "session_lifetime_ms": 3600_000,
+        }
+        await conn.respond(header, response)
+        if not ok:
+            conn.writer.close()
+
+    broker.on(int(ApiKey.SASL_HANDSHAKE), handshake)
+    broker.on(int(ApiKey.SASL_AUTHENTICATE), authenticate)
+
+
+def sasl_config(mechanism: str, password: str = "alice-secret") -> SecurityConfig:
+    return SecurityConfig(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism=mechanism,
+        sasl_plain_username="alice",
+        sasl_plain_password=password,
+    )
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+async def test_sasl_success(broker: ScriptedBroker, mechanism: str) -> None:
+    sasl_broker(broker, ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+    broker.on(HEARTBEAT, echo_heartbeat())
+    conn = await open_conn(broker, security=sasl_config(mechanism))
+    try:
+        assert conn.sasl_session_lifetime_ms == 3600_000
+        assert (await conn.send(HEARTBEAT, heartbeat(1)))["throttle_time_ms"] == 1
+        rounds = len(broker.seen(int(ApiKey.SASL_AUTHENTICATE)))
+        assert rounds == (1 if mechanism == "PLAIN" else 2)
+        assert "alice-secret" not in repr(conn)
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+async def test_sasl_wrong_password(broker: ScriptedBroker, mechanism: str) -> None:
+    sasl_broker(broker, ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+    with pytest.raises(errors.AuthenticationFailedError, match="Invalid username or password"):
+        await open_conn(broker, security=sasl_config(mechanism, password="wrong"))
+
+
+async def test_sasl_unsupported_mechanism_lists_enabled(broker: ScriptedBroker) -> None:
+    sasl_broker(broker, ["GSSAPI", "PLAIN"])
+    with pytest.raises(
+        errors.AuthenticationFailedError, match="SCRAM-SHA-512.*enabled mechanisms: GSSAPI, PLAIN"
+    ):
+        await open_conn(broker, security=sasl_config("SCRAM-SHA-512"))
+
+
+async def test_sasl_scram_forged_server_signature(broker: ScriptedBroker) -> None:
+    sasl_broker(broker, ["SCRAM-SHA-256"])
+    original = broker.handlers[int(ApiKey.SASL_AUTHENTICATE)]
+
+    async def forge(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        if "scram" not in conn.state:
+            await original(conn, header, body)
+        else:
+            await conn.respond(header, {"error_code": 0, "auth_bytes": b"v=AAAA"})
+
+    broker.on(int(ApiKey.SASL_AUTHENTICATE), forge)
+    with pytest.raises(errors.AuthenticationFailedError, match="server signature"):
+        await open_conn(broker, security=sasl_config("SCRAM-SHA-256"))
+
+
+class _Provider:
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    async def token(self) -> str:
+        return self._token
+
+    def extensions(self) -> dict[str, str]:
+        return {"traceId": "abc"}
+
+
+async def test_sasl_oauthbearer(broker: ScriptedBroker) -> None:
+    sasl_broker(broker, ["OAUTHBEARER"])
+    security = SecurityConfig(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_oauth_token_provider=_Provider("good-token"),
+    )
+    conn = await open_conn(broker, security=security)
+    conn.close()
+    assert broker.connections[0].state["oauth"] == (
+        b"n,,\x01auth=Bearer good-token\x01traceId=abc\x01\x01"
+    )
+
+    bad = SecurityConfig(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_oauth_token_provider=lambda: "bad-token",
+    )
+    with pytest.raises(errors.AuthenticationFailedError, match="invalid_token"):
+        await open_conn(broker, security=bad)
+
+
+# --- TLS ------------------------------------------------------------------------------
+
+
+def _openssl(*args: str | Path) -> None:
+    subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+
+
+def _make_ca(directory: Path, name: str) -> tuple[Path, Path]:
+    key, cert = directory / f"{name}.key", directory / f"{name}.pem"
+    _openssl(
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        "-subj", f"/CN={name}", "-keyout", key, "-out", cert,
+    )  # fmt: skip
+    return key, cert
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl CLI not available")
+    directory = tmp_path_factory.mktemp("tls")
+    ca_key, ca_cert = _make_ca(directory, "test-ca")
+    _, other_ca = _make_ca(directory, "other-ca")
+    key, csr, cert = directory / "server.key", directory / "server.csr", directory / "server.pem"
+    _openssl(
+        "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
+        "-keyout", key, "-out", csr,
+    )  # fmt: skip
+    ext = directory / "san.ext"
+    ext.write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    _openssl(
+        "x509", "-req", "-in", csr, "-CA", ca_cert, "-CAkey", ca_key, "-CAcreateserial",
+        "-days", "2", "-extfile", ext, "-out", cert,
+    )  # fmt: skip
+    return {"ca": ca_cert, "other_ca": other_ca, "cert": cert, "key": key}
+
+
+@pytest.fixture
+async def tls_broker(tls_files: dict[str, Path]) -> AsyncIterator[ScriptedBroker]:
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(tls_files["cert"], tls_files["key"])
+    server = ScriptedBroker(ssl_context=server_ctx)
+    server.on(HEARTBEAT, echo_heartbeat())
+    await server.start()
+    yield server
+    await server.stop()
+
+
+async def test_tls_with_trusted_ca(tls_broker: ScriptedBroker, tls_files: dict[str, Path]) -> None:
+    security = SecurityConfig(
+        security_protocol="SSL", ssl_context=create_ssl_context(cafile=str(tls_files["ca"]))
+    )
+    for host in ("127.0.0.1", "localhost"):
+        conn = await connect(host, tls_broker.port, security=security)
+        try:
+            assert (await conn.send(HEARTBEAT, heartbeat(5)))["throttle_time_ms"] == 5
+            assert "SSL" in repr(conn)
+        finally:
+            conn.close()
+            await conn.wait_closed()
+
+
+async def test_tls_untrusted_ca_fails(
+    tls_broker: ScriptedBroker, tls_files: dict[str, Path]
+) -> None:
+    security = SecurityConfig(
+        security_protocol="SSL",
+        ssl_context=create_ssl_context(cafile=str(tls_files["other_ca"])),
+    )
+    with pytest.raises(errors.KafkaConnectionError, match="certificate verification failed"):
+        await connect("127.0.0.1", tls_broker.port, security=security)
+
+
+async def test_tls_hostname_mismatch_fails(
+    tls_broker: ScriptedBroker, tls_files: dict[str, Path]
+) -> None:
+    context = create_ssl_context(cafile=str(tls_files["ca"]))
+    security = SecurityConfig(
+        security_protocol="SSL", ssl_context=context, ssl_server_hostname="kafka.example.com"
+    )
+    with pytest.raises(errors.KafkaConnectionError, match="certificate verification failed"):
+        await connect("127.0.0.1", tls_broker.port, security=security)
+    # check_hostname=False still verifies the chain but accepts any name.
+    relaxed = SecurityConfig(
+        security_protocol="SSL",
+        ssl_context=create_ssl_context(cafile=str(tls_files["ca"]), check_hostname=False),
+        ssl_server_hostname="kafka.example.com",
+    )
+    conn = await connect("127.0.0.1", tls_broker.port, security=relaxed)
+    conn.close()
+    await conn.wait_closed()
+
+
+async def test_sasl_over_tls(tls_broker: ScriptedBroker, tls_files: dict[str, Path]) -> None:
+    sasl_broker(tls_broker, ["SCRAM-SHA-256"])
+    security = SecurityConfig(
+        security_protocol="SASL_SSL",
+        ssl_context=create_ssl_context(cafile=str(tls_files["ca"])),
+        sasl_mechanism="SCRAM-SHA-256",
+        sasl_plain_username="alice",
+        sasl_plain_password="alice-secret",
+    )
+    conn = await connect("localhost", tls_broker.port, security=security)
+    try:
+        assert (await conn.send(HEARTBEAT, heartbeat(6)))["throttle_time_ms"] == 6
+    finally:
+        conn.close()
+        await conn.wait_closed()

@@ -1,0 +1,181 @@
+"""The error table: every Kafka error code maps to a typed class."""
+
+from __future__ import annotations
+
+import pickle
+import re
+
+import pytest
+
+from aiokafka_lite import errors
+from aiokafka_lite.errors import (
+    BrokerResponseError,
+    KafkaError,
+    UnknownBrokerError,
+    error_class_for_code,
+    error_for_code,
+    raise_for_code,
+)
+
+ALL_CODES = list(range(-1, 134))
+ALL_CODES.remove(0)
+
+# A hand-checked sample of Kafka's list: code -> (protocol name, retriable).
+KNOWN = {
+    -1: ("UNKNOWN_SERVER_ERROR", False),
+    1: ("OFFSET_OUT_OF_RANGE", False),
+    2: ("CORRUPT_MESSAGE", True),
+    3: ("UNKNOWN_TOPIC_OR_PARTITION", True),
+    5: ("LEADER_NOT_AVAILABLE", True),
+    6: ("NOT_LEADER_OR_FOLLOWER", True),
+    7: ("REQUEST_TIMED_OUT", True),
+    10: ("MESSAGE_TOO_LARGE", False),
+    14: ("COORDINATOR_LOAD_IN_PROGRESS", True),
+    15: ("COORDINATOR_NOT_AVAILABLE", True),
+    16: ("NOT_COORDINATOR", True),
+    22: ("ILLEGAL_GENERATION", False),
+    25: ("UNKNOWN_MEMBER_ID", False),
+    27: ("REBALANCE_IN_PROGRESS", False),
+    30: ("GROUP_AUTHORIZATION_FAILED", False),
+    35: ("UNSUPPORTED_VERSION", False),
+    36: ("TOPIC_ALREADY_EXISTS", False),
+    45: ("OUT_OF_ORDER_SEQUENCE_NUMBER", False),
+    47: ("INVALID_PRODUCER_EPOCH", False),
+    51: ("CONCURRENT_TRANSACTIONS", True),
+    58: ("SASL_AUTHENTICATION_FAILED", False),
+    74: ("FENCED_LEADER_EPOCH", True),
+    82: ("FENCED_INSTANCE_ID", False),
+    89: ("THROTTLING_QUOTA_EXCEEDED", True),
+    90: ("PRODUCER_FENCED", False),
+    100: ("UNKNOWN_TOPIC_ID", True),
+    133: ("SHARE_SESSION_LIMIT_REACHED", True),
+}
+
+
+@pytest.mark.parametrize("code", ALL_CODES)
+def test_every_code_maps_to_its_class(code: int) -> None:
+    err = error_for_code(code, "broker said so")
+    cls = type(err)
+    assert cls is error_class_for_code(code)
+    assert isinstance(err, BrokerResponseError)
+    assert isinstance(err, KafkaError)
+    assert err.errno == code
+    assert cls.__name__.endswith("Error")
+    assert re.fullmatch(r"[A-Z][A-Z0-9_]+", cls.kafka_name)
+    assert cls.description and "\n" not in cls.description
+    assert isinstance(cls.retriable, bool)
+    assert isinstance(cls.invalid_metadata, bool)
+    # Every class is importable by its own name from the module.
+    assert getattr(errors, cls.__name__) is cls
+    text = str(err)
+    assert cls.__name__ in text
+    assert "broker said so" in text
+    assert str(code) in text
+
+
+def test_codes_are_unique_and_complete() -> None:
+    assert sorted(errors._ERRORS_BY_CODE) == ALL_CODES
+    names = [cls.kafka_name for cls in errors._ERRORS_BY_CODE.values()]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize(("code", "expected"), sorted(KNOWN.items()))
+def test_known_names_and_retriable_flags(code: int, expected: tuple[str, bool]) -> None:
+    name, retriable = expected
+    cls = error_class_for_code(code)
+    assert cls is not None
+    assert cls.kafka_name == name
+    assert cls.retriable is retriable
+
+
+def test_invalid_metadata_flags() -> None:
+    for cls in (
+        errors.NotLeaderOrFollowerError,
+        errors.UnknownTopicOrPartitionError,
+        errors.LeaderNotAvailableError,
+        errors.FencedLeaderEpochError,
+        errors.UnknownTopicIdError,
+    ):
+        assert cls.invalid_metadata and cls.retriable
+    for cls in (
+        errors.NotCoordinatorError,
+        errors.RequestTimedOutError,
+        errors.TopicAlreadyExistsError,
+        errors.KafkaConnectionError,
+    ):
+        assert not cls.invalid_metadata
+    # An error that asks for a metadata refresh is always worth retrying.
+    for cls in errors._ERRORS_BY_CODE.values():
+        assert cls.retriable or not cls.invalid_metadata, cls
+
+
+def test_message_defaults_to_description() -> None:
+    err = error_for_code(3)
+    assert err.message == errors.UnknownTopicOrPartitionError.description
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in str(err)
+
+
+def test_special_classes_keep_their_other_bases() -> None:
+    corrupt = error_for_code(2)
+    assert isinstance(corrupt, errors.CorruptRecordError)
+    assert isinstance(corrupt, errors.DecodeError)
+    assert isinstance(error_for_code(10), errors.RecordTooLargeError)
+    assert isinstance(error_for_code(35), errors.UnsupportedVersionError)
+    assert isinstance(error_for_code(58), errors.AuthenticationFailedError)
+    # Raised client-side without a code lookup, they still carry the code.
+    assert errors.UnsupportedVersionError("no common ApiVersions version").errno == 35
+    with pytest.raises(errors.DecodeError):
+        raise errors.CorruptRecordError("bad CRC")
+
+
+def test_aliases() -> None:
+    assert errors.NotLeaderForPartitionError is errors.NotLeaderOrFollowerError
+    assert errors.MessageSizeTooLargeError is errors.RecordTooLargeError
+    assert errors.SaslAuthenticationFailedError is errors.AuthenticationFailedError
+    assert errors.GroupCoordinatorNotAvailableError is errors.CoordinatorNotAvailableError
+    assert errors.NotCoordinatorForGroupError is errors.NotCoordinatorError
+    assert errors.UnknownError is errors.UnknownServerError
+    assert errors.OutOfOrderSequenceNumber is errors.OutOfOrderSequenceNumberError
+
+
+def test_client_side_errors_are_builtin_compatible() -> None:
+    assert issubclass(errors.KafkaTimeoutError, TimeoutError)
+    assert issubclass(errors.KafkaConnectionError, ConnectionError)
+    assert issubclass(errors.ConfigurationError, ValueError)
+    assert errors.KafkaTimeoutError.retriable
+    assert errors.KafkaTimeoutError("late").errno == -1
+
+
+def test_unknown_code() -> None:
+    err = error_for_code(31999, "new in Kafka 9")
+    assert isinstance(err, UnknownBrokerError)
+    assert err.code == 31999
+    assert "31999" in str(err) and "new in Kafka 9" in str(err)
+    assert error_class_for_code(31999) is None
+
+
+def test_zero_is_not_an_error() -> None:
+    with pytest.raises(ValueError):
+        error_for_code(0)
+    raise_for_code(0)
+    with pytest.raises(errors.RebalanceInProgressError, match="rejoin"):
+        raise_for_code(27)
+
+
+@pytest.mark.parametrize("err", [error_for_code(6, "moved"), error_for_code(4242, "x")])
+def test_errors_pickle(err: BrokerResponseError) -> None:
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is type(err)
+    assert str(back) == str(err)
+
+
+def test_covers_every_code_kafka_python_knows() -> None:
+    kafka_errors = pytest.importorskip("kafka.errors")
+    for value in vars(kafka_errors).values():
+        if (
+            isinstance(value, type)
+            and issubclass(value, kafka_errors.BrokerResponseError)
+            and isinstance(getattr(value, "errno", None), int)
+            and value.errno != 0
+        ):
+            assert error_class_for_code(value.errno) is not None, value
