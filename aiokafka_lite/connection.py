@@ -90,7 +90,6 @@ class _Request:
         "expect_response",
         "future",
         "payload",
-        "sent_at",
         "timer",
     )
 
@@ -109,7 +108,6 @@ class _Request:
         self.payload: bytes | None = payload
         self.future = future
         self.expect_response = expect_response
-        self.sent_at = 0.0
         self.timer: asyncio.TimerHandle | None = None
 
 
@@ -121,12 +119,7 @@ class _KafkaProtocol(asyncio.Protocol):
         self._buf = bytearray()
         self._pos = 0  # start of unconsumed data in _buf
         self._frame_size = -1  # size of the frame being read, -1 while reading a prefix
-        self.transport: asyncio.Transport | None = None
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
 
     def data_received(self, data: bytes) -> None:
         conn = self._conn
@@ -356,7 +349,7 @@ class BrokerConnection:
         assert self._transport is not None and req.payload is not None
         payload, req.payload = req.payload, None
         self._transport.write(_SIZE.pack(len(payload)) + payload)
-        req.sent_at = self.last_activity = time.monotonic()
+        self.last_activity = time.monotonic()
         if req.expect_response:
             self._in_flight[req.correlation_id] = req
         else:

@@ -78,6 +78,43 @@ class UnsupportedCodecError(KafkaError):
     """A compression codec is unknown or its library is not installed."""
 
 
+# Producer.
+
+
+class SerializationError(KafkaError, TypeError):
+    """A key or value could not be turned into bytes (wrong type and no serializer, or
+    the serializer failed)."""
+
+
+class TransactionAbortedError(KafkaError):
+    """The record was not sent because its transaction was aborted."""
+
+
+class ProducerClosedError(IllegalStateError):
+    """The producer is closed (or closing) and accepts no more records."""
+
+
+# Consumer.
+
+
+class CommitFailedError(KafkaError):
+    """An offset commit failed for good: the group rebalanced (generation moved on or the
+    member was removed), so offsets of partitions that may now belong to another member
+    were not committed."""
+
+
+class NoOffsetForPartitionError(KafkaError):
+    """A partition has no committed offset and auto_offset_reset is "none"."""
+
+
+class ConsumerStoppedError(IllegalStateError):
+    """The consumer is stopped (or stopping): no more records."""
+
+
+class RecordDeserializationError(KafkaError):
+    """A key or value deserializer raised for a record."""
+
+
 # --- broker errors ---------------------------------------------------------
 
 #: Every per-code class, keyed by its Kafka error code. Filled in as the classes
@@ -1162,6 +1199,7 @@ SaslAuthenticationFailedError = AuthenticationFailedError
 NoBrokersAvailable = NoBrokersAvailableError
 KafkaConfigurationError = ConfigurationError
 ProducerFenced = ProducerFencedError
+ProducerClosed = ProducerClosedError
 # aiokafka spells codes 45..79 without the ``Error`` suffix.
 OutOfOrderSequenceNumber = OutOfOrderSequenceNumberError
 DuplicateSequenceNumber = DuplicateSequenceNumberError

@@ -21,9 +21,7 @@ import hashlib
 import hmac
 import re
 import secrets
-import stringprep
-import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from aiokafka_lite import errors
 
@@ -32,7 +30,6 @@ __all__ = [
     "PlainMechanism",
     "SaslMechanism",
     "ScramMechanism",
-    "saslprep",
 ]
 
 
@@ -75,57 +72,6 @@ class SaslMechanism:
         return f"<{self.__class__.__name__} {self.name} complete={self.complete}>"
 
 
-# --- SASLprep (RFC 4013) ---------------------------------------------------
-
-_PROHIBITED: tuple[Callable[[str], bool], ...] = (
-    stringprep.in_table_c12,  # non-ASCII space
-    stringprep.in_table_c21_c22,  # control characters
-    stringprep.in_table_c3,  # private use
-    stringprep.in_table_c4,  # non-character code points
-    stringprep.in_table_c5,  # surrogates
-    stringprep.in_table_c6,  # inappropriate for plain text
-    stringprep.in_table_c7,  # inappropriate for canonical representation
-    stringprep.in_table_c8,  # change display properties / deprecated
-    stringprep.in_table_c9,  # tagging characters
-)
-
-
-def saslprep(text: str, *, allow_unassigned: bool = True) -> str:
-    """Prepare a user name or password with SASLprep (RFC 4013, profile of RFC 3454).
-
-    Maps non-ASCII spaces to a space and "commonly mapped to nothing" characters to
-    nothing, normalizes with NFKC, then rejects prohibited characters and bad
-    bidirectional strings with :class:`~aiokafka_lite.errors.ConfigurationError`.
-    ``allow_unassigned`` follows RFC 3454's "query" (True) vs "stored string" (False).
-    """
-    if text.isascii() and text.isprintable():
-        return text  # printable ASCII is unchanged by every SASLprep step
-    mapped = "".join(
-        " " if stringprep.in_table_c12(ch) else ch for ch in text if not stringprep.in_table_b1(ch)
-    )
-    # stringprep's tables are Unicode 3.2; normalize with the same version.
-    prepared = unicodedata.ucd_3_2_0.normalize("NFKC", mapped)
-    for ch in prepared:
-        if any(check(ch) for check in _PROHIBITED):
-            raise errors.ConfigurationError(
-                f"SASLprep: prohibited character U+{ord(ch):04X} in user name or password"
-            )
-        if not allow_unassigned and stringprep.in_table_a1(ch):
-            raise errors.ConfigurationError(
-                f"SASLprep: unassigned code point U+{ord(ch):04X} in user name or password"
-            )
-    if any(stringprep.in_table_d1(ch) for ch in prepared):
-        if any(stringprep.in_table_d2(ch) for ch in prepared):
-            raise errors.ConfigurationError(
-                "SASLprep: string mixes right-to-left and left-to-right characters"
-            )
-        if not (stringprep.in_table_d1(prepared[0]) and stringprep.in_table_d1(prepared[-1])):
-            raise errors.ConfigurationError(
-                "SASLprep: right-to-left string must start and end with a right-to-left character"
-            )
-    return prepared
-
-
 # --- PLAIN -----------------------------------------------------------------
 
 
@@ -147,8 +93,8 @@ class PlainMechanism(SaslMechanism):
         return b"\0".join(
             (
                 self._authzid.encode(),
-                saslprep(self._username).encode(),
-                saslprep(self._password).encode(),
+                self._username.encode(),
+                self._password.encode(),
             )
         )
 
@@ -213,8 +159,10 @@ class ScramMechanism(SaslMechanism):
         self.mechanism = mechanism
         self.name = mechanism
         self._hash_name = _SCRAM_HASHES[mechanism]
-        self._username = saslprep(username)
-        self._password = saslprep(password).encode("utf-8")
+        # Used as given, without SASLprep: Kafka's Java client and broker and librdkafka
+        # hash the raw UTF-8 bytes, and a normalised password would not match theirs.
+        self._username = username
+        self._password = password.encode("utf-8")
         if nonce is None:
             nonce = base64.b64encode(secrets.token_bytes(24)).decode("ascii")
         elif not nonce or "," in nonce or not (nonce.isascii() and nonce.isprintable()):

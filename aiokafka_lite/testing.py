@@ -37,7 +37,6 @@ import sys
 import tempfile
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -243,7 +242,8 @@ def _parent_death_signal() -> Callable[[], None] | None:
 
 # --- embedded broker -----------------------------------------------------------
 
-_live_brokers: weakref.WeakSet[EmbeddedBroker] = weakref.WeakSet()
+# Started and not yet stopped; stopped at interpreter exit if the test forgot to.
+_live_brokers: set[EmbeddedBroker] = set()
 
 
 @atexit.register

@@ -125,6 +125,7 @@ def chosen_range(msg: dict[str, Any]) -> tuple[int, int]:
         d = parse_range(dep)
         assert d is not None and d[1] is not None and d[0] == lo
         lo = d[1] + 1
+    assert hi is not None
     return lo, hi
 
 

@@ -114,7 +114,9 @@ def _ordered(members: Mapping[str, GroupMember]) -> list[GroupMember]:
     return sorted(members.values(), key=lambda m: m.sort_key)
 
 
-def _topics_of(members: Iterable[GroupMember], partitions_per_topic: Mapping[str, int]) -> list[str]:
+def _topics_of(
+    members: Iterable[GroupMember], partitions_per_topic: Mapping[str, int]
+) -> list[str]:
     topics = {t for m in members for t in m.subscription.topics}
     return sorted(t for t in topics if partitions_per_topic.get(t, 0) > 0)
 
@@ -333,7 +335,9 @@ class CooperativeStickyAssignor(PartitionAssignor):
         target = sticky_assign(partitions_per_topic, members, previous)
         # Withhold partitions that someone else still owns: they go out next round.
         for member_id, parts in target.items():
-            target[member_id] = [tp for tp in parts if claimants.get(tp, {member_id}) <= {member_id}]
+            target[member_id] = [
+                tp for tp in parts if claimants.get(tp, {member_id}) <= {member_id}
+            ]
         return target
 
 
@@ -358,7 +362,9 @@ DEFAULT_ASSIGNORS: tuple[str, ...] = ("range", "cooperative-sticky")
 AssignorSpec = str | PartitionAssignor | type[PartitionAssignor]
 
 
-def resolve_assignors(specs: str | AssignorSpec | Iterable[AssignorSpec]) -> list[PartitionAssignor]:
+def resolve_assignors(
+    specs: str | AssignorSpec | Iterable[AssignorSpec],
+) -> list[PartitionAssignor]:
     """Turn names, classes or instances into assignor instances (ConfigurationError if bad)."""
     if isinstance(specs, (str, PartitionAssignor)) or (
         isinstance(specs, type) and issubclass(specs, PartitionAssignor)
@@ -381,8 +387,7 @@ def resolve_assignors(specs: str | AssignorSpec | Iterable[AssignorSpec]) -> lis
             cls = ASSIGNORS.get(key)
             if cls is None:
                 raise errors.ConfigurationError(
-                    f"unknown partition assignor {item!r}; built-in ones are "
-                    f"{', '.join(ASSIGNORS)}"
+                    f"unknown partition assignor {item!r}; built-in ones are {', '.join(ASSIGNORS)}"
                 )
             assignor = cls()
         elif isinstance(item, PartitionAssignor):

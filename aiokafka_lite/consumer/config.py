@@ -42,6 +42,7 @@ _IGNORED_OPTIONS = {
     "sasl_kerberos_domain_name",
 }
 
+
 @dataclass(frozen=True)
 class ConsumerConfig:
     """Validated consumer settings. Build with :meth:`from_kwargs`."""
@@ -93,8 +94,11 @@ class ConsumerConfig:
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> ConsumerConfig:
         """Build from keyword arguments, accepting aiokafka's names."""
-        known = {f.name for f in fields(cls)} - {"assignors", "rebalance_protocol",
-                                                  "reset_strategy"}
+        known = {f.name for f in fields(cls)} - {
+            "assignors",
+            "rebalance_protocol",
+            "reset_strategy",
+        }
         clean: dict[str, Any] = {}
         for name, value in kwargs.items():
             key = name
@@ -139,15 +143,26 @@ class ConsumerConfig:
                 "isolation_level must be 'read_uncommitted' or 'read_committed', "
                 f"got {self.isolation_level!r}"
             )
-        for name in ("enable_auto_commit", "check_crcs", "exclude_internal_topics",
-                     "allow_auto_create_topics"):
+        for name in (
+            "enable_auto_commit",
+            "check_crcs",
+            "exclude_internal_topics",
+            "allow_auto_create_topics",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise errors.ConfigurationError(f"{name} must be a bool")
         positive = (
-            "auto_commit_interval_ms", "fetch_min_bytes", "fetch_max_bytes",
-            "max_partition_fetch_bytes", "max_buffer_bytes", "max_poll_interval_ms",
-            "session_timeout_ms", "heartbeat_interval_ms", "request_timeout_ms",
-            "connect_timeout_ms", "metadata_max_age_ms",
+            "auto_commit_interval_ms",
+            "fetch_min_bytes",
+            "fetch_max_bytes",
+            "max_partition_fetch_bytes",
+            "max_buffer_bytes",
+            "max_poll_interval_ms",
+            "session_timeout_ms",
+            "heartbeat_interval_ms",
+            "request_timeout_ms",
+            "connect_timeout_ms",
+            "metadata_max_age_ms",
         )
         for name in positive:
             _check_int(name, getattr(self, name), minimum=1)

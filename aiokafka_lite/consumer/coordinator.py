@@ -35,8 +35,18 @@ from aiokafka_lite.consumer.group_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from aiokafka_lite.consumer.membership import ErrorAction, Generation, GroupMembership, GroupState
-from aiokafka_lite.consumer.subscription import SubscriptionState, SubscriptionType
+from aiokafka_lite.consumer.membership import (
+    ErrorAction,
+    Generation,
+    GroupMembership,
+    GroupState,
+    error_action,
+)
+from aiokafka_lite.consumer.subscription import (
+    ConsumerRebalanceListener,
+    SubscriptionState,
+    SubscriptionType,
+)
 from aiokafka_lite.protocol.api import ApiKey
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
@@ -73,6 +83,7 @@ class GroupCoordinator:
         self.callbacks_idle.set()
         self._main_task: asyncio.Task[None] | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._commit_lock = asyncio.Lock()
         self._closing = False
         self._joining = False
@@ -245,16 +256,18 @@ class GroupCoordinator:
             node = self.membership.coordinator_id
             if node is not None:
                 return node
-            if self.membership.state not in (GroupState.CLOSED, GroupState.FAILED,
-                                             GroupState.UNJOINED):
+            if self.membership.state not in (
+                GroupState.CLOSED,
+                GroupState.FAILED,
+                GroupState.UNJOINED,
+            ):
                 self.membership._set_state(GroupState.NO_COORDINATOR, "looking up coordinator")
             timeout_ms = self._config.request_timeout_ms
             if deadline is not None:
                 timeout_ms = _ms_left(loop, deadline)
                 if timeout_ms <= 0:
                     raise errors.KafkaTimeoutError(
-                        f"group {self.group_id}: no coordinator found in time"
-                        + self._error_hint()
+                        f"group {self.group_id}: no coordinator found in time" + self._error_hint()
                     )
             try:
                 node = await self._client.find_coordinator(self.group_id, timeout_ms=timeout_ms)
@@ -306,8 +319,7 @@ class GroupCoordinator:
                 try:
                     await self._commit(offsets, self._config.request_timeout_ms)
                 except errors.KafkaError as exc:
-                    log.warning("group %s: commit before rebalance failed: %s",
-                                self.group_id, exc)
+                    log.warning("group %s: commit before rebalance failed: %s", self.group_id, exc)
         owned = self._subs.assigned_partitions()
         if not owned:
             return
@@ -347,10 +359,15 @@ class GroupCoordinator:
             "reason": m.rejoin_reason[:200],
         }
         assert self._config.rebalance_timeout_ms is not None
-        join_timeout = max(self._config.request_timeout_ms,
-                           self._config.rebalance_timeout_ms + 5000)
-        log.info("group %s: joining (member %r, reason: %s)", self.group_id,
-                 m.member_id or "<new>", m.rejoin_reason)
+        join_timeout = max(
+            self._config.request_timeout_ms, self._config.rebalance_timeout_ms + 5000
+        )
+        log.info(
+            "group %s: joining (member %r, reason: %s)",
+            self.group_id,
+            m.member_id or "<new>",
+            m.rejoin_reason,
+        )
         self._joining = True
         try:
             response = await self._client.send(
@@ -379,8 +396,11 @@ class GroupCoordinator:
         )
         log.info(
             "group %s: joined generation %d as %s%s (protocol %s)",
-            self.group_id, response["generation_id"], response["member_id"],
-            " (leader)" if m.is_leader else "", protocol,
+            self.group_id,
+            response["generation_id"],
+            response["member_id"],
+            " (leader)" if m.is_leader else "",
+            protocol,
         )
         assignments: list[dict[str, Any]] = []
         if m.is_leader and not response.get("skip_assignment", False):
@@ -421,9 +441,9 @@ class GroupCoordinator:
             self._stable_event.set()
         return True
 
-    async def _assign(self, protocol: str | None, raw_members: list[Mapping[str, Any]]) -> (
-        list[dict[str, Any]]
-    ):
+    async def _assign(
+        self, protocol: str | None, raw_members: list[Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
         assignor = self._assignors.get(protocol or "")
         if assignor is None:
             raise errors.IllegalStateError(
@@ -434,8 +454,12 @@ class GroupCoordinator:
             try:
                 sub = decode_subscription(raw["metadata"])
             except errors.DecodeError as exc:
-                log.error("group %s: member %s sent an undecodable subscription: %s",
-                          self.group_id, raw["member_id"], exc)
+                log.error(
+                    "group %s: member %s sent an undecodable subscription: %s",
+                    self.group_id,
+                    raw["member_id"],
+                    exc,
+                )
                 sub = Subscription(())
             members[raw["member_id"]] = GroupMember(
                 raw["member_id"], raw.get("group_instance_id"), sub
@@ -447,8 +471,9 @@ class GroupCoordinator:
             try:
                 await self._client.refresh_metadata(sorted(all_topics))
             except errors.KafkaError as exc:
-                log.warning("group %s: metadata refresh before assignment failed: %s",
-                            self.group_id, exc)
+                log.warning(
+                    "group %s: metadata refresh before assignment failed: %s", self.group_id, exc
+                )
         cluster = self._client.cluster
         counts: dict[str, int] = {}
         for topic in sorted(all_topics):
@@ -462,7 +487,9 @@ class GroupCoordinator:
         self._check_assignment(result, members)
         log.info(
             "group %s: assigned %s with %s: %s",
-            self.group_id, sum(counts.values()), assignor.name,
+            self.group_id,
+            sum(counts.values()),
+            assignor.name,
             {m: len(p) for m, p in result.items()},
         )
         return [
@@ -506,14 +533,23 @@ class GroupCoordinator:
                     f"gave up {len(revoked)} partition(s) for their new owner"
                 )
             self._subs.assign_from_subscribed(assigned)
-            log.info("group %s: generation %d: %d partition(s), added %s, revoked %s",
-                     self.group_id, generation.generation_id, len(assigned),
-                     sorted(added), sorted(revoked))
+            log.info(
+                "group %s: generation %d: %d partition(s), added %s, revoked %s",
+                self.group_id,
+                generation.generation_id,
+                len(assigned),
+                sorted(added),
+                sorted(revoked),
+            )
             await self._call_listener("on_partitions_assigned", added)
         else:
             self._subs.assign_from_subscribed(assigned)
-            log.info("group %s: generation %d: assigned %s", self.group_id,
-                     generation.generation_id, sorted(assigned))
+            log.info(
+                "group %s: generation %d: assigned %s",
+                self.group_id,
+                generation.generation_id,
+                sorted(assigned),
+            )
             await self._call_listener("on_partitions_assigned", assigned)
         self._fetcher.wake()
 
@@ -589,8 +625,9 @@ class GroupCoordinator:
         log.warning("group %s: %s", self.group_id, reason)
         self._poll_expired = True
         self.membership._note_error(reason)
-        loop = asyncio.get_running_loop()
-        loop.create_task(self._leave_after_poll_timeout(reason))
+        task = asyncio.get_running_loop().create_task(self._leave_after_poll_timeout(reason))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _leave_after_poll_timeout(self, reason: str) -> None:
         await self._leave_group(reason, self._config.request_timeout_ms)
@@ -606,7 +643,9 @@ class GroupCoordinator:
         }
         try:
             response = await self._client.send(
-                coordinator, ApiKey.HEARTBEAT, body,
+                coordinator,
+                ApiKey.HEARTBEAT,
+                body,
                 timeout_ms=min(self._config.request_timeout_ms, self._config.session_timeout_ms),
             )
         except errors.KafkaError as exc:
@@ -621,11 +660,39 @@ class GroupCoordinator:
             m.heartbeat_succeeded()
             return
         action = m.handle_error("heartbeat", code)
-        log.info("group %s: heartbeat: %s -> %s", self.group_id,
-                 errors.error_for_code(code).__class__.__name__, action.value)
+        log.info(
+            "group %s: heartbeat: %s -> %s",
+            self.group_id,
+            errors.error_for_code(code).__class__.__name__,
+            action.value,
+        )
         self.wake()
 
     # --- leave ---------------------------------------------------------------------------
+
+    async def leave_after_unsubscribe(
+        self,
+        owned: Collection[TopicPartition],
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        listener: ConsumerRebalanceListener | None,
+    ) -> None:
+        """After unsubscribe(): commit, run the revoke callback, leave the group."""
+        timeout = self._config.request_timeout_ms
+        if offsets and self.membership.generation.valid and self._offsets_changed(offsets):
+            try:
+                await self._commit(offsets, timeout, final=True)
+            except errors.KafkaError as exc:
+                log.warning("group %s: commit on unsubscribe failed: %s", self.group_id, exc)
+        if owned and listener is not None:
+            self.callbacks_idle.clear()
+            try:
+                await listener.on_partitions_revoked(set(owned))
+            except Exception as exc:
+                log.exception("group %s: on_partitions_revoked failed", self.group_id)
+                self.listener_error = exc
+            finally:
+                self.callbacks_idle.set()
+        await self._leave_group("unsubscribed", timeout)
 
     async def _leave_group(self, reason: str, timeout_ms: int) -> None:
         m = self.membership
@@ -639,12 +706,15 @@ class GroupCoordinator:
         body = {
             "group_id": self.group_id,
             "member_id": member_id,
-            "members": [{"member_id": member_id, "group_instance_id": None,
-                         "reason": reason[:200]}],
+            "members": [
+                {"member_id": member_id, "group_instance_id": None, "reason": reason[:200]}
+            ],
         }
         try:
             response = await self._client.send(
-                coordinator, ApiKey.LEAVE_GROUP, body,
+                coordinator,
+                ApiKey.LEAVE_GROUP,
+                body,
                 timeout_ms=max(min(timeout_ms, self._config.request_timeout_ms), 1),
             )
         except errors.KafkaError as exc:
@@ -713,8 +783,9 @@ class GroupCoordinator:
                         "successful commit may be delivered again."
                     )
                 coordinator = await self._ensure_coordinator(deadline)
-                result = await self._send_commit(coordinator, offsets, generation, group_managed,
-                                                 deadline)
+                result = await self._send_commit(
+                    coordinator, offsets, generation, group_managed, deadline
+                )
                 if result is None:
                     self._commit_succeeded(offsets)
                     return
@@ -730,8 +801,11 @@ class GroupCoordinator:
                         )
                     await asyncio.sleep(self._config.retry_backoff_ms / 1000)
                     continue
-                if action in (ErrorAction.RESET_GENERATION, ErrorAction.RESET_MEMBER,
-                              ErrorAction.REJOIN):
+                if action in (
+                    ErrorAction.RESET_GENERATION,
+                    ErrorAction.RESET_MEMBER,
+                    ErrorAction.REJOIN,
+                ):
                     self.last_commit_error = str(exc)
                     self.wake()
                     raise CommitFailedError(
@@ -797,27 +871,34 @@ class GroupCoordinator:
         }
         try:
             response = await self._client.send(
-                coordinator, ApiKey.OFFSET_COMMIT, body,
+                coordinator,
+                ApiKey.OFFSET_COMMIT,
+                body,
                 timeout_ms=max(min(_ms_left(loop, deadline), self._config.request_timeout_ms), 1),
             )
         except errors.KafkaError as exc:
             self.membership.coordinator_dead(f"OffsetCommit failed: {exc}")
             return ErrorAction.FIND_COORDINATOR, exc
         worst: tuple[ErrorAction, errors.KafkaError] | None = None
-        rank = {ErrorAction.FATAL: 5, ErrorAction.RESET_MEMBER: 4,
-                ErrorAction.RESET_GENERATION: 3, ErrorAction.REJOIN: 2,
-                ErrorAction.FIND_COORDINATOR: 1, ErrorAction.RETRY: 0}
+        rank = {
+            ErrorAction.FATAL: 5,
+            ErrorAction.RESET_MEMBER: 4,
+            ErrorAction.RESET_GENERATION: 3,
+            ErrorAction.REJOIN: 2,
+            ErrorAction.FIND_COORDINATOR: 1,
+            ErrorAction.RETRY: 0,
+        }
         for topic in response.get("topics", ()):
             for part in topic.get("partitions", ()):
                 code = part.get("error_code", 0)
                 if not code:
                     continue
-                exc = errors.error_for_code(
+                error = errors.error_for_code(
                     code, f"commit {topic['name']}-{part['partition_index']}"
                 )
                 action = self.membership.handle_error("commit", code)
                 if worst is None or rank.get(action, 0) > rank.get(worst[0], 0):
-                    worst = (action, exc)
+                    worst = (action, error)
         return worst
 
     def _commit_succeeded(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
@@ -826,8 +907,11 @@ class GroupCoordinator:
             self.committed_offsets[tp] = om.offset
         self.last_commit_time = time.time()
         self.last_commit_error = None
-        log.debug("group %s: committed %s", self.group_id,
-                  {f"{tp.topic}-{tp.partition}": om.offset for tp, om in offsets.items()})
+        log.debug(
+            "group %s: committed %s",
+            self.group_id,
+            {f"{tp.topic}-{tp.partition}": om.offset for tp, om in offsets.items()},
+        )
 
     async def fetch_committed(
         self, partitions: Collection[TopicPartition], timeout_ms: int | None = None
@@ -846,8 +930,14 @@ class GroupCoordinator:
         body = {
             "group_id": self.group_id,
             "topics": topic_list,
-            "groups": [{"group_id": self.group_id, "member_id": None, "member_epoch": -1,
-                        "topics": topic_list}],
+            "groups": [
+                {
+                    "group_id": self.group_id,
+                    "member_id": None,
+                    "member_epoch": -1,
+                    "topics": topic_list,
+                }
+            ],
             "require_stable": True,
         }
         last: errors.KafkaError | None = None
@@ -860,9 +950,12 @@ class GroupCoordinator:
             coordinator = await self._ensure_coordinator(deadline)
             try:
                 response = await self._client.send(
-                    coordinator, ApiKey.OFFSET_FETCH, body,
-                    timeout_ms=max(min(_ms_left(loop, deadline),
-                                       self._config.request_timeout_ms), 1),
+                    coordinator,
+                    ApiKey.OFFSET_FETCH,
+                    body,
+                    timeout_ms=max(
+                        min(_ms_left(loop, deadline), self._config.request_timeout_ms), 1
+                    ),
                 )
             except errors.KafkaError as exc:
                 self.membership.coordinator_dead(f"OffsetFetch failed: {exc}")
@@ -875,7 +968,7 @@ class GroupCoordinator:
             code = data.get("error_code", 0)
             retry = False
             if code:
-                action = error_action_fetch(code)
+                action = error_action("fetch_offsets", code)
                 last = errors.error_for_code(code, f"OffsetFetch {self.group_id}")
                 if action is ErrorAction.FIND_COORDINATOR:
                     self.membership.coordinator_dead(str(last))
@@ -891,19 +984,20 @@ class GroupCoordinator:
                         tp = TopicPartition(topic["name"], p["partition_index"])
                         pcode = p.get("error_code", 0)
                         if pcode:
-                            exc = errors.error_for_code(pcode, f"OffsetFetch {tp}")
-                            if exc.retriable:
-                                last = exc
+                            perror = errors.error_for_code(pcode, f"OffsetFetch {tp}")
+                            if perror.retriable:
+                                last = perror
                                 retry = True
                                 break
                             if pcode == 3:  # unknown topic or partition: nothing committed
                                 result[tp] = None
                                 continue
-                            raise exc
+                            raise perror
                         offset = p.get("committed_offset", -1)
                         result[tp] = (
-                            OffsetAndMetadata(offset, p.get("metadata") or "",
-                                              p.get("committed_leader_epoch", -1))
+                            OffsetAndMetadata(
+                                offset, p.get("metadata") or "", p.get("committed_leader_epoch", -1)
+                            )
                             if offset is not None and offset >= 0
                             else None
                         )
@@ -916,12 +1010,6 @@ class GroupCoordinator:
                 if om is not None:
                     self.committed_offsets[tp] = om.offset
             return result
-
-
-def error_action_fetch(code: int) -> ErrorAction:
-    from aiokafka_lite.consumer.membership import error_action
-
-    return error_action("fetch_offsets", code)
 
 
 def _ms_left(loop: asyncio.AbstractEventLoop, deadline: float) -> int:

@@ -21,7 +21,15 @@ import logging
 import struct
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Collection,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +61,9 @@ _FETCH_SESSION_ID_NOT_FOUND = 70
 _INVALID_FETCH_SESSION_EPOCH = 71
 _FETCH_SESSION_TOPIC_ID_ERROR = 106
 
-CommittedLookup = Callable[[Collection[TopicPartition]], Awaitable[dict[TopicPartition, OffsetAndMetadata | None]]]
+CommittedLookup = Callable[
+    [Collection[TopicPartition]], Awaitable[dict[TopicPartition, OffsetAndMetadata | None]]
+]
 
 
 def scan_next_offset(data: bytes | memoryview) -> int | None:
@@ -126,10 +136,17 @@ class FetchSessionHandler:
     def handle_response(self, error_code: int, session_id: int) -> bool:
         """Update after a response; False when the session broke (retry with a full fetch)."""
         pending, self._pending = self._pending, None
-        if error_code in (_FETCH_SESSION_ID_NOT_FOUND, _INVALID_FETCH_SESSION_EPOCH,
-                          _FETCH_SESSION_TOPIC_ID_ERROR):
-            log.debug("fetch session %s with node %s reset: error %s", self.session_id,
-                      self.node_id, error_code)
+        if error_code in (
+            _FETCH_SESSION_ID_NOT_FOUND,
+            _INVALID_FETCH_SESSION_EPOCH,
+            _FETCH_SESSION_TOPIC_ID_ERROR,
+        ):
+            log.debug(
+                "fetch session %s with node %s reset: error %s",
+                self.session_id,
+                self.node_id,
+                error_code,
+            )
             self.reset()
             return False
         if error_code:
@@ -173,11 +190,11 @@ class _CompletedFetch:
         "i",
         "n",
         "nbytes",
+        "partition",
         "read_committed",
         "start_offset",
         "state",
         "topic",
-        "partition",
         "tp",
         "ts_type",
     )
@@ -272,8 +289,18 @@ class _CompletedFetch:
                 f"{self.tp.partition} failed: {exc!r} (seek past it to skip it)"
             ) from exc
         return ConsumerRecord(
-            self.topic, self.partition, r.offset, r.timestamp, self.ts_type, key, value, None,
-            ksize, vsize, r.headers, self.batch_epoch,
+            self.topic,
+            self.partition,
+            r.offset,
+            r.timestamp,
+            self.ts_type,
+            key,
+            value,
+            None,
+            ksize,
+            vsize,
+            r.headers,
+            self.batch_epoch,
         )
 
     def take(self, max_records: int) -> list[ConsumerRecord[Any, Any]]:
@@ -288,14 +315,28 @@ class _CompletedFetch:
             recs = self._recs
             if self._key_des is None and self._value_des is None:
                 topic, partition, ts_type, epoch = (
-                    self.topic, self.partition, self.ts_type, self.batch_epoch
+                    self.topic,
+                    self.partition,
+                    self.ts_type,
+                    self.batch_epoch,
                 )
                 cr = ConsumerRecord
                 out.extend(
                     [
-                        cr(topic, partition, r[0], r[1], ts_type, r[2], r[3], None,
-                           -1 if r[2] is None else len(r[2]),
-                           -1 if r[3] is None else len(r[3]), r[4], epoch)
+                        cr(
+                            topic,
+                            partition,
+                            r[0],
+                            r[1],
+                            ts_type,
+                            r[2],
+                            r[3],
+                            None,
+                            -1 if r[2] is None else len(r[2]),
+                            -1 if r[3] is None else len(r[3]),
+                            r[4],
+                            epoch,
+                        )
                         for r in recs[i:stop]
                     ]
                 )
@@ -477,8 +518,8 @@ class Fetcher:
             self._spawn(self._fetch(node_id, parts), f"aiokafka-lite-fetch-{node_id}")
         return next_check
 
-    def _spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coro, name=name)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -492,7 +533,9 @@ class Fetcher:
 
     # --- one Fetch ------------------------------------------------------------------
 
-    async def _fetch(self, node_id: int, parts: list[tuple[TopicPartition, PartitionState]]) -> None:
+    async def _fetch(
+        self, node_id: int, parts: list[tuple[TopicPartition, PartitionState]]
+    ) -> None:
         config = self._config
         requested: dict[TopicPartition, tuple[PartitionState, int, int]] = {}
         try:
@@ -537,8 +580,7 @@ class Fetcher:
                     {"topic": t, "topic_id": ids[t], "partitions": p} for t, p in topics.items()
                 ],
                 "forgotten_topics_data": [
-                    {"topic": t, "topic_id": ids[t], "partitions": p}
-                    for t, p in forgotten.items()
+                    {"topic": t, "topic_id": ids[t], "partitions": p} for t, p in forgotten.items()
                 ],
                 "rack_id": config.client_rack or "",
             }
@@ -598,8 +640,11 @@ class Fetcher:
         for topic_data in response.get("responses", ()):
             topic = topic_data.get("topic") or names.get(topic_data.get("topic_id"))
             if topic is None:
-                topic = cluster.topic_name(topic_data["topic_id"]) if topic_data.get(
-                    "topic_id") else None
+                topic = (
+                    cluster.topic_name(topic_data["topic_id"])
+                    if topic_data.get("topic_id")
+                    else None
+                )
             if topic is None:
                 continue
             for pdata in topic_data.get("partitions", ()):
@@ -652,7 +697,10 @@ class Fetcher:
             bigger = min(current * 2, max(self._config.fetch_max_bytes, current * 2))
             log.warning(
                 "a record batch of %s is larger than the partition fetch size %d; "
-                "fetching up to %d bytes", tp, current, bigger,
+                "fetching up to %d bytes",
+                tp,
+                current,
+                bigger,
             )
             self._partition_max_bytes[tp] = bigger
 
@@ -674,7 +722,9 @@ class Fetcher:
             else:
                 log.info(
                     "fetch offset %d of %s is out of range; resetting to %s",
-                    offset, tp, self._subs.default_reset.value,
+                    offset,
+                    tp,
+                    self._subs.default_reset.value,
                 )
                 self._subs.request_reset(tp)
                 self.wake()
@@ -723,9 +773,9 @@ class Fetcher:
             log.warning("could not set the start positions: %s", exc)
             self.stats.failure(f"position lookup failed: {exc}")
             loop = asyncio.get_running_loop()
-            self._position_backoff_until = loop.time() + max(
-                self._config.retry_backoff_ms, 100
-            ) / 1000
+            self._position_backoff_until = (
+                loop.time() + max(self._config.retry_backoff_ms, 100) / 1000
+            )
         except Exception:
             log.exception("position update failed")
         finally:
@@ -807,7 +857,8 @@ class Fetcher:
     def failure_hint(self) -> str:
         stats = self.stats
         if stats.last_fetch_error and stats.failing_since is not None:
-            return f" (failing since {time.time() - stats.failing_since:.1f}s: {stats.last_fetch_error})"
+            age = time.time() - stats.failing_since
+            return f" (fetches failing for {age:.1f}s: {stats.last_fetch_error})"
         return ""
 
     # --- ListOffsets -----------------------------------------------------------------
@@ -874,8 +925,9 @@ class Fetcher:
                     )
                 except (asyncio.TimeoutError, errors.KafkaError):
                     pass
-                await asyncio.sleep(min(self._config.retry_backoff_ms / 1000,
-                                        max(deadline - loop.time(), 0)))
+                await asyncio.sleep(
+                    min(self._config.retry_backoff_ms / 1000, max(deadline - loop.time(), 0))
+                )
         return result
 
     async def _list_offsets_node(
@@ -899,7 +951,9 @@ class Fetcher:
             "timeout_ms": timeout_ms,
         }
         response = await self._client.send(
-            node_id, ApiKey.LIST_OFFSETS, body,
+            node_id,
+            ApiKey.LIST_OFFSETS,
+            body,
             timeout_ms=min(timeout_ms, self._config.request_timeout_ms),
         )
         done: dict[TopicPartition, OffsetInfo | None] = {}
@@ -941,9 +995,9 @@ class Fetcher:
         if self.buffered_bytes < self._config.max_buffer_bytes:
             self._wakeup.set()
 
-    def pending_error(self, partitions: Collection[TopicPartition] | None = None) -> (
-        errors.KafkaError | None
-    ):
+    def pending_error(
+        self, partitions: Collection[TopicPartition] | None = None
+    ) -> errors.KafkaError | None:
         for tp, state in self._subs.items():
             if state.error is not None and (not partitions or tp in partitions):
                 return state.error

@@ -20,11 +20,11 @@ __all__ = [
     "Assignment",
     "Subscription",
     "decode_assignment",
-    "decode_subscription",
     "decode_sticky_user_data",
+    "decode_subscription",
     "encode_assignment",
-    "encode_subscription",
     "encode_sticky_user_data",
+    "encode_subscription",
     "group_by_topic",
 ]
 
@@ -202,8 +202,9 @@ def decode_subscription(data: bytes) -> Subscription:
 # --- assignment ------------------------------------------------------------
 
 
-def encode_assignment(partitions: Iterable[TopicPartition], user_data: bytes | None = None,
-                      version: int = 0) -> bytes:
+def encode_assignment(
+    partitions: Iterable[TopicPartition], user_data: bytes | None = None, version: int = 0
+) -> bytes:
     """Encode an assignment (all versions share one layout)."""
     out = bytearray(_I16.pack(version))
     _w_topic_partitions(out, group_by_topic(partitions))

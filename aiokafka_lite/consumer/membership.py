@@ -92,8 +92,12 @@ _UNSTABLE_OFFSET_COMMIT = 88
 _MEMBER_ID_REQUIRED = 79
 _FENCED_INSTANCE_ID = 82
 
-_COORDINATOR_GONE = {_COORDINATOR_NOT_AVAILABLE, _NOT_COORDINATOR, _REQUEST_TIMED_OUT,
-                     _NETWORK_EXCEPTION}
+_COORDINATOR_GONE = {
+    _COORDINATOR_NOT_AVAILABLE,
+    _NOT_COORDINATOR,
+    _REQUEST_TIMED_OUT,
+    _NETWORK_EXCEPTION,
+}
 
 
 def error_action(api: str, code: int) -> ErrorAction:
@@ -192,8 +196,12 @@ class GroupMembership:
             self.coordinator_id = None
             return
         if self.coordinator_id is not None:
-            log.info("group %s: coordinator %s unavailable: %s", self.group_id,
-                     self.coordinator_id, reason)
+            log.info(
+                "group %s: coordinator %s unavailable: %s",
+                self.group_id,
+                self.coordinator_id,
+                reason,
+            )
         self.coordinator_id = None
         self._note_error(f"coordinator unavailable: {reason}")
         self._set_state(GroupState.NO_COORDINATOR, reason)
@@ -205,7 +213,8 @@ class GroupMembership:
         if self.state in (GroupState.UNJOINED,):
             self.rejoin_needed = True
             self._set_state(
-                GroupState.REBALANCING if self.coordinator_id is not None
+                GroupState.REBALANCING
+                if self.coordinator_id is not None
                 else GroupState.NO_COORDINATOR,
                 "subscribed",
             )

@@ -81,7 +81,9 @@ class PartitionState:
     """The consumer's view of one assigned partition."""
 
     __slots__ = (
+        "awaiting_committed",
         "epoch",
+        "error",
         "fetch_offset",
         "highwater",
         "last_fetch_time",
@@ -89,11 +91,9 @@ class PartitionState:
         "leader_epoch",
         "log_start_offset",
         "paused",
+        "pending_revocation",
         "position",
         "reset_strategy",
-        "awaiting_committed",
-        "pending_revocation",
-        "error",
     )
 
     def __init__(self) -> None:
@@ -287,7 +287,9 @@ class SubscriptionState:
             raise ValueError(f"offset must be >= 0, got {offset}")
         self.state(tp).seek(offset, leader_epoch)
 
-    def request_reset(self, tp: TopicPartition, strategy: OffsetResetStrategy | None = None) -> None:
+    def request_reset(
+        self, tp: TopicPartition, strategy: OffsetResetStrategy | None = None
+    ) -> None:
         state = self.state(tp)
         state.position = None
         state.fetch_offset = None

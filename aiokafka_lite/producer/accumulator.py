@@ -22,12 +22,10 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from aiokafka_lite import errors
-from aiokafka_lite.producer.types import TIMESTAMP_CREATE_TIME, RecordMetadata
-from aiokafka_lite.protocol.records import (
-    NO_SEQUENCE,
-    BatchBuilder,
-    estimate_batch_size,
-)
+from aiokafka_lite.producer.encoding import SMALL, ZZ, encode_record, frame_batch, varint
+from aiokafka_lite.producer.types import RecordMetadata
+from aiokafka_lite.protocol import codecs
+from aiokafka_lite.protocol.records import NO_SEQUENCE, V2_HEADER_SIZE, estimate_batch_size
 from aiokafka_lite.structs import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -39,11 +37,19 @@ _monotonic = time.monotonic
 
 
 class ProducerBatch:
-    """Records for one partition that travel (and succeed or fail) together."""
+    """Records for one partition that travel (and succeed or fail) together.
+
+    Records are encoded into ``buf`` as they are appended; :meth:`build` frames them
+    (header with the producer state, compression, CRC) when the batch is sent.
+    """
 
     __slots__ = (
         "attempts",
-        "builder",
+        "base_sequence",
+        "base_ts",
+        "buf",
+        "compressed",
+        "compression",
         "created",
         "deadline",
         "done",
@@ -52,39 +58,56 @@ class ProducerBatch:
         "futures",
         "in_flight",
         "last_error",
+        "max_size",
+        "max_ts",
         "memory",
         "on_complete",
+        "producer_epoch",
+        "producer_id",
         "record_count",
         "retry_at",
         "sequence_epoch",
         "timestamps",
         "tp",
-        "user_future",
+        "transactional",
         "user_batch",
+        "user_future",
     )
 
     def __init__(
         self,
         tp: TopicPartition,
-        builder: BatchBuilder,
-        created: float,
-        deadline: float,
-        memory: int,
+        *,
+        max_size: int,
+        compression: int,
+        transactional: bool,
+        created: float = 0.0,
+        deadline: float = 0.0,
+        memory: int = 0,
     ) -> None:
         self.tp = tp
-        self.builder = builder
+        self.max_size = max_size
+        self.compression = compression
+        self.transactional = transactional
+        self.buf = bytearray()
+        self.record_count = 0
+        self.base_ts = -1
+        self.max_ts = -1
+        self.compressed: bytes | None = None
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = NO_SEQUENCE
         self.created = created
         self.deadline = deadline
         self.memory = memory
         self.futures: list[asyncio.Future[RecordMetadata]] = []
         self.timestamps: list[int] = []
-        self.record_count = 0
         self.attempts = 0
         self.retry_at = 0.0
         self.drained_at = 0.0
         self.in_flight = False
         self.done = False
-        #: The producer epoch the batch's sequence was assigned under (-1: none yet).
+        #: The producer generation the batch's sequence was assigned in (-1: none yet).
         self.sequence_epoch = -1
         self.last_error: BaseException | None = None
         #: A batch built by the caller (``send_batch``): one future for all its records.
@@ -99,16 +122,99 @@ class ProducerBatch:
             f"attempts={self.attempts} seq={self.base_sequence}>"
         )
 
-    @property
-    def base_sequence(self) -> int:
-        return self.builder.base_sequence
+    def append(self, timestamp: int, key: bytes | None, value: bytes | None, headers: Any) -> int:
+        """Encode one record into the batch; returns its size, or 0 if it does not fit.
+
+        The first record always fits. This is the producer's per-record hot path: the
+        common shapes (no headers, small sizes and deltas) are one concatenation.
+        """
+        n = self.record_count
+        ts_delta = timestamp - self.base_ts if n else 0
+        if headers is None and 0 <= ts_delta < SMALL and n < SMALL:
+            zz = ZZ
+            if key is None:
+                if value is not None and len(value) < SMALL:
+                    zt = zz[ts_delta]
+                    zo = zz[n]
+                    zv = zz[len(value)]
+                    blen = len(zt) + len(zo) + len(zv) + len(value) + 3
+                    record = (
+                        (zz[blen] if blen < SMALL else varint(blen))
+                        + b"\x00"
+                        + zt
+                        + zo
+                        + b"\x01"
+                        + zv
+                        + value
+                        + b"\x00"
+                    )
+                else:
+                    record = encode_record(n, ts_delta, key, value, headers)
+            elif value is not None and len(key) < SMALL and len(value) < SMALL:
+                zt = zz[ts_delta]
+                zo = zz[n]
+                zk = zz[len(key)]
+                zv = zz[len(value)]
+                blen = len(zt) + len(zo) + len(zk) + len(key) + len(zv) + len(value) + 2
+                record = (
+                    (zz[blen] if blen < SMALL else varint(blen))
+                    + b"\x00"
+                    + zt
+                    + zo
+                    + zk
+                    + key
+                    + zv
+                    + value
+                    + b"\x00"
+                )
+            else:
+                record = encode_record(n, ts_delta, key, value, headers)
+        else:
+            record = encode_record(n, ts_delta, key, value, headers)
+        buf = self.buf
+        size = len(record)
+        if n:
+            if len(buf) + size > self.max_size:
+                return 0
+            if timestamp > self.max_ts:
+                self.max_ts = timestamp
+        else:
+            self.base_ts = self.max_ts = timestamp
+        buf += record
+        self.record_count = n + 1
+        return size
+
+    def size(self) -> int:
+        """Bytes of the batch as it would be sent (uncompressed until built)."""
+        compressed = self.compressed
+        return V2_HEADER_SIZE + (len(self.buf) if compressed is None else len(compressed))
 
     @property
     def has_sequence(self) -> bool:
-        return self.builder.base_sequence != NO_SEQUENCE
+        return self.base_sequence != NO_SEQUENCE
 
-    def size(self) -> int:
-        return self.builder.size_in_bytes()
+    def set_producer_state(self, producer_id: int, epoch: int, base_sequence: int) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = epoch
+        self.base_sequence = base_sequence
+
+    def build(self) -> bytes:
+        """The batch as sent: header with the current producer state, compressed, CRC."""
+        compression = self.compression
+        if compression and self.compressed is None:
+            self.compressed = codecs.compress(compression, self.buf)
+        return frame_batch(
+            self.buf,
+            self.record_count,
+            self.base_ts,
+            self.max_ts,
+            compression=compression,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence,
+            transactional=self.transactional,
+            compressed=self.compressed,
+        )
 
     def wait(self) -> asyncio.Future[None]:
         """A future done when this batch is done (delivered or failed)."""
@@ -126,38 +232,31 @@ class ProducerBatch:
         self.done = True
         tp = self.tp
         topic, partition = tp
-        ts_type = TIMESTAMP_CREATE_TIME if log_append_time < 0 else 1
+        new = _new_tuple
+        cls = RecordMetadata
         if self.user_batch:
             fut = self.user_future
             if fut is not None and not fut.done():
-                ts = log_append_time if log_append_time >= 0 else self.builder.max_timestamp
+                ts = log_append_time if log_append_time >= 0 else self.base_ts
+                ts_type = 0 if log_append_time < 0 else 1
                 fut.set_result(
-                    _new_tuple(
-                        RecordMetadata,
-                        (topic, partition, tp, base_offset, ts, ts_type, log_start_offset),
-                    )
+                    new(cls, (topic, partition, tp, base_offset, ts, ts_type, log_start_offset))
                 )
         else:
-            new = _new_tuple
-            cls = RecordMetadata
             offset = base_offset
             step = 1 if base_offset >= 0 else 0
             if log_append_time < 0:
-                for fut, ts in zip(self.futures, self.timestamps):
+                for fut, ts in zip(self.futures, self.timestamps, strict=True):
                     if not fut.done():
                         fut.set_result(
                             new(cls, (topic, partition, tp, offset, ts, 0, log_start_offset))
                         )
                     offset += step
             else:
+                meta = (log_append_time, 1, log_start_offset)
                 for fut in self.futures:
                     if not fut.done():
-                        fut.set_result(
-                            new(
-                                cls,
-                                (topic, partition, tp, offset, log_append_time, 1, log_start_offset),
-                            )
-                        )
+                        fut.set_result(new(cls, (topic, partition, tp, offset, *meta)))
                     offset += step
         self._finish()
 
@@ -178,24 +277,14 @@ class ProducerBatch:
         self._finish()
 
     def _finish(self) -> None:
+        self.buf = bytearray()
+        self.compressed = None
         fut = self.done_future
         if fut is not None and not fut.done():
             fut.set_result(None)
         callback = self.on_complete
         if callback is not None:
             callback(self)
-
-    def metadata_for(self, index: int, base_offset: int) -> RecordMetadata:
-        topic, partition = self.tp
-        return RecordMetadata(
-            topic,
-            partition,
-            self.tp,
-            base_offset + index if base_offset >= 0 else -1,
-            self.timestamps[index] if index < len(self.timestamps) else -1,
-            TIMESTAMP_CREATE_TIME,
-            -1,
-        )
 
 
 class BufferExhausted(Exception):
@@ -256,7 +345,7 @@ class RecordAccumulator:
         if dq:
             batch = dq[-1]
             if not batch.user_batch and not batch.in_flight and not batch.has_sequence:
-                if batch.builder.append(timestamp, key, value, headers) is not None:
+                if batch.append(timestamp, key, value, headers):
                     loop = self._loop
                     assert loop is not None
                     fut: asyncio.Future[RecordMetadata] = loop.create_future()
@@ -290,13 +379,16 @@ class RecordAccumulator:
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         now = _monotonic()
-        builder = BatchBuilder(
-            compression=self.compression,
+        batch = ProducerBatch(
+            tp,
             max_size=self.batch_size,
-            is_transactional=self.transactional,
+            compression=self.compression,
+            transactional=self.transactional,
+            created=now,
+            deadline=now + self.delivery_timeout,
+            memory=memory,
         )
-        builder.append(timestamp, key, value, headers)
-        batch = ProducerBatch(tp, builder, now, now + self.delivery_timeout, memory)
+        batch.append(timestamp, key, value, headers)
         fut: asyncio.Future[RecordMetadata] = loop.create_future()
         batch.futures.append(fut)
         batch.timestamps.append(timestamp)
@@ -332,18 +424,20 @@ class RecordAccumulator:
         self.used_memory += memory
 
     def append_user_batch(
-        self, tp: TopicPartition, builder: BatchBuilder, reserved: int = 0
+        self, tp: TopicPartition, batch: ProducerBatch, reserved: int = 0
     ) -> asyncio.Future[RecordMetadata]:
         """Queue a batch the caller built (``send_batch``); raises BufferExhausted."""
-        memory = builder.size_in_bytes()
+        memory = batch.size()
         self._reserve(memory, reserved)
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         now = _monotonic()
-        batch = ProducerBatch(tp, builder, now, now + self.delivery_timeout, memory)
+        batch.tp = tp
+        batch.created = now
+        batch.deadline = now + self.delivery_timeout
+        batch.memory = memory
         batch.user_batch = True
-        batch.record_count = builder.record_count
         fut: asyncio.Future[RecordMetadata] = loop.create_future()
         batch.user_future = fut
         self._enqueue(tp, None, batch)
@@ -445,7 +539,9 @@ class RecordAccumulator:
                 return
         dq.append(batch)
 
-    def abort_undrained(self, exc: BaseException, *, only: Iterable[ProducerBatch] | None = None) -> int:
+    def abort_undrained(
+        self, exc: BaseException, *, only: Iterable[ProducerBatch] | None = None
+    ) -> int:
         """Fail every batch still queued (not in flight) with ``exc``; returns the count."""
         count = 0
         targets = set(only) if only is not None else None

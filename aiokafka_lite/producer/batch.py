@@ -6,11 +6,14 @@ import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from aiokafka_lite.protocol import records
+from aiokafka_lite.producer.accumulator import ProducerBatch
+from aiokafka_lite.structs import TopicPartition
 
 __all__ = ["BatchBuilder", "BatchRecordMetadata"]
 
-BytesLike = bytes | bytearray | memoryview
+_new_tuple = tuple.__new__
+_time = time.time
+_NO_TP = TopicPartition("", -1)
 
 
 class BatchRecordMetadata(NamedTuple):
@@ -30,31 +33,33 @@ class BatchBuilder:
     is always accepted. Keys and values are bytes (no serializers on this path).
     """
 
-    __slots__ = ("_builder", "_closed")
+    __slots__ = ("_append", "_batch", "_closed")
 
-    def __init__(self, builder: records.BatchBuilder) -> None:
-        self._builder = builder
+    def __init__(self, *, max_size: int, compression: int, transactional: bool) -> None:
+        self._batch = ProducerBatch(
+            _NO_TP, max_size=max_size, compression=compression, transactional=transactional
+        )
+        self._append = self._batch.append
         self._closed = False
 
     def append(
         self,
         *,
         timestamp: int | None,
-        key: BytesLike | None,
-        value: BytesLike | None,
+        key: bytes | None,
+        value: bytes | None,
         headers: Sequence[tuple[str, bytes | None]] | None = None,
     ) -> BatchRecordMetadata | None:
         """Add a record; None (not added) when the batch is full or closed."""
         if self._closed:
             return None
-        builder = self._builder
-        offset = builder.record_count
         if timestamp is None:
-            timestamp = int(time.time() * 1000)
-        size = builder.append(timestamp, key, value, headers or None)
-        if size is None:
+            timestamp = int(_time() * 1000)
+        offset = self._batch.record_count
+        size = self._append(timestamp, key, value, headers or None)
+        if not size:
             return None
-        return BatchRecordMetadata(offset, size, timestamp)
+        return _new_tuple(BatchRecordMetadata, (offset, size, timestamp))
 
     def close(self) -> None:
         """No more appends (``send_batch`` closes the batch too)."""
@@ -62,15 +67,15 @@ class BatchBuilder:
 
     def size(self) -> int:
         """Bytes used so far (uncompressed)."""
-        return self._builder.size_in_bytes()
+        return self._batch.size()
 
     def record_count(self) -> int:
-        return self._builder.record_count
+        return self._batch.record_count
 
     @property
     def closed(self) -> bool:
         return self._closed
 
-    def _take(self) -> records.BatchBuilder:
+    def _take(self) -> ProducerBatch:
         self._closed = True
-        return self._builder
+        return self._batch

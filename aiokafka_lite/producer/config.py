@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka_lite import errors
-from aiokafka_lite.producer.partitioner import Partitioner, PartitionerCallable, resolve_partitioner
+from aiokafka_lite.producer.partitioner import Partitioner, resolve_partitioner
 from aiokafka_lite.protocol import codecs
 from aiokafka_lite.security import SecurityConfig
 
@@ -111,7 +111,7 @@ def _acks(value: object) -> int:
         if text in ("0", "1", "-1"):
             return int(text)
     elif not isinstance(value, bool) and value in (0, 1, -1):
-        return int(value)  # type: ignore[call-overload]
+        return int(value)
     raise errors.ConfigurationError(f'acks must be 0, 1, -1 or "all", got {value!r}')
 
 
@@ -120,7 +120,7 @@ def _serializer(name: str, value: object) -> Serializer | None:
         return None
     if not callable(value):
         raise errors.ConfigurationError(f"{name} must be callable, got {type(value).__name__}")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _interceptors(value: object) -> tuple[Any, ...]:
@@ -155,7 +155,14 @@ def _security(options: dict[str, Any]) -> SecurityConfig:
             raise errors.ConfigurationError("security must be a SecurityConfig")
         if any(
             v is not None
-            for v in (protocol, ssl_context, ssl_server_hostname, username, password, token_provider)
+            for v in (
+                protocol,
+                ssl_context,
+                ssl_server_hostname,
+                username,
+                password,
+                token_provider,
+            )
         ):
             raise errors.ConfigurationError(
                 "give either security=SecurityConfig(...) or the individual security options"

@@ -17,6 +17,7 @@ class ProducerMetrics:
 
     __slots__ = (
         "_batches_completed",
+        "_batches_sent",
         "_bytes_sent",
         "_latency_count",
         "_latency_max",
@@ -25,7 +26,6 @@ class ProducerMetrics:
         "_records_failed",
         "_records_retried",
         "_requests_sent",
-        "_batches_sent",
         "_started",
     )
 
@@ -78,7 +78,9 @@ class ProducerMetrics:
             "bytes_sent": self._bytes_sent,
             "batch_size_avg": self._bytes_sent / self._batches_sent if self._batches_sent else 0.0,
             "records_per_batch_avg": (
-                self._records_completed / self._batches_completed if self._batches_completed else 0.0
+                self._records_completed / self._batches_completed
+                if self._batches_completed
+                else 0.0
             ),
             "request_latency_avg_ms": latency_avg,
             "request_latency_max_ms": self._latency_max * 1000,

@@ -112,7 +112,9 @@ class Sender:
 
     def start(self) -> None:
         self._running = True
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="aiokafka-lite-sender")
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name="aiokafka-lite-sender"
+        )
 
     async def stop(self) -> None:
         """Cancel the task (pending batches are the producer's business)."""
@@ -341,9 +343,7 @@ class Sender:
             if txn is not None:
                 if batch.sequence_epoch != txn.generation:
                     seq = txn.next_sequence(tp, batch.record_count)
-                    batch.builder.set_producer_state(
-                        txn.producer_id, txn.producer_epoch, seq, txn.transactional
-                    )
+                    batch.set_producer_state(txn.producer_id, txn.producer_epoch, seq)
                     batch.sequence_epoch = txn.generation
                 txn.in_flight[tp] = txn.in_flight.get(tp, 0) + 1
             if self.guarantee_order:
@@ -355,11 +355,13 @@ class Sender:
         self._drain_index[node] = start + 1
         return batches
 
-    def _send_produce(self, conn: BrokerConnection, node: int, batches: list[ProducerBatch]) -> None:
+    def _send_produce(
+        self, conn: BrokerConnection, node: int, batches: list[ProducerBatch]
+    ) -> None:
         by_topic: dict[str, list[dict[str, Any]]] = {}
         total = 0
         for batch in batches:
-            data = batch.builder.build()
+            data = batch.build()
             total += len(data)
             entry = by_topic.get(batch.tp.topic)
             part = {"index": batch.tp.partition, "records": data}
@@ -543,7 +545,9 @@ class Sender:
         self.metrics.failed(batch.record_count)
         batch.fail(exc)
 
-    def _expired_error(self, batch: ProducerBatch, cause: BaseException | None) -> errors.KafkaError:
+    def _expired_error(
+        self, batch: ProducerBatch, cause: BaseException | None
+    ) -> errors.KafkaError:
         age = (_monotonic() - batch.created) * 1000
         detail = f" (last error: {cause})" if cause is not None else ""
         exc = errors.KafkaTimeoutError(

@@ -118,9 +118,7 @@ class TransactionManager:
         self._pid_ready: asyncio.Event = asyncio.Event()
 
         # transactions
-        self.state = (
-            TransactionState.UNINITIALIZED if transactional_id else TransactionState.READY
-        )
+        self.state = TransactionState.UNINITIALIZED if transactional_id else TransactionState.READY
         self.last_error: errors.KafkaError | None = None
         self.partitions_in_txn: set[TopicPartition] = set()
         self.pending_partitions: set[TopicPartition] = set()
@@ -252,7 +250,9 @@ class TransactionManager:
         """The sequence space has a hole: bump the epoch (idempotent) or fail the txn."""
         if self.transactional:
             self._epoch_bump_on_abort = True
-            exc = reason if isinstance(reason, errors.KafkaError) else errors.KafkaError(str(reason))
+            exc = (
+                reason if isinstance(reason, errors.KafkaError) else errors.KafkaError(str(reason))
+            )
             self.set_abortable(exc)
         elif not self.bump_requested:
             log.info("bumping the producer epoch after: %s", reason)
@@ -334,14 +334,21 @@ class TransactionManager:
         node = self.coordinator
         if node is None:
             node = await self.client.find_coordinator(
-                self.transactional_id, COORDINATOR_TRANSACTION, timeout_ms=self._timeout_ms(deadline)
+                self.transactional_id,
+                COORDINATOR_TRANSACTION,
+                timeout_ms=self._timeout_ms(deadline),
             )
             self.coordinator = node
         return node
 
     async def _coordinator_request(
-        self, api_key: int, body: Mapping[str, Any], deadline: float, what: str,
-        *, version: int | None = None,
+        self,
+        api_key: int,
+        body: Mapping[str, Any],
+        deadline: float,
+        what: str,
+        *,
+        version: int | None = None,
     ) -> dict[str, Any]:
         """Send to the transaction coordinator, retrying until ``deadline``.
 
@@ -367,7 +374,9 @@ class TransactionManager:
                 elif not (isinstance(exc, _RETRY_LATER) or exc.retriable):
                     raise
                 if time.monotonic() + self.retry_backoff >= deadline:
-                    raise errors.KafkaTimeoutError(f"{what} did not complete in time: {exc}") from exc
+                    raise errors.KafkaTimeoutError(
+                        f"{what} did not complete in time: {exc}"
+                    ) from exc
                 log.debug("%s failed (%s); retrying", what, exc)
                 await asyncio.sleep(self.retry_backoff)
 
@@ -390,7 +399,10 @@ class TransactionManager:
             version = self._add_partitions_version()
             try:
                 response = await self._coordinator_request(
-                    ApiKey.ADD_PARTITIONS_TO_TXN, body, deadline, "AddPartitionsToTxn",
+                    ApiKey.ADD_PARTITIONS_TO_TXN,
+                    body,
+                    deadline,
+                    "AddPartitionsToTxn",
                     version=version,
                 )
             except errors.KafkaTimeoutError:
@@ -408,11 +420,11 @@ class TransactionManager:
                         self.partitions_in_txn.add(tp)
                         self.pending_partitions.discard(tp)
                         continue
-                    exc = _fenced(errors.error_for_code(code, f"AddPartitionsToTxn {tp}"))
-                    if isinstance(exc, _RETRY_LATER) or exc.retriable:
-                        retry.append(exc)
+                    error = _fenced(errors.error_for_code(code, f"AddPartitionsToTxn {tp}"))
+                    if isinstance(error, _RETRY_LATER) or error.retriable:
+                        retry.append(error)
                     else:
-                        self.set_abortable(exc)
+                        self.set_abortable(error)
                         return
             if retry:
                 log.debug("AddPartitionsToTxn to retry: %s", retry[0])

@@ -86,7 +86,9 @@ def run_on_send(interceptors: Sequence[Any], record: ProducerRecord) -> Producer
         if isinstance(result, ProducerRecord):
             record = result
         else:
-            log.warning("interceptor %r on_send returned %r, not a ProducerRecord", interceptor, result)
+            log.warning(
+                "interceptor %r on_send returned %r, not a ProducerRecord", interceptor, result
+            )
     return record
 
 

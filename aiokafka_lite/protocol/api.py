@@ -231,9 +231,16 @@ def _decode_api_versions(spec: MessageSpec, api_version: int, reader: Reader) ->
         except DecodeError as exc:
             error = error or exc
             continue
+        if version != api_version:
+            # callers expect every field of the version they asked for
+            body = {**_api_versions_defaults(spec, api_version), **body}
         return body
     assert error is not None
     raise error
+
+
+def _api_versions_defaults(spec: MessageSpec, version: int) -> dict[str, Any]:
+    return spec.decode(version, spec.encode(version, {}))
 
 
 def peek_request_header(frame: bytes | bytearray | memoryview) -> RequestHeader:

@@ -358,6 +358,7 @@ _BASE_ENC_NS: Final[dict[str, Any]] = {
     "_pb": _struct_pack("b"),
     "_ph": _struct_pack("h"),
     "_pi": _struct_pack("i"),
+    "_u2": _struct_pack("BB"),
     "_euv": encode_uvarint,
     "_uuidb": uuid_bytes,
     "_wtags": _write_tagged,
@@ -386,17 +387,19 @@ def _gen_encoder(spec: MessageSpec, version: int) -> tuple[str, dict[str, Any], 
             nv = code.var("n")
             code(f"{nv} = {n}{' + 1' if plus_one else ''}")
             code(f"if {nv} < 128: {buf}.append({nv})")
+            code(f"elif {nv} < 16384: {buf} += _u2({nv} & 127 | 128, {nv} >> 7)")
             code(f"else: {buf} += _euv({nv})")
         else:
             code(f"{buf} += _pi({n})")
 
     def emit_null(buf: str, compact: bool, kind: str) -> None:
-        if compact:
+        if kind == "struct":
+            # a nullable struct has an int8 marker (-1 null, 1 present) in every version
+            code(f'{buf} += b"\\xff"')
+        elif compact:
             code(f"{buf}.append(0)")
         elif kind == "string":
             code(f'{buf} += b"\\xff\\xff"')
-        elif kind == "struct":
-            code(f'{buf} += b"\\xff"')
         else:
             code(f'{buf} += b"\\xff\\xff\\xff\\xff"')
 
@@ -659,7 +662,7 @@ def _gen_decoder(spec: MessageSpec, version: int) -> tuple[str, dict[str, Any]]:
         code(f"{target} = buf[pos]")
         with code.block(f"if {target} < 128:"):
             code("pos += 1")
-        with code.block(f"elif buf[pos + 1] < 128:"):
+        with code.block("elif buf[pos + 1] < 128:"):
             code(f"{target} = ({target} & 127) | (buf[pos + 1] << 7)")
             code("pos += 2")
         with code.block("else:"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib.util
 import random
 import shutil
 import socket
@@ -15,7 +16,7 @@ import ssl
 import struct
 import subprocess
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +28,19 @@ from aiokafka_lite.protocol import api
 from aiokafka_lite.protocol.api import ApiKey, RequestHeader
 from aiokafka_lite.security import SecurityConfig, create_ssl_context
 
-try:
-    from tests.unit.test_sasl import ScramServer
-except ImportError:  # pytest's default "prepend" import mode without packages
-    from test_sasl import ScramServer  # type: ignore[no-redef]
+
+def _load_scram_server() -> Any:
+    # The server-side SCRAM lives in test_sasl.py; load it by path so this works under
+    # every pytest import mode (prepend, append, importlib) with or without packages.
+    path = Path(__file__).with_name("test_sasl.py")
+    spec = importlib.util.spec_from_file_location("_aiokafka_lite_test_sasl", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ScramServer
+
+
+ScramServer = _load_scram_server()
 
 HEARTBEAT = int(ApiKey.HEARTBEAT)
 PRODUCE = int(ApiKey.PRODUCE)
@@ -64,7 +74,7 @@ class ServerConn:
         await self.writer.drain()
 
 
-Handler = Callable[[ServerConn, RequestHeader, dict[str, Any]], Awaitable[None]]
+Handler = Callable[[ServerConn, RequestHeader, dict[str, Any]], Coroutine[Any, Any, None]]
 
 
 def api_versions_body(
@@ -290,7 +300,8 @@ async def test_connect_to_closed_port_fails_fast() -> None:
 
 async def test_connect_timeout_is_bounded() -> None:
     # A TCP server that never speaks TLS: the TLS handshake never finishes.
-    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    writers: list[asyncio.StreamWriter] = []
+    server = await asyncio.start_server(lambda r, w: writers.append(w), "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
         start = time.monotonic()
@@ -299,6 +310,8 @@ async def test_connect_timeout_is_bounded() -> None:
             await connect("127.0.0.1", port, security=security, connect_timeout_ms=200)
         assert time.monotonic() - start < 2
     finally:
+        for writer in writers:
+            writer.close()
         server.close()
         await server.wait_closed()
 
@@ -314,7 +327,7 @@ async def test_broker_closing_during_handshake(broker: ScriptedBroker) -> None:
         conn.writer.close()
 
     broker.on(int(ApiKey.API_VERSIONS), hang_up)
-    with pytest.raises(errors.KafkaConnectionError, match="127.0.0.1"):
+    with pytest.raises(errors.KafkaConnectionError, match=r"127\.0\.0\.1"):
         await open_conn(broker)
 
 
@@ -494,7 +507,7 @@ async def test_request_timeout_closes_connection(broker: ScriptedBroker) -> None
     conn = await open_conn(broker, request_timeout_ms=5000)
     other = conn.request(HEARTBEAT, heartbeat(1))
     start = time.monotonic()
-    with pytest.raises(errors.KafkaTimeoutError, match="Heartbeat .* timed out after 100 ms"):
+    with pytest.raises(errors.KafkaTimeoutError, match=r"Heartbeat .* timed out after 100 ms"):
         await conn.send(HEARTBEAT, heartbeat(2), timeout_ms=100)
     assert time.monotonic() - start < 2
     assert conn.closed
@@ -523,7 +536,7 @@ async def test_unknown_correlation_id_is_a_desync(broker: ScriptedBroker) -> Non
 
     broker.on(HEARTBEAT, wrong_id)
     conn = await open_conn(broker)
-    with pytest.raises(errors.KafkaConnectionError, match="desync.*correlation id"):
+    with pytest.raises(errors.KafkaConnectionError, match=r"desync.*correlation id"):
         await conn.send(HEARTBEAT, heartbeat(1))
     assert conn.closed
 
@@ -755,7 +768,7 @@ async def test_sasl_wrong_password(broker: ScriptedBroker, mechanism: str) -> No
 async def test_sasl_unsupported_mechanism_lists_enabled(broker: ScriptedBroker) -> None:
     sasl_broker(broker, ["GSSAPI", "PLAIN"])
     with pytest.raises(
-        errors.AuthenticationFailedError, match="SCRAM-SHA-512.*enabled mechanisms: GSSAPI, PLAIN"
+        errors.AuthenticationFailedError, match=r"SCRAM-SHA-512.*enabled mechanisms: GSSAPI, PLAIN"
     ):
         await open_conn(broker, security=sasl_config("SCRAM-SHA-512"))
 

@@ -146,6 +146,21 @@ def test_client_side_errors_are_builtin_compatible() -> None:
     assert errors.KafkaTimeoutError("late").errno == -1
 
 
+def test_producer_and_consumer_errors() -> None:
+    assert issubclass(errors.SerializationError, TypeError)
+    assert issubclass(errors.ProducerClosedError, errors.IllegalStateError)
+    assert issubclass(errors.ConsumerStoppedError, errors.IllegalStateError)
+    for cls in (
+        errors.TransactionAbortedError,
+        errors.CommitFailedError,
+        errors.NoOffsetForPartitionError,
+        errors.RecordDeserializationError,
+    ):
+        assert issubclass(cls, KafkaError) and not issubclass(cls, BrokerResponseError)
+        assert not cls.retriable
+    assert errors.ProducerClosed is errors.ProducerClosedError
+
+
 def test_unknown_code() -> None:
     err = error_for_code(31999, "new in Kafka 9")
     assert isinstance(err, UnknownBrokerError)

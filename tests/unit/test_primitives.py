@@ -92,13 +92,6 @@ def test_uvarint_roundtrip(value: int) -> None:
     assert p.decode_uvarint(memoryview(data), 0) == (value, len(data))
 
 
-@given(INT32)
-def test_zigzag_is_small_for_small_magnitudes(value: int) -> None:
-    # zigzag maps n to 2n (n >= 0) or -2n-1 (n < 0)
-    expected = 2 * value if value >= 0 else -2 * value - 1
-    assert p.decode_uvarint(p.encode_varint(value), 0)[0] == expected
-
-
 def test_varint_range_checks() -> None:
     for bad in (2**31, -(2**31) - 1):
         with pytest.raises(ValueError):

@@ -16,7 +16,6 @@ from aiokafka_lite.sasl import (
     OAuthBearerMechanism,
     PlainMechanism,
     ScramMechanism,
-    saslprep,
 )
 from aiokafka_lite.security import SecurityConfig, create_ssl_context, fetch_oauth_token
 
@@ -230,49 +229,11 @@ def test_scram_repr_hides_password() -> None:
 # --- SASLprep ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("raw", "prepared"),
-    [
-        # RFC 4013 section 3 examples.
-        ("I\u00adX", "IX"),  # soft hyphen mapped to nothing
-        ("user", "user"),
-        ("USER", "USER"),
-        ("\u00aa", "a"),  # NFKC
-        ("\u2168", "IX"),  # NFKC
-        ("a\u00a0b", "a b"),  # non-ASCII space mapped to space
-        ("caf\u00e9", "caf\u00e9"),
-        ("cafe\u0301", "caf\u00e9"),  # composed by NFKC
-    ],
-)
-def test_saslprep_maps_and_normalizes(raw: str, prepared: str) -> None:
-    assert saslprep(raw) == prepared
-
-
-@pytest.mark.parametrize(
-    "raw",
-    [
-        "\u0007",  # RFC 4013: control character
-        "a\u0000b",
-        "\ue000",  # private use
-        "\u0627\u0031",  # RFC 4013: bidi string must end with an RandALCat character
-        "\u0627a\u0627",  # mixes RandALCat and LCat
-    ],
-)
-def test_saslprep_rejects_prohibited(raw: str) -> None:
-    with pytest.raises(errors.ConfigurationError, match="SASLprep"):
-        saslprep(raw)
-
-
-def test_saslprep_unassigned_code_points() -> None:
-    unassigned = "\u0221"  # unassigned in Unicode 3.2
-    assert saslprep(unassigned) == unassigned
-    with pytest.raises(errors.ConfigurationError, match="unassigned"):
-        saslprep(unassigned, allow_unassigned=False)
-
-
-def test_scram_applies_saslprep_to_password() -> None:
-    server = ScramServer("SCRAM-SHA-256", {"bob": "IX"})
+def test_scram_uses_password_bytes_as_given() -> None:
+    # Like Kafka's Java client and librdkafka: no SASLprep, the raw UTF-8 is hashed.
+    server = ScramServer("SCRAM-SHA-256", {"bob": "I\u00adX"})
     assert run_scram(ScramMechanism("SCRAM-SHA-256", "bob", "I\u00adX"), server)
+    assert not run_scram(ScramMechanism("SCRAM-SHA-256", "bob", "IX"), server)
 
 
 # --- PLAIN ---------------------------------------------------------------------

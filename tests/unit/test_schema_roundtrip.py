@@ -8,6 +8,8 @@ import uuid
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aiokafka_lite.errors import DecodeError, UnsupportedVersionError
 from aiokafka_lite.protocol import api, messages
@@ -18,7 +20,16 @@ from aiokafka_lite.protocol.headers import (
     encode_request_header,
     encode_response_header,
 )
-from aiokafka_lite.protocol.primitives import Reader
+from aiokafka_lite.protocol.primitives import (
+    Reader,
+    decode_uvarint,
+    encode_uvarint,
+    encode_varint,
+    encode_varlong,
+    write_uvarint,
+    write_varint,
+    write_varlong,
+)
 from aiokafka_lite.protocol.schema import UNKNOWN_TAGGED_FIELDS, Field, MessageSpec
 
 SPECS: list[MessageSpec] = [s for m in messages.MODULES for s in (m.REQUEST, m.RESPONSE)]
@@ -275,12 +286,19 @@ def test_api_versions_unsupported_version_reply(asked: int) -> None:
     assert corr == 77
     assert body["error_code"] == 35
     assert body["api_keys"] == [{"api_key": 18, "min_version": 0, "max_version": 2}]
+    # fields of the asked version that v0 lacks are filled with their defaults
+    spec = messages.api_versions.RESPONSE
+    assert list(body) == [f.name for f in spec.fields if asked in f.versions]
+    assert body["throttle_time_ms"] == 0
+    if asked >= 3:
+        assert body["finalized_features_epoch"] == -1
 
 
 def test_api_versions_normal_reply_still_decodes_at_asked_version() -> None:
     body = {"error_code": 0, "api_keys": [{"api_key": 3, "min_version": 0, "max_version": 12}]}
     frame = api.encode_response(18, 3, 5, body)
     corr, decoded = api.decode_response(18, 3, frame)
+    assert corr == 5
     assert decoded["api_keys"] == body["api_keys"]
     assert decoded["finalized_features_epoch"] == -1
 
@@ -376,3 +394,93 @@ def test_golden_produce_v9_request() -> None:
     expected += b"\x02" + bytes.fromhex("00000002") + b"\x04" + records + b"\x00"
     expected += b"\x00" + b"\x00"  # topic tags, top-level tags
     assert api.encode_request(0, 9, 3, None, body) == expected
+
+
+# --- compiler paths the Kafka schemas do not use today ----------------------------------
+
+SYNTHETIC = MessageSpec(
+    "SyntheticRequest",
+    1000,
+    "request",
+    valid="0-2",
+    flexible="2+",
+    fields=[
+        Field("f64", "float64", "0+", default=1.5),
+        Field("u16", "uint16", "0+"),
+        Field("u32", "uint32", "0+"),
+        Field("flags", "[]bool", "0+"),
+        Field("ids", "[]uuid", "0+"),
+        Field("blobs", "[]bytes", "0+", nullable="1+"),
+        Field("small", "[]int8", "0+"),
+        Field("raw", "records", "0+", nullable="0+"),
+        Field(
+            "maybe", "Inner", "1+", nullable="1+", default=None, fields=[Field("x", "int32", "1+")]
+        ),
+        Field("always", "Inner2", "0+", fields=[Field("y", "string", "0+", default="why")]),
+        Field("note", "string", "2+", nullable="2+", tag=3, tagged="2+", default=None),
+        Field("big", "int64", "2+", tag=1, tagged="2+", default=-1),
+    ],
+)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_synthetic_types_roundtrip(version: int) -> None:
+    body = ValueMaker(version).struct(SYNTHETIC.fields)
+    _roundtrip(SYNTHETIC, version, body)
+    _roundtrip(SYNTHETIC, version, ValueMaker(version, nulls=True).struct(SYNTHETIC.fields))
+    empty = SYNTHETIC.decode(version, SYNTHETIC.encode(version, {}))
+    assert empty == defaults(SYNTHETIC.fields, version)
+    assert empty["f64"] == 1.5 and empty["always"] == {"y": "why"}
+
+
+def test_synthetic_layout() -> None:
+    # nullable struct: int8 -1 when null, 1 then the fields when present
+    assert SYNTHETIC.encode(1, {"maybe": None}).endswith(b"\xff\x00\x03why")
+    assert SYNTHETIC.encode(1, {"maybe": {"x": 2}}).endswith(b"\x01\x00\x00\x00\x02\x00\x03why")
+    # tagged fields are written in tag order, and only when not at their default
+    data = SYNTHETIC.encode(2, {"note": "n", "big": 7})
+    assert data.endswith(b"\x02" + b"\x01\x08" + b"\x00" * 7 + b"\x07" + b"\x03\x02\x02n")
+    assert SYNTHETIC.encode(2, {"note": None, "big": -1}) == SYNTHETIC.encode(2, {})
+    assert SYNTHETIC.encode(2, {}).endswith(b"\x00")
+
+
+def test_bool_none_is_refused() -> None:
+    with pytest.raises(ValueError, match="flags"):
+        SYNTHETIC.encode(0, {"flags": [True, None]})
+    with pytest.raises(ValueError, match="zk_migration_ready"):
+        messages.api_versions.RESPONSE.encode(3, {"zk_migration_ready": None})
+
+
+# --- varints (property tests; fixed encodings are in test_primitives.py) -------------------
+
+
+@given(st.integers(-(2**31), 2**31 - 1))
+def test_varint_property(value: int) -> None:
+    buf = bytearray()
+    write_varint(buf, value)
+    assert Reader(bytes(buf)).read_varint() == value
+    # zigzag: sign goes to the low bit, so -1 -> 0x01 and 1 -> 0x02
+    assert decode_uvarint(bytes(buf), 0)[0] == (2 * value if value >= 0 else -2 * value - 1)
+
+
+@given(st.integers(-(2**63), 2**63 - 1))
+def test_varlong_property(value: int) -> None:
+    buf = bytearray()
+    write_varlong(buf, value)
+    assert Reader(memoryview(bytes(buf))).read_varlong() == value
+    assert len(buf) == max(1, -(-((value << 1) ^ (value >> 63)).bit_length() // 7))
+
+
+@given(st.integers(0, 2**32 - 1))
+def test_unsigned_varint_property(value: int) -> None:
+    buf = bytearray()
+    write_uvarint(buf, value)
+    assert Reader(bytes(buf)).read_uvarint() == value
+    assert len(buf) == max(1, -(-value.bit_length() // 7))
+
+
+def test_varint_known_values() -> None:
+    assert encode_varint(-1) == b"\x01"
+    assert encode_varint(1) == b"\x02"
+    assert encode_varlong(-1) == b"\x01"
+    assert encode_uvarint(128) == b"\x80\x01"

@@ -1,0 +1,53 @@
+"""The consumer: fetching, consumer groups with cooperative rebalancing, offsets.
+
+See ``docs/consumer.md`` for a guide.
+"""
+
+from aiokafka_lite.consumer._errors import (
+    CommitFailedError,
+    ConsumerStoppedError,
+    NoOffsetForPartitionError,
+    RecordDeserializationError,
+)
+from aiokafka_lite.consumer.assignors import (
+    CooperativeStickyAssignor,
+    GroupMember,
+    PartitionAssignor,
+    RangeAssignor,
+    RebalanceProtocol,
+    RoundRobinAssignor,
+    StickyAssignor,
+)
+from aiokafka_lite.consumer.config import ConsumerConfig
+from aiokafka_lite.consumer.consumer import AIOKafkaConsumer, Consumer, OffsetAndTimestamp
+from aiokafka_lite.consumer.group_protocol import Assignment, Subscription
+from aiokafka_lite.consumer.health import ConsumerHealth, PartitionHealth
+from aiokafka_lite.consumer.membership import GroupState
+from aiokafka_lite.consumer.records import ConsumerRecord, TimestampType
+from aiokafka_lite.consumer.subscription import ConsumerRebalanceListener
+
+__all__ = [
+    "AIOKafkaConsumer",
+    "Assignment",
+    "CommitFailedError",
+    "Consumer",
+    "ConsumerConfig",
+    "ConsumerHealth",
+    "ConsumerRebalanceListener",
+    "ConsumerRecord",
+    "ConsumerStoppedError",
+    "CooperativeStickyAssignor",
+    "GroupMember",
+    "GroupState",
+    "NoOffsetForPartitionError",
+    "OffsetAndTimestamp",
+    "PartitionAssignor",
+    "PartitionHealth",
+    "RangeAssignor",
+    "RebalanceProtocol",
+    "RecordDeserializationError",
+    "RoundRobinAssignor",
+    "StickyAssignor",
+    "Subscription",
+    "TimestampType",
+]

@@ -1,0 +1,896 @@
+"""The consumer front end: ``Consumer`` (alias ``AIOKafkaConsumer``).
+
+::
+
+    async with Consumer("events", bootstrap_servers="localhost:9092",
+                        group_id="billing") as consumer:
+        async for record in consumer:
+            handle(record)
+
+Background tasks do the work: the fetcher keeps a bounded buffer of prefetched records,
+the group coordinator keeps the membership (its heartbeat runs on its own, whatever the
+user's code does) and auto-commits. Every call that waits has a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from aiokafka_lite import errors
+from aiokafka_lite.client import KafkaClient
+from aiokafka_lite.cluster import ClusterMetadata
+from aiokafka_lite.consumer._errors import ConsumerStoppedError
+from aiokafka_lite.consumer.config import ConsumerConfig, Deserializer
+from aiokafka_lite.consumer.coordinator import GroupCoordinator
+from aiokafka_lite.consumer.fetcher import Fetcher
+from aiokafka_lite.consumer.health import ConsumerHealth, PartitionHealth
+from aiokafka_lite.consumer.membership import GroupState
+from aiokafka_lite.consumer.records import ConsumerRecord
+from aiokafka_lite.consumer.subscription import (
+    ConsumerRebalanceListener,
+    OffsetResetStrategy,
+    SubscriptionState,
+    SubscriptionType,
+)
+from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.security import SecurityConfig, TokenProviderLike
+from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
+
+__all__ = ["AIOKafkaConsumer", "Consumer", "OffsetAndTimestamp"]
+
+log = logging.getLogger(__name__)
+
+_NO_LIMIT = 2**31 - 1
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """An answer of :meth:`Consumer.offsets_for_times`."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int = -1
+
+
+OffsetSpec = int | OffsetAndMetadata | tuple[int, str]
+
+
+class Consumer:
+    """An asyncio Kafka consumer.
+
+    Topics given positionally are subscribed at :meth:`start`. Option names and
+    defaults follow aiokafka (and the Java client where aiokafka has none); aiokafka-only
+    options with no meaning here (``api_version``, ``consumer_timeout_ms``, ...) are
+    accepted and ignored. Invalid options raise
+    :class:`~aiokafka_lite.errors.ConfigurationError` here, before any I/O.
+
+    ``max_buffer_bytes`` bounds the prefetched, not yet consumed data. Deserializers are
+    called for non-null keys and values only.
+    """
+
+    def __init__(
+        self,
+        *topics: str,
+        bootstrap_servers: str | Sequence[str] = "localhost:9092",
+        client_id: str = "aiokafka-lite",
+        group_id: str | None = None,
+        group_instance_id: str | None = None,
+        key_deserializer: Deserializer | None = None,
+        value_deserializer: Deserializer | None = None,
+        auto_offset_reset: str = "latest",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        isolation_level: str = "read_uncommitted",
+        fetch_min_bytes: int = 1,
+        fetch_max_bytes: int = 52428800,
+        fetch_max_wait_ms: int = 500,
+        max_partition_fetch_bytes: int = 1048576,
+        max_buffer_bytes: int = 64 * 1048576,
+        max_poll_records: int | None = 500,
+        max_poll_interval_ms: int = 300000,
+        session_timeout_ms: int = 45000,
+        heartbeat_interval_ms: int = 3000,
+        rebalance_timeout_ms: int | None = None,
+        partition_assignment_strategy: Any = ("range", "cooperative-sticky"),
+        check_crcs: bool = True,
+        request_timeout_ms: int = 40000,
+        connect_timeout_ms: int = 10000,
+        retry_backoff_ms: int = 100,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1000,
+        metadata_max_age_ms: int = 300000,
+        exclude_internal_topics: bool = True,
+        allow_auto_create_topics: bool = True,
+        client_rack: str | None = None,
+        security_protocol: str = "PLAINTEXT",
+        ssl_context: Any = None,
+        sasl_mechanism: str | None = None,
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
+        sasl_oauth_token_provider: TokenProviderLike | None = None,
+        security: SecurityConfig | None = None,
+        **aiokafka_options: Any,
+    ) -> None:
+        for topic in topics:
+            _check_topic(topic)
+        self._config = ConsumerConfig.from_kwargs(
+            bootstrap_servers=bootstrap_servers,
+            client_id=client_id,
+            group_id=group_id,
+            group_instance_id=group_instance_id,
+            key_deserializer=key_deserializer,
+            value_deserializer=value_deserializer,
+            auto_offset_reset=auto_offset_reset,
+            enable_auto_commit=enable_auto_commit,
+            auto_commit_interval_ms=auto_commit_interval_ms,
+            isolation_level=isolation_level,
+            fetch_min_bytes=fetch_min_bytes,
+            fetch_max_bytes=fetch_max_bytes,
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            max_partition_fetch_bytes=max_partition_fetch_bytes,
+            max_buffer_bytes=max_buffer_bytes,
+            max_poll_records=max_poll_records,
+            max_poll_interval_ms=max_poll_interval_ms,
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            partition_assignment_strategy=partition_assignment_strategy,
+            check_crcs=check_crcs,
+            request_timeout_ms=request_timeout_ms,
+            connect_timeout_ms=connect_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            reconnect_backoff_ms=reconnect_backoff_ms,
+            reconnect_backoff_max_ms=reconnect_backoff_max_ms,
+            metadata_max_age_ms=metadata_max_age_ms,
+            exclude_internal_topics=exclude_internal_topics,
+            allow_auto_create_topics=allow_auto_create_topics,
+            client_rack=client_rack,
+            security_protocol=security_protocol,
+            ssl_context=ssl_context,
+            sasl_mechanism=sasl_mechanism,
+            sasl_plain_username=sasl_plain_username,
+            sasl_plain_password=sasl_plain_password,
+            sasl_oauth_token_provider=sasl_oauth_token_provider,
+            security=security,
+            **aiokafka_options,
+        )
+        config = self._config
+        self._client = KafkaClient(config.bootstrap_servers, **config.client_kwargs())
+        self._subs = SubscriptionState(config.reset_strategy)
+        self._initial_topics = tuple(topics)
+        self._fetcher: Fetcher | None = None
+        self._coordinator: GroupCoordinator | None = None
+        self._started = False
+        self._closed = False
+        self._closed_event = asyncio.Event()
+        self._last_poll: float | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+        self._max_records = config.max_poll_records or _NO_LIMIT
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    @property
+    def config(self) -> ConsumerConfig:
+        return self._config
+
+    async def start(self) -> None:
+        """Connect (bounded by ``request_timeout_ms``) and start the background tasks.
+
+        Joining the group and finding start positions go on in the background;
+        :meth:`wait_for_assignment` waits for the first assignment.
+        """
+        if self._started:
+            return
+        if self._closed:
+            raise errors.IllegalStateError("the consumer is stopped; create a new one")
+        self._started = True
+        config = self._config
+        if self._initial_topics and self._subs.type is SubscriptionType.NONE:
+            self._subs.subscribe(self._initial_topics)
+        await self._client.start()
+        coordinator: GroupCoordinator | None = None
+        fetcher = Fetcher(self._client, self._subs, config)
+        if config.group_id is not None:
+            coordinator = GroupCoordinator(self._client, self._subs, config, fetcher)
+            fetcher._committed_lookup = coordinator.fetch_committed
+        self._fetcher = fetcher
+        self._coordinator = coordinator
+        self._client.add_metadata_listener(self._on_metadata)
+        self._sync_tracked_topics()
+        if coordinator is not None:
+            coordinator._on_subscription_change()
+            coordinator.start()
+        else:
+            self._assign_without_group(self._client.cluster)
+        fetcher.start()
+        log.debug("consumer started (group %s)", config.group_id)
+
+    async def stop(self, timeout_ms: int | None = None) -> None:
+        """Commit (with auto-commit), run the revoke callback, leave the group, close.
+
+        Bounded by ``timeout_ms`` (default ``request_timeout_ms``). Everything is closed
+        even when a step fails; a failed final commit is raised afterwards.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._closed_event.set()
+        timeout_ms = timeout_ms if timeout_ms is not None else self._config.request_timeout_ms
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        error: errors.KafkaError | None = None
+        for task in list(self._background):
+            task.cancel()
+        if self._fetcher is not None:
+            await self._fetcher.close()
+        if self._coordinator is not None:
+            try:
+                error = await asyncio.wait_for(
+                    self._coordinator.close(max(timeout_ms - 100, 1)),
+                    max(deadline - loop.time(), 0.001),
+                )
+            except asyncio.TimeoutError:
+                error = errors.KafkaTimeoutError(
+                    f"leaving group {self._config.group_id} did not finish within {timeout_ms} ms"
+                )
+                log.error("consumer stop: %s", error)
+        self._client.remove_metadata_listener(self._on_metadata)
+        try:
+            await asyncio.wait_for(self._client.close(), max(deadline - loop.time(), 0.5))
+        except (asyncio.TimeoutError, errors.KafkaError, OSError) as exc:
+            log.warning("consumer stop: closing connections: %r", exc)
+        if error is not None:
+            raise error
+
+    async def __aenter__(self) -> Consumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        try:
+            await self.stop()
+        except errors.KafkaError as stop_error:
+            if exc is None:
+                raise
+            log.error("consumer stop failed while handling %r: %s", exc, stop_error)
+
+    def _check_running(self) -> tuple[Fetcher, GroupCoordinator | None]:
+        if self._closed:
+            raise ConsumerStoppedError("the consumer is stopped")
+        if self._fetcher is None:
+            raise errors.IllegalStateError("the consumer is not started; call start() first")
+        return self._fetcher, self._coordinator
+
+    # --- subscription ----------------------------------------------------------------
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | str = (),
+        pattern: str | re.Pattern[str] | None = None,
+        listener: ConsumerRebalanceListener | None = None,
+    ) -> None:
+        """Subscribe to topics by name or by regular expression (full match).
+
+        With a ``group_id``, partitions come from the group; without one, this consumer
+        reads every partition of the topics. ``listener`` callbacks are awaited around
+        each rebalance.
+        """
+        if self._closed:
+            raise ConsumerStoppedError("the consumer is stopped")
+        if isinstance(topics, str):
+            topics = [topics]
+        names = list(topics)
+        if names and pattern is not None:
+            raise errors.IllegalStateError("subscribe() takes topics or a pattern, not both")
+        if not names and pattern is None:
+            raise ValueError("subscribe() needs topics or a pattern")
+        if listener is not None and not all(
+            callable(getattr(listener, name, None))
+            for name in ("on_partitions_revoked", "on_partitions_assigned")
+        ):
+            raise TypeError("listener must be a ConsumerRebalanceListener")
+        if pattern is not None:
+            try:
+                compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+            except re.error as exc:
+                raise ValueError(f"bad topic pattern {pattern!r}: {exc}") from None
+            self._subs.subscribe_pattern(compiled, listener)
+            self._client.track_all_topics(True)
+            if self._client.cluster.topics:
+                self._on_metadata(self._client.cluster)
+        else:
+            for topic in names:
+                _check_topic(topic)
+            self._subs.subscribe(names, listener)
+        self._sync_tracked_topics()
+        if self._coordinator is None and self._started:
+            self._assign_without_group(self._client.cluster)
+
+    def unsubscribe(self) -> None:
+        """Drop the subscription or manual assignment (and leave the group)."""
+        if self._closed:
+            return
+        coordinator = self._coordinator
+        owned = self._subs.assigned_partitions()
+        if coordinator is not None and self._subs.auto_assigned:
+            offsets = self._subs.all_consumed() if self._config.enable_auto_commit else {}
+            self._subs.mark_pending_revocation(owned)
+            self._spawn(coordinator.leave_after_unsubscribe(owned, offsets, self._subs.listener))
+        self._subs.unsubscribe()
+        self._client.track_all_topics(False)
+        self._client.set_topics(())
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read exactly these partitions (no group rebalancing; commits still work)."""
+        if self._closed:
+            raise ConsumerStoppedError("the consumer is stopped")
+        parts = list(partitions)
+        for tp in parts:
+            if not isinstance(tp, TopicPartition):
+                raise TypeError(f"assign() takes TopicPartition values, got {tp!r}")
+            _check_topic(tp.topic)
+        self._subs.assign_from_user(parts)
+        self._sync_tracked_topics()
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions this consumer reads now."""
+        return self._subs.assigned_partitions()
+
+    def subscription(self) -> set[str]:
+        return set(self._subs.subscription)
+
+    async def wait_for_assignment(self, timeout_ms: int | None = None) -> set[TopicPartition]:
+        """Wait until this consumer has partitions (KafkaTimeoutError after the timeout)."""
+        self._check_running()
+        timeout = timeout_ms if timeout_ms is not None else self._config.request_timeout_ms
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout / 1000
+        while True:
+            _, coordinator = self._check_running()
+            parts = self._subs.assigned_partitions()
+            if parts and (coordinator is None or coordinator.state is GroupState.STABLE):
+                return parts
+            if coordinator is not None and coordinator.membership.failed:
+                raise coordinator.membership.fatal_error or errors.IllegalStateError("failed")
+            if loop.time() >= deadline:
+                raise errors.KafkaTimeoutError(
+                    f"no partitions assigned within {timeout} ms" + self._status_hint()
+                )
+            await asyncio.sleep(0.02)
+
+    def _sync_tracked_topics(self) -> None:
+        subs = self._subs
+        if subs.type is SubscriptionType.AUTO_PATTERN:
+            return
+        self._client.set_topics(subs.subscription | subs.group_subscription)
+
+    def _on_metadata(self, cluster: ClusterMetadata) -> None:
+        if self._coordinator is None:
+            if self._subs.type is SubscriptionType.AUTO_PATTERN:
+                names = [
+                    n
+                    for n, m in cluster.topics.items()
+                    if not (self._config.exclude_internal_topics and m.is_internal)
+                    and m.error_code == 0
+                ]
+                self._subs.change_subscription(self._subs.match_pattern(names))
+            self._assign_without_group(cluster)
+
+    def _assign_without_group(self, cluster: ClusterMetadata) -> None:
+        """Without a group, a subscription means every partition of the topics."""
+        if not self._subs.auto_assigned:
+            return
+        wanted: set[TopicPartition] = set()
+        for topic in self._subs.subscription:
+            for p in cluster.partitions_for_topic(topic) or ():
+                wanted.add(TopicPartition(topic, p))
+        if wanted != self._subs.assigned_partitions():
+            self._subs.assign_from_subscribed(wanted)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # --- records --------------------------------------------------------------------
+
+    def __aiter__(self) -> Consumer:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord[Any, Any]:
+        fetcher = self._fetcher
+        coordinator = self._coordinator
+        if fetcher is not None and not self._closed:
+            self._last_poll = time.monotonic()
+            if coordinator is None:
+                rec = fetcher.next_record()
+                if rec is not None:
+                    return rec
+            elif coordinator.callbacks_idle.is_set():
+                coordinator.poll()
+                rec = fetcher.next_record()
+                if rec is not None:
+                    return rec
+        try:
+            return await self.getone()
+        except ConsumerStoppedError:
+            raise StopAsyncIteration from None
+
+    async def getone(
+        self, *partitions: TopicPartition, timeout_ms: int | None = None
+    ) -> ConsumerRecord[Any, Any]:
+        """The next record (of ``partitions``, if given).
+
+        Waits for up to ``timeout_ms`` (forever when None) and then raises
+        :class:`~aiokafka_lite.errors.KafkaTimeoutError`, saying why nothing came.
+        """
+        fetcher, coordinator = self._check_running()
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_ms is None else loop.time() + timeout_ms / 1000
+        parts = set(partitions)
+        while True:
+            fetcher, coordinator = self._check_running()
+            self._last_poll = time.monotonic()
+            if coordinator is not None:
+                coordinator.poll()
+            self._raise_errors(fetcher, coordinator, parts)
+            if coordinator is None or coordinator.callbacks_idle.is_set():
+                if parts:
+                    found = fetcher.fetched_records(1, parts)
+                    for records in found.values():
+                        return records[0]
+                else:
+                    rec = fetcher.next_record()
+                    if rec is not None:
+                        return rec
+            if deadline is not None and loop.time() >= deadline:
+                raise errors.KafkaTimeoutError(
+                    f"no record within {timeout_ms} ms" + self._status_hint()
+                )
+            await self._wait_for_data(fetcher, coordinator, deadline)
+
+    async def getmany(
+        self,
+        *partitions: TopicPartition,
+        timeout_ms: int = 0,
+        max_records: int | None = None,
+    ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
+        """Records by partition: what is buffered, or what arrives within ``timeout_ms``.
+
+        At most ``max_records`` (default ``max_poll_records``) in all. Returns ``{}``
+        when nothing arrived in time.
+        """
+        fetcher, coordinator = self._check_running()
+        if max_records is not None and max_records < 1:
+            raise ValueError("max_records must be >= 1")
+        limit = max_records or self._max_records
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000
+        parts = set(partitions)
+        while True:
+            fetcher, coordinator = self._check_running()
+            self._last_poll = time.monotonic()
+            if coordinator is not None:
+                coordinator.poll()
+            if coordinator is None or coordinator.callbacks_idle.is_set():
+                records = fetcher.fetched_records(limit, parts or None)
+                if records:
+                    return records
+            self._raise_errors(fetcher, coordinator, parts)
+            if loop.time() >= deadline:
+                return {}
+            await self._wait_for_data(fetcher, coordinator, deadline)
+
+    def _raise_errors(
+        self,
+        fetcher: Fetcher,
+        coordinator: GroupCoordinator | None,
+        parts: set[TopicPartition],
+    ) -> None:
+        if coordinator is not None:
+            if coordinator.membership.failed and coordinator.membership.fatal_error:
+                raise coordinator.membership.fatal_error
+            exc = coordinator.listener_error
+            if exc is not None:
+                coordinator.listener_error = None
+                raise exc
+        error = fetcher.pending_error(parts or None)
+        if error is not None:
+            raise error
+
+    async def _wait_for_data(
+        self, fetcher: Fetcher, coordinator: GroupCoordinator | None, deadline: float | None
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        waits: list[asyncio.Future[Any]] = [
+            loop.create_task(fetcher.data_ready.wait()),
+            loop.create_task(self._closed_event.wait()),
+        ]
+        if coordinator is not None and not coordinator.callbacks_idle.is_set():
+            waits.append(loop.create_task(coordinator.callbacks_idle.wait()))
+        timeout = None if deadline is None else max(deadline - loop.time(), 0)
+        # Wake up now and then anyway: errors and positions change without an event.
+        timeout = 0.5 if timeout is None else min(timeout, 0.5)
+        try:
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+
+    # --- positions ----------------------------------------------------------------------
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Read ``partition`` from ``offset`` on (the next record returned)."""
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+        self._subs.seek(partition, offset)
+        if self._fetcher is not None:
+            self._fetcher.wake()
+
+    async def seek_to_beginning(
+        self, *partitions: TopicPartition, timeout_ms: int | None = None
+    ) -> None:
+        """Move to the earliest offset of each partition (all assigned when none given)."""
+        await self._seek_reset(partitions, OffsetResetStrategy.EARLIEST, timeout_ms)
+
+    async def seek_to_end(self, *partitions: TopicPartition, timeout_ms: int | None = None) -> None:
+        """Move to the end of each partition (only new records will be read)."""
+        await self._seek_reset(partitions, OffsetResetStrategy.LATEST, timeout_ms)
+
+    async def _seek_reset(
+        self,
+        partitions: Sequence[TopicPartition],
+        strategy: OffsetResetStrategy,
+        timeout_ms: int | None,
+    ) -> None:
+        fetcher, _ = self._check_running()
+        parts = list(partitions) or sorted(self._subs.assigned_partitions())
+        for tp in parts:
+            self._subs.request_reset(tp, strategy)
+        fetcher.wake()
+        await fetcher.wait_for_positions(parts, self._timeout(timeout_ms))
+
+    async def seek_to_committed(
+        self, *partitions: TopicPartition, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int | None]:
+        """Move to the committed offset of each partition; returns those offsets.
+
+        A partition with nothing committed is reset by ``auto_offset_reset``.
+        """
+        fetcher, coordinator = self._check_running()
+        if coordinator is None:
+            raise errors.IllegalStateError("seek_to_committed() needs a group_id")
+        parts = list(partitions) or sorted(self._subs.assigned_partitions())
+        for tp in parts:
+            self._subs.state(tp)
+        committed = await coordinator.fetch_committed(parts, self._timeout(timeout_ms))
+        result: dict[TopicPartition, int | None] = {}
+        for tp in parts:
+            om = committed.get(tp)
+            if om is None:
+                self._subs.request_reset(tp)
+                result[tp] = None
+            else:
+                self._subs.seek(tp, om.offset, om.leader_epoch)
+                result[tp] = om.offset
+        fetcher.wake()
+        return result
+
+    async def position(self, partition: TopicPartition, timeout_ms: int | None = None) -> int:
+        """The offset of the next record to be returned for ``partition``."""
+        fetcher, _ = self._check_running()
+        state = self._subs.state(partition)
+        if state.position is None:
+            fetcher.wake()
+            await fetcher.wait_for_positions([partition], self._timeout(timeout_ms))
+        position = self._subs.state(partition).position
+        assert position is not None
+        return position
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """The partition's high watermark from the last fetch (None before one)."""
+        return self._subs.state(partition).highwater
+
+    def last_stable_offset(self, partition: TopicPartition) -> int | None:
+        """The last stable offset from the last fetch (None before one)."""
+        return self._subs.state(partition).last_stable_offset
+
+    def last_poll_timestamp(self, partition: TopicPartition) -> int | None:
+        """Milliseconds since the epoch of the last fetch response for ``partition``."""
+        t = self._subs.state(partition).last_fetch_time
+        return None if t is None else int(t * 1000)
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop returning and fetching records of these partitions until resumed."""
+        for tp in partitions:
+            self._subs.pause(tp)
+        if self._fetcher is not None:
+            self._fetcher.wake()
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        for tp in partitions:
+            self._subs.resume(tp)
+        if self._fetcher is not None:
+            self._fetcher.wake()
+
+    def paused(self) -> set[TopicPartition]:
+        return self._subs.paused_partitions()
+
+    # --- offset lookups ---------------------------------------------------------------
+
+    async def beginning_offsets(
+        self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        """The earliest offset of each partition."""
+        return await self._offsets(partitions, -2, timeout_ms)
+
+    async def end_offsets(
+        self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        """The end offset of each partition (the last stable offset with read_committed)."""
+        return await self._offsets(partitions, -1, timeout_ms)
+
+    async def _offsets(
+        self, partitions: Iterable[TopicPartition], timestamp: int, timeout_ms: int | None
+    ) -> dict[TopicPartition, int]:
+        fetcher, _ = self._check_running()
+        parts = list(partitions)
+        await self._ensure_metadata(parts, timeout_ms)
+        found = await fetcher.list_offsets(
+            {tp: timestamp for tp in parts}, self._timeout(timeout_ms)
+        )
+        return {tp: (info.offset if info is not None else -1) for tp, info in found.items()}
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The earliest offset whose timestamp is >= the given one (ms), per partition.
+
+        ``None`` for a partition without such a record.
+        """
+        fetcher, _ = self._check_running()
+        for tp, ts in timestamps.items():
+            if not isinstance(ts, int) or ts < 0:
+                raise ValueError(f"timestamp for {tp} must be an int >= 0, got {ts!r}")
+        await self._ensure_metadata(list(timestamps), timeout_ms)
+        found = await fetcher.list_offsets(timestamps, self._timeout(timeout_ms))
+        return {
+            tp: None
+            if info is None
+            else OffsetAndTimestamp(info.offset, info.timestamp, info.leader_epoch)
+            for tp, info in found.items()
+        }
+
+    async def _ensure_metadata(
+        self, partitions: Iterable[TopicPartition], timeout_ms: int | None
+    ) -> None:
+        topics = {tp.topic for tp in partitions}
+        missing = [t for t in topics if self._client.cluster.partitions_for_topic(t) is None]
+        if missing:
+            self._client.add_topics(missing)
+            for topic in missing:
+                await self._client.wait_for_metadata(topic, self._timeout(timeout_ms))
+
+    # --- commits ------------------------------------------------------------------------
+
+    async def commit(
+        self,
+        offsets: Mapping[TopicPartition, OffsetSpec] | None = None,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Commit the consumed positions (or the given offsets, with metadata).
+
+        ``offsets`` values may be an offset, an ``(offset, metadata)`` pair or an
+        :class:`~aiokafka_lite.OffsetAndMetadata`. The offset to commit is the *next* one
+        to read (last processed + 1). Raises ``CommitFailedError`` when the group has
+        rebalanced and this member no longer owns its generation.
+        """
+        _, coordinator = self._check_running()
+        if coordinator is None:
+            raise errors.IllegalStateError("commit() needs a group_id")
+        if offsets is None:
+            prepared = self._subs.all_consumed()
+        else:
+            prepared = {}
+            for tp, spec in offsets.items():
+                if not isinstance(tp, TopicPartition):
+                    raise TypeError(f"commit() keys must be TopicPartition, got {tp!r}")
+                prepared[tp] = _offset_and_metadata(tp, spec)
+        await coordinator.commit(prepared, self._timeout(timeout_ms))
+
+    async def committed(
+        self, partition: TopicPartition, timeout_ms: int | None = None
+    ) -> int | None:
+        """The group's committed offset of ``partition`` (None when there is none)."""
+        _, coordinator = self._check_running()
+        if coordinator is None:
+            raise errors.IllegalStateError("committed() needs a group_id")
+        found = await coordinator.fetch_committed([partition], self._timeout(timeout_ms))
+        om = found.get(partition)
+        return None if om is None else om.offset
+
+    async def committed_offsets(
+        self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """Committed offsets with their metadata, for several partitions at once."""
+        _, coordinator = self._check_running()
+        if coordinator is None:
+            raise errors.IllegalStateError("committed_offsets() needs a group_id")
+        return await coordinator.fetch_committed(list(partitions), self._timeout(timeout_ms))
+
+    # --- metadata -----------------------------------------------------------------------
+
+    async def topics(self, timeout_ms: int | None = None) -> set[str]:
+        """Names of all topics in the cluster."""
+        self._check_running()
+        timeout = self._timeout(timeout_ms)
+        body = {
+            "topics": None,
+            "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False,
+        }
+        try:
+            response = await asyncio.wait_for(
+                self._client.send_to_any(ApiKey.METADATA, body, timeout_ms=timeout),
+                timeout / 1000,
+            )
+        except asyncio.TimeoutError:
+            raise errors.KafkaTimeoutError(f"topic list not received within {timeout} ms") from None
+        names = set()
+        for t in response.get("topics", ()):
+            if t.get("error_code", 0) == 0 and t.get("name"):
+                if self._config.exclude_internal_topics and t.get("is_internal"):
+                    continue
+                names.add(t["name"])
+        return names
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        """Partition numbers of ``topic`` from the current metadata (None if unknown)."""
+        return self._client.cluster.partitions_for_topic(topic)
+
+    # --- health -------------------------------------------------------------------------
+
+    def health(self) -> ConsumerHealth:
+        """A snapshot of the consumer's status (see :class:`ConsumerHealth`)."""
+        now = time.time()
+        fetcher = self._fetcher
+        coordinator = self._coordinator
+        read_committed = self._config.read_committed
+        partitions: dict[TopicPartition, PartitionHealth] = {}
+        total: int | None = None
+        committed = coordinator.committed_offsets if coordinator is not None else {}
+        problems: list[str] = []
+        for tp, state in self._subs.items():
+            lag = self._subs.lag(tp, read_committed)
+            if lag is not None:
+                total = (total or 0) + lag
+            partitions[tp] = PartitionHealth(
+                tp,
+                state.position,
+                committed.get(tp),
+                state.highwater,
+                state.last_stable_offset,
+                lag,
+                state.paused,
+                state.last_fetch_time,
+                None if state.error is None else str(state.error),
+            )
+            if state.error is not None:
+                problems.append(f"{tp.topic}-{tp.partition}: {state.error}")
+        stats = fetcher.stats if fetcher is not None else None
+        if stats is not None and stats.failing_since is not None and partitions:
+            problems.append(
+                f"fetches failing for {now - stats.failing_since:.1f}s: {stats.last_fetch_error}"
+            )
+        group_state = GroupState.UNJOINED
+        member_id: str | None = None
+        generation_id = -1
+        is_leader = False
+        coordinator_id: int | None = None
+        last_hb = last_rb = None
+        rebalance_count = 0
+        group_error = group_error_time = None
+        last_commit_time = last_commit_error = None
+        if coordinator is not None:
+            m = coordinator.membership
+            group_state = m.state
+            member_id = m.generation.member_id or m.member_id or None
+            generation_id = m.generation.generation_id
+            is_leader = m.is_leader
+            coordinator_id = m.coordinator_id
+            last_hb = m.last_heartbeat_time
+            last_rb = m.last_rebalance_time
+            rebalance_count = m.rebalance_count
+            group_error, group_error_time = m.last_error, m.last_error_time
+            last_commit_time = coordinator.last_commit_time
+            last_commit_error = coordinator.last_commit_error
+            if m.state is GroupState.FAILED:
+                problems.append(f"group failed: {m.fatal_error}")
+            elif m.state is GroupState.NO_COORDINATOR:
+                problems.append(f"no group coordinator: {m.last_error}")
+            elif (
+                m.state is GroupState.STABLE
+                and last_hb is not None
+                and (now - last_hb) * 1000 > self._config.session_timeout_ms
+            ):
+                problems.append(f"no successful heartbeat for {now - last_hb:.1f}s")
+            if coordinator._poll_expired:
+                problems.append("left the group: max_poll_interval_ms exceeded")
+        elif self._closed:
+            group_state = GroupState.CLOSED
+        if self._closed:
+            group_state = GroupState.CLOSED
+        last_poll = None
+        if self._last_poll is not None:
+            last_poll = now - (time.monotonic() - self._last_poll)
+        return ConsumerHealth(
+            group_state=group_state,
+            group_id=self._config.group_id,
+            member_id=member_id,
+            generation_id=generation_id,
+            is_leader=is_leader,
+            coordinator_id=coordinator_id,
+            assigned_partitions=frozenset(partitions),
+            partitions=partitions,
+            total_lag=total,
+            last_fetch_time=stats.last_fetch_time if stats else None,
+            last_fetch_error=stats.last_fetch_error if stats else None,
+            last_fetch_error_time=stats.last_fetch_error_time if stats else None,
+            fetch_failing_since=stats.failing_since if stats else None,
+            last_heartbeat_time=last_hb,
+            last_rebalance_time=last_rb,
+            rebalance_count=rebalance_count,
+            last_commit_time=last_commit_time,
+            last_commit_error=last_commit_error,
+            last_group_error=group_error,
+            last_group_error_time=group_error_time,
+            last_poll_time=last_poll,
+            buffered_bytes=fetcher.buffered_bytes if fetcher is not None else 0,
+            closed=self._closed,
+            problems=tuple(problems),
+        )
+
+    def _status_hint(self) -> str:
+        problems = self.health().problems
+        if problems:
+            return " (" + "; ".join(problems) + ")"
+        if not self._subs.assigned_partitions():
+            return " (no partitions assigned)"
+        return ""
+
+    def _timeout(self, timeout_ms: int | None) -> int:
+        if timeout_ms is None:
+            return self._config.request_timeout_ms
+        if timeout_ms < 0:
+            raise ValueError("timeout_ms must be >= 0")
+        return timeout_ms
+
+
+#: The name aiokafka users know.
+AIOKafkaConsumer = Consumer
+
+
+def _check_topic(topic: object) -> None:
+    if not isinstance(topic, str) or not topic:
+        raise ValueError(f"topic names must be non-empty str, got {topic!r}")
+    if len(topic) > 249 or not re.fullmatch(r"[A-Za-z0-9._-]+", topic):
+        raise ValueError(f"invalid topic name {topic!r}")
+
+
+def _offset_and_metadata(tp: TopicPartition, spec: OffsetSpec) -> OffsetAndMetadata:
+    if isinstance(spec, OffsetAndMetadata):
+        om = spec
+    elif isinstance(spec, int) and not isinstance(spec, bool):
+        om = OffsetAndMetadata(spec, "")
+    elif isinstance(spec, tuple) and len(spec) == 2:
+        om = OffsetAndMetadata(int(spec[0]), str(spec[1]))
+    else:
+        raise TypeError(f"bad offset for {tp}: {spec!r}")
+    if om.offset < 0:
+        raise ValueError(f"offset for {tp} must be >= 0, got {om.offset}")
+    return om

@@ -1,0 +1,899 @@
+"""The producer: ``await send()`` puts a record in the accumulator and hands back a future.
+
+Typical use::
+
+    async with Producer(bootstrap_servers="localhost:9092") as producer:
+        fut = await producer.send("events", b"payload", key=b"user-1")
+        metadata = await fut          # RecordMetadata(topic, partition, offset, ...)
+
+``send()`` returns as soon as the record is buffered (it waits only for the topic's
+metadata the first time, and for buffer memory when ``buffer_memory`` is used up, both
+bounded by ``max_block_ms``). The sender task delivers batches in the background; the
+future resolves when the broker acknowledged the record, or raises the error that
+ended its delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from aiokafka_lite import errors
+from aiokafka_lite.client import KafkaClient
+from aiokafka_lite.cluster import ClusterMetadata
+from aiokafka_lite.producer._errors import (
+    ProducerClosedError,
+    SerializationError,
+    TransactionAbortedError,
+)
+from aiokafka_lite.producer.accumulator import BufferExhausted, RecordAccumulator
+from aiokafka_lite.producer.batch import BatchBuilder
+from aiokafka_lite.producer.config import ProducerConfig, Serializer, build_config, client_kwargs
+from aiokafka_lite.producer.metrics import ProducerMetrics
+from aiokafka_lite.producer.partitioner import (
+    CallablePartitioner,
+    Partitioner,
+    PartitionerCallable,
+    StickyPartitioner,
+    check_partition,
+)
+from aiokafka_lite.producer.sender import Sender
+from aiokafka_lite.producer.transaction_manager import TransactionManager, TransactionState
+from aiokafka_lite.producer.types import (
+    Header,
+    ProducerRecord,
+    RecordMetadata,
+    run_on_acknowledgement,
+    run_on_send,
+)
+from aiokafka_lite.protocol import records
+from aiokafka_lite.security import SecurityConfig
+from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger(__name__)
+
+__all__ = ["AIOKafkaProducer", "Producer", "TransactionContext"]
+
+_time = time.time
+_BYTES_TYPES = (bytes, bytearray)
+#: Batch header plus the largest framing of one record besides key, value and headers.
+_RECORD_OVERHEAD = records.V2_HEADER_SIZE + 31
+
+
+class _TopicInfo:
+    """Cached partition lists of one topic (refreshed on metadata updates)."""
+
+    __slots__ = ("all", "available", "tps")
+
+    def __init__(self, topic: str, partitions: Iterable[int], available: Iterable[int]) -> None:
+        self.all = sorted(partitions)
+        self.available = sorted(available)
+        size = self.all[-1] + 1 if self.all else 0
+        self.tps: list[TopicPartition | None] = [None] * size
+        for p in self.all:
+            self.tps[p] = TopicPartition(topic, p)
+
+
+class Producer:
+    """An asyncio Kafka producer (aiokafka-compatible API; Java client semantics).
+
+    Options (all keyword): ``bootstrap_servers``, ``client_id``, ``acks`` (0, 1 or
+    ``"all"``, default ``"all"``), ``compression_type`` (None, ``"gzip"``, ``"snappy"``,
+    ``"lz4"``, ``"zstd"``), ``linger_ms`` (5), ``max_batch_size`` (16384),
+    ``max_request_size`` (1 MiB), ``buffer_memory`` (32 MiB), ``max_block_ms`` (60000),
+    ``delivery_timeout_ms`` (120000), ``request_timeout_ms`` (30000),
+    ``retry_backoff_ms`` (100), ``max_in_flight_requests_per_connection`` (5),
+    ``enable_idempotence`` (on unless acks/in-flight settings rule it out),
+    ``transactional_id``, ``transaction_timeout_ms``, ``partitioner``,
+    ``key_serializer``, ``value_serializer``, ``interceptors`` and the security options
+    (``security_protocol``, ``ssl_context``, ``sasl_mechanism``, ``sasl_plain_username``,
+    ``sasl_plain_password``, ``sasl_oauth_token_provider`` or ``security=SecurityConfig``).
+    Invalid values raise :class:`~aiokafka_lite.errors.ConfigurationError` here.
+    """
+
+    def __init__(
+        self,
+        *,
+        bootstrap_servers: str | Sequence[str] = "localhost",
+        client_id: str | None = None,
+        acks: int | str = "all",
+        compression_type: str | None = None,
+        linger_ms: float = 5,
+        max_batch_size: int = 16384,
+        max_request_size: int = 1048576,
+        buffer_memory: int = 32 * 1024 * 1024,
+        max_block_ms: int = 60000,
+        delivery_timeout_ms: int | None = None,
+        request_timeout_ms: int = 30000,
+        retry_backoff_ms: int = 100,
+        max_in_flight_requests_per_connection: int = 5,
+        enable_idempotence: bool | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60000,
+        partitioner: str | Partitioner | PartitionerCallable | None = None,
+        key_serializer: Serializer | None = None,
+        value_serializer: Serializer | None = None,
+        interceptors: Sequence[Any] | None = None,
+        metadata_max_age_ms: int = 300000,
+        allow_auto_create_topics: bool = True,
+        security: SecurityConfig | None = None,
+        security_protocol: str | None = None,
+        ssl_context: Any = None,
+        sasl_mechanism: str | None = None,
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
+        sasl_oauth_token_provider: Any = None,
+        **options: Any,
+    ) -> None:
+        self.config: ProducerConfig = build_config(
+            bootstrap_servers=bootstrap_servers,
+            client_id=client_id,
+            acks=acks,
+            compression_type=compression_type,
+            linger_ms=linger_ms,
+            max_batch_size=options.pop("batch_size", max_batch_size),
+            max_request_size=max_request_size,
+            buffer_memory=buffer_memory,
+            max_block_ms=max_block_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            request_timeout_ms=request_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            max_in_flight_requests_per_connection=max_in_flight_requests_per_connection,
+            enable_idempotence=enable_idempotence,
+            transactional_id=transactional_id,
+            transaction_timeout_ms=transaction_timeout_ms,
+            partitioner=partitioner,
+            key_serializer=key_serializer,
+            value_serializer=value_serializer,
+            interceptors=interceptors,
+            metadata_max_age_ms=metadata_max_age_ms,
+            allow_auto_create_topics=allow_auto_create_topics,
+            security=security,
+            security_protocol=security_protocol,
+            ssl_context=ssl_context,
+            sasl_mechanism=sasl_mechanism,
+            sasl_plain_username=sasl_plain_username,
+            sasl_plain_password=sasl_plain_password,
+            sasl_oauth_token_provider=sasl_oauth_token_provider,
+            **options,
+        )
+        config = self.config
+        self.client = KafkaClient(config.bootstrap_servers, **client_kwargs(config))
+        self._metrics = ProducerMetrics()
+        self._sender: Sender | None = None
+        self._txn: TransactionManager | None = None
+        self._accumulator: RecordAccumulator | None = None
+        self._topics: dict[str, _TopicInfo] = {}
+        self._topic_waits: dict[str, asyncio.Future[_TopicInfo]] = {}
+        self._partitioner = config.partitioner
+        self._sticky = isinstance(self._partitioner, StickyPartitioner)
+        self._check_choice = isinstance(self._partitioner, CallablePartitioner)
+        self._key_serializer = config.key_serializer
+        self._value_serializer = config.value_serializer
+        self._interceptors = config.interceptors
+        self._max_block = config.max_block_ms / 1000
+        self._max_record = min(config.max_request_size, config.buffer_memory)
+        # Any record whose key + value is under this fits (framing included): no need
+        # to compute its exact size.
+        self._quick_size_limit = self._max_record - _RECORD_OVERHEAD
+        self._started = False
+        self._closed = False
+        self._closing = False
+        #: Fast check in send(): True whenever send() must look more closely.
+        self._send_guard = True
+        self._stop_lock: asyncio.Lock | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to the cluster and start the sender (bounded by ``request_timeout_ms``).
+
+        A transactional producer also gets its producer id here (bounded by
+        ``max_block_ms``).
+        """
+        if self._started:
+            return
+        if self._closed:
+            raise ProducerClosedError("the producer was stopped; create a new one")
+        config = self.config
+        await self.client.start()
+        self._started = True
+        try:
+            self._setup()
+            if self._txn is not None and self._txn.transactional:
+                await self._txn.wait_for_producer_id(self._max_block)
+        except BaseException:
+            await self._shutdown()
+            raise
+        log.debug("producer %s started", config.client_id)
+
+    def _setup(self) -> None:
+        config = self.config
+        if config.enable_idempotence:
+            self._txn = TransactionManager(
+                self.client,
+                transactional_id=config.transactional_id,
+                transaction_timeout_ms=config.transaction_timeout_ms,
+                request_timeout_ms=config.request_timeout_ms,
+                retry_backoff_ms=config.retry_backoff_ms,
+                wakeup=self._wakeup,
+            )
+        self._accumulator = RecordAccumulator(
+            batch_size=config.max_batch_size,
+            buffer_memory=config.buffer_memory,
+            compression=config.compression_id,
+            linger_ms=config.linger_ms,
+            delivery_timeout_ms=config.delivery_timeout_ms,
+            transactional=config.transactional,
+            wakeup=self._wakeup,
+        )
+        self._sender = Sender(
+            self.client,
+            self._accumulator,
+            acks=config.acks,
+            request_timeout_ms=config.request_timeout_ms,
+            max_request_size=config.max_request_size,
+            max_in_flight=config.max_in_flight_requests_per_connection,
+            retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
+            linger_ms=config.linger_ms,
+            transaction_manager=self._txn,
+            metrics=self._metrics,
+        )
+        self.client.add_metadata_listener(self._on_metadata)
+        self._sender.start()
+        self._update_guard()
+
+    def _wakeup(self, delay: float) -> None:
+        sender = self._sender
+        if sender is not None:
+            sender.wakeup(delay)
+
+    def _update_guard(self) -> None:
+        txn = self._txn
+        self._send_guard = (
+            not self._started
+            or self._closing
+            or self._closed
+            or bool(self._interceptors)
+            or (txn is not None and txn.transactional)
+        )
+
+    async def stop(self, timeout: float | None = None) -> None:
+        """Deliver buffered records, then close; bounded by ``timeout`` seconds.
+
+        The default bound is ``delivery_timeout_ms`` (after which undelivered records
+        have failed anyway). Records still undelivered at the bound fail with
+        KafkaTimeoutError. An open transaction is aborted.
+        """
+        if self._closed:
+            return
+        if self._stop_lock is None:
+            self._stop_lock = asyncio.Lock()
+        async with self._stop_lock:
+            if self._closed:
+                return
+            if not self._started:
+                self._closed = True
+                self._update_guard()
+                await self.client.close()
+                return
+            self._closing = True
+            self._update_guard()
+            if timeout is None:
+                timeout = self.config.delivery_timeout_ms / 1000
+            deadline = time.monotonic() + max(timeout, 0.0)
+            txn = self._txn
+            try:
+                if (
+                    txn is not None
+                    and txn.transactional
+                    and txn.state
+                    in (
+                        TransactionState.IN_TRANSACTION,
+                        TransactionState.ABORTABLE_ERROR,
+                    )
+                ):
+                    await self._abort(deadline)
+                await self._deliver_all(deadline)
+            except errors.KafkaError as exc:
+                log.warning("producer stop: %s", exc)
+            finally:
+                await self._shutdown()
+
+    async def _deliver_all(self, deadline: float) -> None:
+        acc = self._accumulator
+        sender = self._sender
+        assert acc is not None and sender is not None
+        sender.closing = True
+        sender.wakeup()
+        pending = [batch.wait() for batch in list(acc.incomplete)]
+        if not pending:
+            return
+        remaining = deadline - time.monotonic()
+        if remaining > 0:
+            _done, still = await asyncio.wait(pending, timeout=remaining)
+        else:
+            still = set(pending)
+        if still and acc.incomplete:
+            count = sum(b.record_count for b in acc.incomplete)
+            acc.abort_all(
+                errors.KafkaTimeoutError(
+                    f"producer stopped before {count} buffered record(s) were delivered"
+                )
+            )
+
+    async def _shutdown(self) -> None:
+        self._closed = True
+        self._closing = True
+        self._update_guard()
+        sender = self._sender
+        if sender is not None:
+            await sender.stop()
+        acc = self._accumulator
+        if acc is not None:
+            closed = ProducerClosedError("the producer was stopped")
+            acc.fail_waiters(closed)
+            acc.abort_all(closed)
+        for fut in self._topic_waits.values():
+            if not fut.done():
+                fut.set_exception(ProducerClosedError("the producer was stopped"))
+                fut.exception()
+        self._topic_waits.clear()
+        self.client.remove_metadata_listener(self._on_metadata)
+        await self.client.close()
+        for interceptor in self._interceptors:
+            close = getattr(interceptor, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception:
+                    log.exception("interceptor %r close() failed", interceptor)
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # --- metadata ----------------------------------------------------------------------
+
+    def _on_metadata(self, cluster: ClusterMetadata) -> None:
+        for topic, info in list(self._topics.items()):
+            parts = cluster.partitions_for_topic(topic)
+            if not parts:
+                continue
+            available = cluster.available_partitions_for_topic(topic)
+            if len(parts) != len(info.all) or len(available) != len(info.available):
+                self._topics[topic] = _TopicInfo(topic, parts, available)
+
+    async def _topic_info(self, topic: str) -> _TopicInfo:
+        if not isinstance(topic, str) or not topic:
+            raise TypeError(f"topic must be a non-empty str, got {topic!r}")
+        info = self._topics.get(topic)
+        if info is not None:
+            return info
+        waiter = self._topic_waits.get(topic)
+        if waiter is None:
+            waiter = asyncio.get_running_loop().create_future()
+            self._topic_waits[topic] = waiter
+            asyncio.get_running_loop().create_task(self._load_topic(topic, waiter))
+        return await asyncio.shield(waiter)
+
+    async def _load_topic(self, topic: str, waiter: asyncio.Future[_TopicInfo]) -> None:
+        try:
+            try:
+                parts = await self.client.wait_for_metadata(topic, self.config.max_block_ms)
+            except errors.KafkaTimeoutError as exc:
+                if (
+                    self.client.cluster.topic_error(topic)
+                    == errors.UnknownTopicOrPartitionError.errno
+                ):
+                    raise errors.UnknownTopicOrPartitionError(
+                        f"topic {topic!r} does not exist (waited max_block_ms="
+                        f"{self.config.max_block_ms}; is topic auto-creation off?)"
+                    ) from exc
+                raise
+            cluster = self.client.cluster
+            info = _TopicInfo(topic, parts, cluster.available_partitions_for_topic(topic))
+            self._topics[topic] = info
+            if not waiter.done():
+                waiter.set_result(info)
+        except BaseException as exc:
+            if not waiter.done():
+                waiter.set_exception(exc)
+                waiter.exception()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            if self._topic_waits.get(topic) is waiter:
+                del self._topic_waits[topic]
+
+    async def partitions_for(self, topic: str) -> set[int]:
+        """The partition numbers of ``topic`` (waits for its metadata up to ``max_block_ms``)."""
+        self._check_started()
+        info = await self._topic_info(topic)
+        return set(info.all)
+
+    # --- sending -----------------------------------------------------------------------
+
+    def _check_started(self) -> None:
+        if self._closing or self._closed:
+            raise ProducerClosedError("the producer is stopped (or stopping)")
+        if not self._started:
+            raise errors.IllegalStateError("the producer is not started; await start() first")
+
+    def _check_send(self) -> None:
+        self._check_started()
+        txn = self._txn
+        if txn is not None and txn.transactional:
+            txn.check_can_send()
+
+    async def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[Header] | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Buffer one record; returns a future of its `RecordMetadata`.
+
+        Waits only for the topic's metadata (first use) and for buffer memory, at most
+        ``max_block_ms`` (KafkaTimeoutError). Raises at once for a record larger than
+        ``max_request_size`` (RecordTooLargeError), for keys/values that are not bytes
+        without a serializer (SerializationError) and for a bad partition.
+        """
+        if self._send_guard:
+            self._check_send()
+            if self._interceptors:
+                record = run_on_send(
+                    self._interceptors,
+                    ProducerRecord(topic, value, key, partition, timestamp_ms, headers),
+                )
+                topic, value, key = record.topic, record.value, record.key
+                partition, timestamp_ms, headers = (
+                    record.partition,
+                    record.timestamp_ms,
+                    record.headers,
+                )
+        if self._key_serializer is not None:
+            key = self._serialize(self._key_serializer, key, "key", topic)
+        elif key is not None and type(key) is not bytes:
+            key = _as_bytes(key, "key")
+        if self._value_serializer is not None:
+            value = self._serialize(self._value_serializer, value, "value", topic)
+        elif value is not None and type(value) is not bytes:
+            value = _as_bytes(value, "value")
+        if headers:
+            headers = _check_headers(headers)
+        size_hint = (0 if key is None else len(key)) + (0 if value is None else len(value))
+        if headers or size_hint > self._quick_size_limit:
+            self._check_size(key, value, headers)
+
+        info = self._topics.get(topic)
+        if info is None:
+            info = await self._topic_info(topic)
+        if partition is None:
+            partition = self._partitioner.partition(topic, key, info.all, info.available)
+            if self._check_choice:
+                partition = check_partition(partition, info.all, topic)
+            elif self._sticky and key is None:
+                self._partitioner.on_append(topic, partition, size_hint + 8)
+        tps = info.tps
+        if type(partition) is not int or not 0 <= partition < len(tps):
+            info = await self._check_partition(topic, partition, info)
+            tps = info.tps
+        tp = tps[partition]
+        if tp is None:
+            raise errors.UnknownTopicOrPartitionError(
+                f"topic {topic!r} has no partition {partition}"
+            )
+        if timestamp_ms is None:
+            timestamp_ms = int(_time() * 1000)
+        txn = self._txn
+        if txn is not None and txn.transactional:
+            txn.maybe_add_partition(tp)
+        acc = self._accumulator
+        assert acc is not None
+        try:
+            fut = acc.try_append(tp, timestamp_ms, key, value, headers)
+        except BufferExhausted as exc:
+            fut = await self._append_when_memory(tp, timestamp_ms, key, value, headers, exc)
+        if self._interceptors:
+            fut.add_done_callback(self._acknowledge)
+        return fut
+
+    async def _append_when_memory(
+        self,
+        tp: TopicPartition,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Any,
+        exc: BufferExhausted,
+    ) -> asyncio.Future[RecordMetadata]:
+        acc = self._accumulator
+        assert acc is not None
+        deadline = time.monotonic() + self._max_block
+        needed = int(exc.args[0])
+        while True:
+            await acc.wait_for_memory(needed, deadline - time.monotonic())
+            if self._closing or self._closed:
+                acc.release(needed)
+                raise ProducerClosedError("the producer was stopped while waiting for memory")
+            try:
+                return acc.try_append(tp, timestamp_ms, key, value, headers, reserved=needed)
+            except BufferExhausted as again:
+                needed = int(again.args[0])
+
+    async def _check_partition(self, topic: str, partition: object, info: _TopicInfo) -> _TopicInfo:
+        if type(partition) is not int or partition < 0:
+            raise TypeError(f"partition must be an int >= 0 or None, got {partition!r}")
+        # The topic may have grown: look again before refusing.
+        try:
+            await self.client.refresh_metadata([topic], timeout_ms=self.config.max_block_ms)
+        except errors.KafkaError:
+            pass
+        cluster = self.client.cluster
+        parts = cluster.partitions_for_topic(topic)
+        if parts and partition in parts:
+            info = _TopicInfo(topic, parts, cluster.available_partitions_for_topic(topic))
+            self._topics[topic] = info
+            return info
+        raise errors.UnknownTopicOrPartitionError(
+            f"partition {partition} of topic {topic!r} does not exist (partitions: {len(info.all)})"
+        )
+
+    def _serialize(self, serializer: Serializer, data: Any, what: str, topic: str) -> bytes | None:
+        try:
+            result = serializer(data)
+        except SerializationError:
+            raise
+        except Exception as exc:
+            raise SerializationError(
+                f"{what}_serializer failed for a record of topic {topic!r}: {exc!r}"
+            ) from exc
+        if result is None or type(result) is bytes:
+            return result
+        return _as_bytes(result, what, serializer=True)
+
+    def _check_size(self, key: bytes | None, value: bytes | None, headers: Any) -> None:
+        size = records.estimate_batch_size(key, value, headers)
+        if size > self.config.max_request_size:
+            raise errors.RecordTooLargeError(
+                f"the record is {size} bytes when serialized, larger than "
+                f"max_request_size ({self.config.max_request_size})"
+            )
+        if size > self.config.buffer_memory:
+            raise errors.RecordTooLargeError(
+                f"the record is {size} bytes when serialized, larger than "
+                f"buffer_memory ({self.config.buffer_memory})"
+            )
+
+    def _acknowledge(self, fut: asyncio.Future[RecordMetadata]) -> None:
+        if fut.cancelled():
+            run_on_acknowledgement(self._interceptors, None, asyncio.CancelledError())
+            return
+        exc = fut.exception()
+        run_on_acknowledgement(self._interceptors, None if exc else fut.result(), exc)
+
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[Header] | None = None,
+    ) -> RecordMetadata:
+        """``send()`` and wait for the acknowledgement (bounded by ``delivery_timeout_ms``)."""
+        fut = await self.send(topic, value, key, partition, timestamp_ms, headers)
+        return await fut
+
+    async def send_many(
+        self,
+        topic: str,
+        values: Iterable[Any],
+        *,
+        keys: Iterable[Any] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[Header] | None = None,
+    ) -> list[asyncio.Future[RecordMetadata]]:
+        """Buffer many records with one await; returns one future per record, in order.
+
+        Each record is partitioned, serialized and checked like ``send()``; ``keys``
+        (optional) pairs a key with each value. ``headers`` apply to every record.
+        """
+        futures: list[asyncio.Future[RecordMetadata]] = []
+        if keys is None:
+            for value in values:
+                futures.append(
+                    await self.send(topic, value, None, partition, timestamp_ms, headers)
+                )
+        else:
+            key_iter = iter(keys)
+            for value in values:
+                try:
+                    key = next(key_iter)
+                except StopIteration:
+                    raise ValueError("send_many: fewer keys than values") from None
+                futures.append(await self.send(topic, value, key, partition, timestamp_ms, headers))
+        return futures
+
+    def create_batch(self) -> BatchBuilder:
+        """An empty batch for ``send_batch`` (records of one partition, bytes only)."""
+        config = self.config
+        return BatchBuilder(
+            max_size=config.max_batch_size,
+            compression=config.compression_id,
+            transactional=config.transactional,
+        )
+
+    async def send_batch(
+        self, batch: BatchBuilder, topic: str, *, partition: int
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue a batch from ``create_batch``; the future gives the first record's metadata."""
+        self._check_send()
+        if not isinstance(batch, BatchBuilder):
+            raise TypeError("send_batch takes a batch from create_batch()")
+        if batch.record_count() == 0:
+            raise ValueError("the batch is empty")
+        if batch.size() > self.config.max_request_size:
+            raise errors.RecordTooLargeError(
+                f"the batch is {batch.size()} bytes, larger than max_request_size "
+                f"({self.config.max_request_size})"
+            )
+        info = await self._topic_info(topic)
+        if type(partition) is not int or not 0 <= partition < len(info.tps):
+            info = await self._check_partition(topic, partition, info)
+        tp = info.tps[partition]
+        assert tp is not None
+        txn = self._txn
+        if txn is not None and txn.transactional:
+            txn.maybe_add_partition(tp)
+        taken = batch._take()
+        acc = self._accumulator
+        assert acc is not None
+        try:
+            return acc.append_user_batch(tp, taken)
+        except BufferExhausted as exc:
+            needed = int(exc.args[0])
+            await acc.wait_for_memory(needed, self._max_block)
+            return acc.append_user_batch(tp, taken, reserved=needed)
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything buffered now and wait until it is delivered (or failed).
+
+        Delivery errors are reported by each record's future, not here. Raises
+        KafkaTimeoutError if ``timeout`` seconds (default: ``delivery_timeout_ms``) pass
+        first.
+        """
+        if not self._started or self._closed:
+            return
+        acc = self._accumulator
+        sender = self._sender
+        assert acc is not None and sender is not None
+        pending = [batch.wait() for batch in list(acc.incomplete)]
+        if not pending:
+            return
+        if timeout is None:
+            timeout = self.config.delivery_timeout_ms / 1000
+        acc.flushes_in_progress += 1
+        sender.wakeup()
+        try:
+            _done, still = await asyncio.wait(pending, timeout=max(timeout, 0.0))
+        finally:
+            acc.flushes_in_progress -= 1
+        if still:
+            raise errors.KafkaTimeoutError(
+                f"flush did not finish within {timeout:.3f} s ({len(still)} batch(es) pending)"
+            )
+
+    # --- transactions ------------------------------------------------------------------
+
+    def _transactions(self) -> TransactionManager:
+        txn = self._txn
+        if txn is None or not txn.transactional:
+            raise errors.IllegalStateError(
+                "transactions need a transactional_id in the producer's configuration"
+            )
+        return txn
+
+    async def begin_transaction(self) -> None:
+        """Start a transaction (records sent until commit/abort belong to it)."""
+        self._check_started()
+        txn = self._transactions()
+        await txn.wait_for_producer_id(self._max_block)
+        txn.begin()
+        self._update_guard()
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        """Deliver the transaction's records and commit it (bounded by ``max_block_ms``).
+
+        If the transaction cannot commit (a record failed, the producer was fenced) the
+        error is raised; abort the transaction (or, when fenced, close the producer).
+        """
+        self._check_started()
+        txn = self._transactions()
+        deadline = time.monotonic() + (self._max_block if timeout is None else timeout)
+        txn.start_commit()
+        try:
+            await self._flush_until(deadline)
+            if txn.has_error:
+                assert txn.last_error is not None
+                raise txn.last_error
+            await txn.end_transaction(True, deadline)
+        except BaseException:
+            txn.restore_after_failed_commit()
+            raise
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: unsent records fail, sent ones are discarded by readers."""
+        self._check_started()
+        self._transactions()
+        deadline = time.monotonic() + (self._max_block if timeout is None else timeout)
+        await self._abort(deadline)
+
+    async def _abort(self, deadline: float) -> None:
+        txn = self._transactions()
+        txn.start_abort()
+        acc = self._accumulator
+        assert acc is not None
+        acc.abort_undrained(TransactionAbortedError("the transaction was aborted"))
+        await self._flush_until(deadline)
+        await txn.end_transaction(False, deadline)
+
+    async def _flush_until(self, deadline: float) -> None:
+        try:
+            await self.flush(max(deadline - time.monotonic(), 0.0))
+        except errors.KafkaTimeoutError as exc:
+            raise errors.KafkaTimeoutError(
+                f"transaction records not delivered in time: {exc}"
+            ) from exc
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_id: str | Any,
+        timeout: float | None = None,
+    ) -> None:
+        """Commit consumer offsets as part of the transaction.
+
+        ``group_id`` is the consumer group's id, or the consumer's group metadata (an
+        object with ``group_id``, ``generation_id``, ``member_id`` and
+        ``group_instance_id``), which lets the coordinator fence zombie members.
+        """
+        self._check_started()
+        txn = self._transactions()
+        if isinstance(group_id, str):
+            gid, generation, member, instance = group_id, -1, "", None
+        else:
+            try:
+                gid = group_id.group_id
+                generation = getattr(group_id, "generation_id", -1)
+                member = getattr(group_id, "member_id", "") or ""
+                instance = getattr(group_id, "group_instance_id", None)
+            except AttributeError:
+                raise TypeError(
+                    "group_id must be a str or consumer group metadata with .group_id"
+                ) from None
+        if not isinstance(gid, str) or not gid:
+            raise ValueError(f"bad group id {gid!r}")
+        for tp, value in offsets.items():
+            if not isinstance(tp, tuple) or len(tp) != 2:
+                raise TypeError(f"offsets keys must be TopicPartition, got {tp!r}")
+            offset = value.offset if isinstance(value, OffsetAndMetadata) else value
+            if type(offset) is not int or offset < 0:
+                raise ValueError(f"bad offset {value!r} for {tp}")
+        deadline = time.monotonic() + (self._max_block if timeout is None else timeout)
+        normalized = {TopicPartition(*tp): v for tp, v in offsets.items()}
+        await txn.send_offsets(normalized, gid, generation, member, instance, deadline)
+
+    def transaction(self) -> TransactionContext:
+        """``async with producer.transaction():`` commits on success, aborts on exception."""
+        return TransactionContext(self)
+
+    # --- introspection ---------------------------------------------------------------
+
+    def metrics(self) -> dict[str, Any]:
+        """A snapshot of the producer's counters and gauges as a plain dict."""
+        acc = self._accumulator
+        sender = self._sender
+        return self._metrics.snapshot(
+            buffer_memory_used=acc.used_memory if acc is not None else 0,
+            buffer_memory_total=self.config.buffer_memory,
+            buffer_memory_waiters=int(acc.memory_exhausted) if acc is not None else 0,
+            batches_queued=sum(len(dq) for dq in acc.batches.values()) if acc is not None else 0,
+            batches_incomplete=len(acc.incomplete) if acc is not None else 0,
+            requests_in_flight=sender.in_flight_requests if sender is not None else 0,
+        )
+
+    @property
+    def transactional(self) -> bool:
+        return self.config.transactional
+
+    @property
+    def transaction_state(self) -> str | None:
+        """The transaction state's name (None for a non-transactional producer)."""
+        txn = self._txn
+        return txn.state.value if txn is not None and txn.transactional else None
+
+
+class TransactionContext:
+    """Commits the transaction when the block succeeds, aborts it when the block raises."""
+
+    def __init__(self, producer: Producer) -> None:
+        self._producer = producer
+
+    async def __aenter__(self) -> TransactionContext:
+        await self._producer.begin_transaction()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        producer = self._producer
+        if exc_type is None:
+            await producer.commit_transaction()
+            return
+        txn = producer._txn
+        if txn is not None and txn.is_fatal:
+            return  # fenced: nothing can be aborted; the original error propagates
+        try:
+            await producer.abort_transaction()
+        except errors.KafkaError:
+            log.exception("aborting the transaction after %r failed", exc)
+
+
+def _as_bytes(data: Any, what: str, *, serializer: bool = False) -> bytes:
+    if isinstance(data, _BYTES_TYPES):
+        return bytes(data)
+    if isinstance(data, memoryview):
+        return data.tobytes()
+    source = f"{what}_serializer returned" if serializer else f"{what} is"
+    hint = "" if serializer else f" (set {what}_serializer to send other types)"
+    raise SerializationError(
+        f"{source} {type(data).__name__}, expected bytes, bytearray, memoryview or None{hint}"
+    )
+
+
+def _check_headers(headers: Any) -> list[tuple[str, bytes | None]]:
+    if isinstance(headers, Mapping):
+        items = list(headers.items())
+    elif isinstance(headers, list | tuple):
+        items = list(headers)
+    else:
+        raise SerializationError(
+            f"headers must be a list of (str, bytes) pairs, got {type(headers).__name__}"
+        )
+    result: list[tuple[str, bytes | None]] = []
+    for item in items:
+        if not isinstance(item, tuple | list) or len(item) != 2:
+            raise SerializationError(f"each header must be a (str, bytes) pair, got {item!r}")
+        hkey, hvalue = item
+        if not isinstance(hkey, str):
+            raise SerializationError(f"header key must be str, got {type(hkey).__name__}")
+        if hvalue is not None and type(hvalue) is not bytes:
+            hvalue = _as_bytes(hvalue, f"header {hkey!r} value")
+        result.append((hkey, hvalue))
+    return result
+
+
+#: aiokafka's name, so ``import aiokafka_lite as aiokafka`` runs aiokafka producer code.
+AIOKafkaProducer = Producer

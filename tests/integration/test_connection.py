@@ -1,0 +1,130 @@
+"""BrokerConnection against a real Kafka-protocol broker (``bootstrap_servers`` fixture)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from aiokafka_lite import errors
+from aiokafka_lite.connection import BrokerConnection, connect
+from aiokafka_lite.protocol.api import ApiKey
+
+METADATA = int(ApiKey.METADATA)
+CREATE_TOPICS = int(ApiKey.CREATE_TOPICS)
+
+
+def _first_address(bootstrap_servers: str) -> tuple[str, int]:
+    host, _, port = bootstrap_servers.split(",")[0].strip().rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+@pytest.fixture
+async def conn(bootstrap_servers: str) -> AsyncIterator[BrokerConnection]:
+    host, port = _first_address(bootstrap_servers)
+    connection = await connect(host, port, client_id="it-connection", request_timeout_ms=15000)
+    yield connection
+    connection.close()
+    await connection.wait_closed()
+
+
+def _metadata_request(topics: list[str] | None) -> dict[str, Any]:
+    return {
+        "topics": None if topics is None else [{"name": t} for t in topics],
+        "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    }
+
+
+async def test_connect_negotiates_api_versions(conn: BrokerConnection) -> None:
+    for key in (ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.API_VERSIONS):
+        assert int(key) in conn.api_versions, key
+        low, high = conn.api_versions[int(key)]
+        assert 0 <= low <= high
+    assert conn.version_for(METADATA) >= 1
+    assert not conn.closed and conn.in_flight_count == 0
+
+
+async def test_metadata(conn: BrokerConnection) -> None:
+    response = await conn.send(METADATA, _metadata_request(None))
+    assert response["brokers"], response
+    for broker in response["brokers"]:
+        assert broker["node_id"] >= 0 and broker["host"] and broker["port"] > 0
+    assert isinstance(response["topics"], list)
+
+
+async def test_create_topic_then_metadata(conn: BrokerConnection) -> None:
+    topic = f"t-conn-{uuid.uuid4().hex[:10]}"
+    created = await conn.send(
+        CREATE_TOPICS,
+        {
+            "topics": [
+                {
+                    "name": topic,
+                    "num_partitions": 3,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [],
+                }
+            ],
+            "timeout_ms": 10000,
+            "validate_only": False,
+        },
+    )
+    [result] = created["topics"]
+    assert result["name"] == topic
+    assert result["error_code"] == 0, result
+
+    deadline = time.monotonic() + 15
+    while True:
+        response = await conn.send(METADATA, _metadata_request([topic]))
+        topics = {t["name"]: t for t in response["topics"]}
+        meta = topics.get(topic)
+        if meta is not None and meta["error_code"] == 0 and len(meta["partitions"]) == 3:
+            break
+        assert time.monotonic() < deadline, f"topic {topic} never appeared: {response}"
+        await asyncio.sleep(0.2)
+    assert sorted(p["partition_index"] for p in meta["partitions"]) == [0, 1, 2]
+
+    # Creating it again is a per-topic error in the body, not a connection error.
+    again = await conn.send(
+        CREATE_TOPICS,
+        {"topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1}]},
+    )
+    assert again["topics"][0]["error_code"] == 36  # TOPIC_ALREADY_EXISTS
+    assert not conn.closed
+
+
+async def test_concurrent_requests(conn: BrokerConnection) -> None:
+    results = await asyncio.gather(
+        *(conn.send(METADATA, _metadata_request(None)) for _ in range(50))
+    )
+    assert len(results) == 50
+    assert all(r["brokers"] for r in results)
+    futures = [conn.request(METADATA, _metadata_request(None)) for _ in range(20)]
+    assert conn.in_flight_count + conn.queued_count >= 1
+    assert all(r["brokers"] for r in await asyncio.gather(*futures))
+    assert conn.in_flight_count == 0
+
+
+async def test_two_connections_and_close(bootstrap_servers: str) -> None:
+    host, port = _first_address(bootstrap_servers)
+    first = await connect(host, port, node_id=0)
+    second = await connect(host, port)
+    try:
+        assert first.api_versions == second.api_versions
+        pending = first.request(METADATA, _metadata_request(None))
+        first.close("test closes it")
+        with pytest.raises(errors.KafkaConnectionError, match="test closes it"):
+            await pending
+        assert (await second.send(METADATA, _metadata_request(None)))["brokers"]
+    finally:
+        first.close()
+        second.close()
+        await first.wait_closed()
+        await second.wait_closed()
