@@ -277,7 +277,8 @@ class GroupMembership:
         action = error_action(api, code)
         exc = errors.error_for_code(code, message)
         text = f"{api}: {exc}"
-        self._note_error(text)
+        if action is not ErrorAction.MEMBER_ID_REQUIRED:
+            self._note_error(text)
         if action is ErrorAction.FIND_COORDINATOR:
             self.coordinator_dead(text)
         elif action is ErrorAction.REJOIN:

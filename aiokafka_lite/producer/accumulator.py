@@ -351,7 +351,6 @@ class RecordAccumulator:
                     fut: asyncio.Future[RecordMetadata] = loop.create_future()
                     batch.futures.append(fut)
                     batch.timestamps.append(timestamp)
-                    batch.record_count += 1
                     if reserved:
                         self.release(reserved)
                     return fut
@@ -392,7 +391,6 @@ class RecordAccumulator:
         fut: asyncio.Future[RecordMetadata] = loop.create_future()
         batch.futures.append(fut)
         batch.timestamps.append(timestamp)
-        batch.record_count = 1
         self._enqueue(tp, dq, batch)
         if self._wakeup is not None:
             self._wakeup(self.linger)

@@ -83,7 +83,7 @@ class Producer:
 
     Options (all keyword): ``bootstrap_servers``, ``client_id``, ``acks`` (0, 1 or
     ``"all"``, default ``"all"``), ``compression_type`` (None, ``"gzip"``, ``"snappy"``,
-    ``"lz4"``, ``"zstd"``), ``linger_ms`` (5), ``max_batch_size`` (16384),
+    ``"lz4"``, ``"zstd"``), ``linger_ms`` (5), ``max_batch_size`` (16384; ``batch_size`` too),
     ``max_request_size`` (1 MiB), ``buffer_memory`` (32 MiB), ``max_block_ms`` (60000),
     ``delivery_timeout_ms`` (120000), ``request_timeout_ms`` (30000),
     ``retry_backoff_ms`` (100), ``max_in_flight_requests_per_connection`` (5),
@@ -103,7 +103,7 @@ class Producer:
         acks: int | str = "all",
         compression_type: str | None = None,
         linger_ms: float = 5,
-        max_batch_size: int = 16384,
+        max_batch_size: int | None = None,
         max_request_size: int = 1048576,
         buffer_memory: int = 32 * 1024 * 1024,
         max_block_ms: int = 60000,
@@ -129,13 +129,14 @@ class Producer:
         sasl_oauth_token_provider: Any = None,
         **options: Any,
     ) -> None:
+        if max_batch_size is not None:
+            options["max_batch_size"] = max_batch_size
         self.config: ProducerConfig = build_config(
             bootstrap_servers=bootstrap_servers,
             client_id=client_id,
             acks=acks,
             compression_type=compression_type,
             linger_ms=linger_ms,
-            max_batch_size=options.pop("batch_size", max_batch_size),
             max_request_size=max_request_size,
             buffer_memory=buffer_memory,
             max_block_ms=max_block_ms,

@@ -6,7 +6,19 @@
     encode_response(api_key, api_version, correlation_id, body) -> bytes
 
 Frames are header + body without the 4-byte size prefix. Bodies are plain dicts
-keyed by snake_case field names (see docs/design.md).
+keyed by snake_case field names (see docs/design.md). Value types: integers are
+``int``, ``bool`` is ``bool``, ``float64`` is ``float``, strings are ``str``, bytes
+are ``bytes``, ``records`` are the raw record-set ``bytes`` (decode them with
+``protocol.records``), uuids are ``uuid.UUID`` (16 raw bytes are accepted on
+encode), arrays are lists and nested structs dicts; ``None`` where the field is
+nullable at that version. A decoded struct may also carry
+``"_unknown_tagged_fields"`` (``{tag: bytes}``) when the peer sent tagged fields
+this schema does not know; they are written back on encode.
+
+Encode errors (a value that does not fit its type, ``None`` for a non-nullable
+field) raise ``ValueError`` naming the field. Malformed frames raise
+``errors.DecodeError``; an API or version outside what this module knows raises
+``errors.UnsupportedVersionError``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,347 @@
+"""Offsets on the driver: resolving start/end offsets, stream offsets, partition planning.
+
+The pure functions here (JSON conversion, rate limiting, range splitting) do no I/O.
+:class:`OffsetResolver` asks the cluster, with our own client: metadata through a
+:class:`~aiokafka_lite.client.KafkaClient` and ListOffsets through a group-less
+:class:`~aiokafka_lite.consumer.Consumer`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka_lite import errors
+from aiokafka_lite.spark.options import (
+    EARLIEST,
+    LATEST,
+    ClientOptions,
+    OffsetSpec,
+    ReadOptions,
+    TopicSelection,
+)
+from aiokafka_lite.structs import TopicPartition
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "DataLossError",
+    "OffsetRange",
+    "OffsetResolver",
+    "from_json",
+    "plan_ranges",
+    "rate_limit",
+    "to_json",
+]
+
+Offsets = dict[TopicPartition, int]
+
+
+class DataLossError(errors.KafkaError):
+    """Records the query should read are gone (deleted, truncated, topic recreated).
+
+    Raised only with ``failOnDataLoss=true`` (the default); with ``false`` the loss is
+    logged and the read goes on with what is left.
+    """
+
+
+def report_data_loss(fail: bool, message: str) -> None:
+    """Raise :class:`DataLossError` or log a warning, as ``failOnDataLoss`` says."""
+    if fail:
+        raise DataLossError(
+            f"aiokafka_lite data source: {message}. Some data may have been lost; set "
+            "failOnDataLoss=false to go on without it."
+        )
+    log.warning("aiokafka_lite data source: %s; some data may have been lost", message)
+
+
+# --- stream offsets as JSON-able dicts -------------------------------------------------
+
+
+def to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, Any]:
+    """``{"topic": {"0": 42}}``: Spark's Kafka offset format (also the checkpoint format)."""
+    result: dict[str, dict[str, int]] = {}
+    for tp in sorted(offsets):
+        result.setdefault(tp.topic, {})[str(tp.partition)] = int(offsets[tp])
+    return result
+
+
+def from_json(data: Mapping[str, Any]) -> Offsets:
+    """The inverse of :func:`to_json`; refuses anything else with a clear error."""
+    result: Offsets = {}
+    if not isinstance(data, Mapping):
+        raise errors.IllegalStateError(f"not a Kafka stream offset: {data!r}")
+    for topic, parts in data.items():
+        if not isinstance(parts, Mapping):
+            raise errors.IllegalStateError(f"not a Kafka stream offset: {data!r}")
+        for partition, offset in parts.items():
+            try:
+                result[TopicPartition(str(topic), int(partition))] = int(offset)
+            except (TypeError, ValueError):
+                raise errors.IllegalStateError(f"not a Kafka stream offset: {data!r}") from None
+    return result
+
+
+# --- planning ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """Offsets ``[start, end)`` of one partition, read by one Spark task."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return max(self.end - self.start, 0)
+
+
+def plan_ranges(
+    starts: Mapping[TopicPartition, int],
+    ends: Mapping[TopicPartition, int],
+    *,
+    max_records_per_partition: int,
+    min_partitions: int | None = None,
+) -> list[OffsetRange]:
+    """Split the ranges ``[starts[tp], ends[tp])`` into task-sized pieces.
+
+    One range per partition, split into equal pieces when it holds more than
+    ``max_records_per_partition`` offsets, and split further (largest first) until
+    there are at least ``min_partitions`` pieces. Empty ranges are left out.
+    """
+    pieces: list[OffsetRange] = []
+    for tp in sorted(ends):
+        start, end = starts[tp], ends[tp]
+        if end <= start:
+            continue
+        count = math.ceil((end - start) / max_records_per_partition)
+        pieces.extend(_split(tp, start, end, count))
+    if min_partitions is not None and pieces and len(pieces) < min_partitions:
+        total = sum(p.size for p in pieces)
+        result: list[OffsetRange] = []
+        for piece in pieces:
+            share = max(1, round(min_partitions * piece.size / total))
+            result.extend(_split(TopicPartition(piece.topic, piece.partition),
+                                 piece.start, piece.end, min(share, piece.size)))
+        pieces = result
+    return pieces
+
+
+def _split(tp: TopicPartition, start: int, end: int, count: int) -> list[OffsetRange]:
+    count = max(1, min(count, end - start))
+    size, extra = divmod(end - start, count)
+    result = []
+    at = start
+    for i in range(count):
+        stop = at + size + (1 if i < extra else 0)
+        result.append(OffsetRange(tp.topic, tp.partition, at, stop))
+        at = stop
+    return result
+
+
+def rate_limit(
+    starts: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], max_rows: int
+) -> Offsets:
+    """End offsets that take at most ``max_rows`` offsets in all, shared fairly.
+
+    Each partition gets a share proportional to what it has available; leftovers of
+    the rounding go to the largest remainders, so exactly ``min(max_rows, available)``
+    offsets are taken and every batch makes progress.
+    """
+    sizes = {tp: max(latest[tp] - starts.get(tp, latest[tp]), 0) for tp in latest}
+    total = sum(sizes.values())
+    if total <= max_rows:
+        return dict(latest)
+    quotas: dict[TopicPartition, int] = {}
+    remainders: list[tuple[float, TopicPartition]] = []
+    for tp, size in sizes.items():
+        exact = max_rows * size / total
+        quotas[tp] = min(int(exact), size)
+        remainders.append((exact - int(exact), tp))
+    left = max_rows - sum(quotas.values())
+    for _, tp in sorted(remainders, key=lambda item: (-item[0], item[1])):
+        if left <= 0:
+            break
+        if quotas[tp] < sizes[tp]:
+            quotas[tp] += 1
+            left -= 1
+    return {
+        tp: (starts[tp] + quotas[tp]) if tp in starts else latest[tp] for tp in latest
+    }
+
+
+# --- the cluster ---------------------------------------------------------------------
+
+
+class OffsetResolver:
+    """Partitions and offsets from the cluster (driver side; async; start/close once)."""
+
+    def __init__(self, client_options: ClientOptions, *, timeout_ms: int = 30_000) -> None:
+        from aiokafka_lite.client import KafkaClient
+        from aiokafka_lite.consumer import Consumer
+        from aiokafka_lite.consumer.config import ConsumerConfig
+
+        kwargs = client_options.consumer_kwargs()
+        kwargs["allow_auto_create_topics"] = False
+        kwargs["enable_auto_commit"] = False
+        config = ConsumerConfig.from_kwargs(**kwargs)
+        self._timeout_ms = timeout_ms
+        self._client = KafkaClient(config.bootstrap_servers, **config.client_kwargs())
+        self._consumer = Consumer(**kwargs)
+        self._started = False
+
+    async def start(self) -> None:
+        await self._client.start()
+        await self._consumer.start()
+        self._started = True
+
+    async def close(self) -> None:
+        try:
+            await self._consumer.stop(timeout_ms=self._timeout_ms)
+        finally:
+            await self._client.close()
+
+    async def partitions(self, selection: TopicSelection) -> list[TopicPartition]:
+        """The topic partitions selected now (topics that do not exist have none)."""
+        if selection.kind == "assign":
+            topics = sorted({tp.topic for tp in selection.partitions})
+        elif selection.kind == "subscribe":
+            topics = list(selection.topics)
+        else:
+            names = await self._consumer.topics(timeout_ms=self._timeout_ms)
+            topics = sorted(t for t in names if selection.matches(t))
+        if not topics:
+            return []
+        cluster = await self._client.refresh_metadata(topics, timeout_ms=self._timeout_ms)
+        result: list[TopicPartition] = []
+        for topic in topics:
+            meta = cluster.topics.get(topic)
+            if meta is None or not meta.partitions:
+                code = cluster.topic_error(topic)
+                if code and code != errors.UnknownTopicOrPartitionError.errno:
+                    raise errors.error_for_code(code, f"topic {topic!r}")
+                log.info("topic %r does not exist (yet); nothing to read from it", topic)
+                continue
+            result.extend(TopicPartition(topic, p) for p in sorted(meta.partitions))
+        if selection.kind == "assign":
+            known = set(result)
+            missing = [tp for tp in selection.partitions if tp not in known]
+            if missing:
+                names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
+                raise errors.ConfigurationError(
+                    f"aiokafka_lite data source: assigned partitions do not exist: {names}"
+                )
+            result = list(selection.partitions)
+        return result
+
+    async def earliest(self, tps: Iterable[TopicPartition]) -> Offsets:
+        parts = list(tps)
+        if not parts:
+            return {}
+        return await self._consumer.beginning_offsets(parts, timeout_ms=self._timeout_ms)
+
+    async def latest(self, tps: Iterable[TopicPartition]) -> Offsets:
+        parts = list(tps)
+        if not parts:
+            return {}
+        return await self._consumer.end_offsets(parts, timeout_ms=self._timeout_ms)
+
+    async def for_time(self, tps: Iterable[TopicPartition], timestamp_ms: int) -> dict[
+        TopicPartition, int | None
+    ]:
+        parts = list(tps)
+        if not parts:
+            return {}
+        found = await self._consumer.offsets_for_times(
+            {tp: timestamp_ms for tp in parts}, timeout_ms=self._timeout_ms
+        )
+        return {tp: (None if found.get(tp) is None else found[tp].offset)  # type: ignore[union-attr]
+                for tp in parts}
+
+    async def resolve(
+        self,
+        spec: OffsetSpec,
+        tps: list[TopicPartition],
+        *,
+        option: str,
+        timestamp_strategy: str = "error",
+    ) -> Offsets:
+        """Concrete offsets of ``tps`` for a starting or ending ``spec``."""
+        if not tps:
+            return {}
+        if spec.kind == "earliest":
+            return await self.earliest(tps)
+        if spec.kind == "latest":
+            return await self.latest(tps)
+        if spec.kind == "timestamp":
+            assert spec.timestamp is not None
+            found = await self.for_time(tps, spec.timestamp)
+            missing = [tp for tp, offset in found.items() if offset is None]
+            latest = await self.latest(missing) if missing else {}
+            if missing and (timestamp_strategy == "error" and option == "startingTimestamp"):
+                names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
+                raise errors.ConfigurationError(
+                    f"aiokafka_lite data source: no record at or after {option} "
+                    f"{spec.timestamp} in {names} (set startingOffsetsByTimestampStrategy="
+                    "latest to start these at the end)"
+                )
+            return {tp: (offset if offset is not None else latest[tp])
+                    for tp, offset in found.items()}
+        given = spec.offset_map
+        missing = [tp for tp in tps if tp not in given]
+        if missing:
+            names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
+            raise errors.ConfigurationError(
+                f"aiokafka_lite data source: {option} gives no offset for {names}; "
+                "per-partition offsets must name every partition read"
+            )
+        unknown = [tp for tp in given if tp not in set(tps)]
+        if unknown:
+            names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in unknown)
+            raise errors.ConfigurationError(
+                f"aiokafka_lite data source: {option} names partitions that do not exist: {names}"
+            )
+        want_earliest = [tp for tp in tps if given[tp] == EARLIEST]
+        want_latest = [tp for tp in tps if given[tp] == LATEST]
+        earliest = await self.earliest(want_earliest)
+        latest = await self.latest(want_latest)
+        result: Offsets = {}
+        for tp in tps:
+            offset = given[tp]
+            result[tp] = earliest[tp] if offset == EARLIEST else latest[tp] if offset == LATEST else offset
+        return result
+
+    async def batch_ranges(self, opts: ReadOptions) -> tuple[Offsets, Offsets]:
+        """Start and end offsets of a batch read, checked."""
+        tps = await self.partitions(opts.selection)
+        starts = await self.resolve(
+            opts.starting, tps, option="startingOffsets" if opts.starting.kind != "timestamp"
+            else "startingTimestamp", timestamp_strategy=opts.timestamp_strategy,
+        )
+        ends = await self.resolve(
+            opts.ending, tps, option="endingOffsets" if opts.ending.kind != "timestamp"
+            else "endingTimestamp",
+        )
+        earliest = await self.earliest(tps)
+        for tp in tps:
+            if starts[tp] < earliest[tp]:
+                report_data_loss(
+                    opts.fail_on_data_loss,
+                    f"{tp.topic}-{tp.partition} starts at {earliest[tp]} now, after the "
+                    f"requested starting offset {starts[tp]}",
+                )
+                starts[tp] = earliest[tp]
+            if ends[tp] < starts[tp]:
+                if opts.ending.kind == "offsets" or opts.starting.kind == "offsets":
+                    raise errors.ConfigurationError(
+                        f"aiokafka_lite data source: the ending offset {ends[tp]} of "
+                        f"{tp.topic}-{tp.partition} is before its starting offset {starts[tp]}"
+                    )
+                ends[tp] = starts[tp]
+        return starts, ends

@@ -1,0 +1,93 @@
+"""Consumer configuration: defaults, aiokafka names, and errors at construction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from aiokafka_lite import errors
+from aiokafka_lite.consumer import AIOKafkaConsumer, Consumer, ConsumerConfig, RebalanceProtocol
+from aiokafka_lite.consumer.subscription import OffsetResetStrategy
+
+
+def test_defaults_follow_the_java_client() -> None:
+    config = ConsumerConfig.from_kwargs()
+    assert [a.name for a in config.assignors] == ["range", "cooperative-sticky"]
+    assert config.rebalance_protocol is RebalanceProtocol.EAGER
+    assert config.rebalance_timeout_ms == config.max_poll_interval_ms
+    assert config.reset_strategy is OffsetResetStrategy.LATEST
+    assert config.auto_commit is False  # no group, no auto-commit
+    assert ConsumerConfig.from_kwargs(group_id="g").auto_commit is True
+
+
+def test_cooperative_only_when_every_assignor_supports_it() -> None:
+    config = ConsumerConfig.from_kwargs(partition_assignment_strategy=["cooperative-sticky"])
+    assert config.rebalance_protocol is RebalanceProtocol.COOPERATIVE
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"auto_offset_reset": "smallest"},
+        {"isolation_level": "committed"},
+        {"fetch_max_bytes": 0},
+        {"max_poll_records": 0},
+        {"session_timeout_ms": 1000, "heartbeat_interval_ms": 1000},
+        {"fetch_max_wait_ms": 50000},
+        {"group_instance_id": "i1"},
+        {"group_id": ""},
+        {"enable_auto_commit": "yes"},
+        {"partition_assignment_strategy": ["unknown"]},
+        {"key_deserializer": 3},
+        {"bootstrap_servers": ""},
+        {"bootstrap_servers": 9092},
+        {"request_timeout_ms": -1},
+        {"max_poll_interval_ms": True},
+        {"security_protocol": "SASL_PLAINTEXT"},
+        {"sasl_kerberos_service_name": "custom"},
+        {"not_an_option": 1},
+    ],
+)
+def test_invalid_config_fails_at_construction(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(errors.ConfigurationError):
+        Consumer("t", **kwargs)
+
+
+def test_aiokafka_only_options_are_accepted() -> None:
+    consumer = AIOKafkaConsumer(
+        "t",
+        bootstrap_servers="localhost:9092",
+        api_version="auto",
+        consumer_timeout_ms=200,
+        connections_max_idle_ms=540000,
+        max_poll_records=None,
+        auto_offset_reset="EARLIEST",
+    )
+    assert consumer.config.max_poll_records is None
+    assert consumer.config.auto_offset_reset == "earliest"
+    assert AIOKafkaConsumer is Consumer
+
+
+def test_aiokafka_assignor_classes_map_to_ours() -> None:
+    from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    consumer = Consumer(group_id="g", partition_assignment_strategy=(RoundRobinPartitionAssignor,))
+    assert [a.name for a in consumer.config.assignors] == ["roundrobin"]
+
+
+def test_security_settings_are_validated_into_a_security_config() -> None:
+    config = ConsumerConfig.from_kwargs(
+        security_protocol="sasl_plaintext",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="u",
+        sasl_plain_password="secret",
+    )
+    assert config.security is not None and config.security.sasl_mechanism == "PLAIN"
+    assert "secret" not in repr(config)
+
+
+@pytest.mark.parametrize("topic", ["", "bad topic", "x" * 250])
+def test_bad_topic_names_are_rejected(topic: str) -> None:
+    with pytest.raises(ValueError):
+        Consumer(topic)

@@ -1,0 +1,167 @@
+"""Fetcher internals without a broker: batch scanning, fetch sessions, decoding fetched
+data (positions, read_committed filtering, deserializers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from aiokafka_lite.consumer import ConsumerConfig, RecordDeserializationError
+from aiokafka_lite.consumer.fetcher import FetchSessionHandler, _CompletedFetch, scan_next_offset
+from aiokafka_lite.consumer.subscription import PartitionState
+from aiokafka_lite.protocol.records import BatchBuilder, ControlRecordType, build_control_batch
+from aiokafka_lite.structs import TopicPartition
+
+TP = TopicPartition("t", 0)
+
+
+def batch(
+    base: int,
+    n: int,
+    *,
+    pid: int = -1,
+    txn: bool = False,
+    compression: str | None = None,
+    epoch: int = 5,
+) -> bytes:
+    builder = BatchBuilder(
+        compression=compression,
+        base_offset=base,
+        producer_id=pid,
+        producer_epoch=0 if pid >= 0 else -1,
+        is_transactional=txn,
+        partition_leader_epoch=epoch,
+        max_size=1 << 20,
+    )
+    for i in range(n):
+        builder.append(1000 + base + i, None if i % 2 else b"k%d" % (base + i), b"v%d" % (base + i),
+                       [("h", b"x")] if i == 0 else None)
+    return builder.build()
+
+
+def marker(kind: int, offset: int, pid: int) -> bytes:
+    return build_control_batch(kind, producer_id=pid, producer_epoch=0, base_offset=offset)
+
+
+def completed(data: bytes, start: int = 0, aborted: list[tuple[int, int]] | None = None,
+              **config: object) -> tuple[_CompletedFetch, PartitionState]:
+    state = PartitionState()
+    state.seek(start)
+    cfg = ConsumerConfig.from_kwargs(**config)
+    return _CompletedFetch(TP, state, state.epoch, start, data, aborted, cfg), state
+
+
+def test_scan_next_offset() -> None:
+    data = batch(0, 3) + batch(3, 4)
+    assert scan_next_offset(data) == 7
+    assert scan_next_offset(data[:-5]) == 3  # truncated last batch is ignored
+    assert scan_next_offset(data[:20]) is None
+    assert scan_next_offset(b"") is None
+
+
+@pytest.mark.parametrize("compression", [None, "gzip", "snappy", "lz4", "zstd"])
+def test_take_decodes_and_advances_position(compression: str | None) -> None:
+    data = batch(0, 5, compression=compression) + batch(5, 5, compression=compression)
+    cf, state = completed(data)
+    first = cf.take(3)
+    assert [r.offset for r in first] == [0, 1, 2]
+    assert state.position == 3
+    rest = cf.take(100)
+    assert [r.offset for r in rest] == list(range(3, 10))
+    assert state.position == 10 and state.leader_epoch == 5
+    r0 = first[0]
+    assert (r0.topic, r0.partition, r0.key, r0.value, r0.timestamp) == ("t", 0, b"k0", b"v0", 1000)
+    assert list(r0.headers) == [("h", b"x")]
+    assert first[1].key is None and first[1].serialized_key_size == -1
+    assert r0.serialized_value_size == 2 and r0.leader_epoch == 5
+    assert cf.take(10) == []
+
+
+def test_records_before_the_fetch_offset_are_skipped() -> None:
+    cf, state = completed(batch(0, 10, compression="lz4"), start=4)
+    assert [r.offset for r in cf.take(100)] == list(range(4, 10))
+
+
+def test_next_one_matches_take() -> None:
+    cf, state = completed(batch(0, 3) + batch(3, 2))
+    offsets = []
+    while (rec := cf.next_one()) is not None:
+        offsets.append(rec.offset)
+        assert state.position == rec.offset + 1
+    assert offsets == [0, 1, 2, 3, 4]
+
+
+def transactional_log() -> bytes:
+    return (
+        batch(0, 3, pid=10, txn=True)  # aborted below
+        + marker(ControlRecordType.ABORT, 3, 10)
+        + batch(4, 2)  # not transactional
+        + batch(6, 2, pid=11, txn=True)  # committed
+        + marker(ControlRecordType.COMMIT, 8, 11)
+    )
+
+
+def test_read_committed_skips_aborted_and_control_batches() -> None:
+    cf, state = completed(transactional_log(), aborted=[(10, 0)], isolation_level="read_committed")
+    assert [r.offset for r in cf.take(100)] == [4, 5, 6, 7]
+    assert state.position == 9  # past the last marker
+
+
+def test_read_uncommitted_returns_aborted_data_but_never_markers() -> None:
+    cf, state = completed(transactional_log(), aborted=[(10, 0)])
+    assert [r.offset for r in cf.take(100)] == [0, 1, 2, 4, 5, 6, 7]
+    assert state.position == 9
+
+
+def test_deserializer_failure_leaves_position_at_the_bad_record() -> None:
+    def value_des(raw: bytes) -> str:
+        if raw == b"v2":
+            raise ValueError("boom")
+        return raw.decode()
+
+    cf, state = completed(batch(0, 4), value_deserializer=value_des)
+    got = cf.take(10)
+    assert [r.value for r in got] == ["v0", "v1"]
+    assert state.position == 2
+    with pytest.raises(RecordDeserializationError, match="offset 2"):
+        cf.take(10)
+    assert state.position == 2
+
+
+def test_seek_invalidates_buffered_fetch() -> None:
+    cf, state = completed(batch(0, 4))
+    assert cf.valid
+    state.seek(1)
+    assert not cf.valid
+    cf2, state2 = completed(batch(0, 4))
+    state2.paused = True
+    assert not cf2.valid
+
+
+def test_fetch_session_full_then_incremental() -> None:
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    session = FetchSessionHandler(1)
+    send, forget, sid, epoch = session.build({a: (0, 100, -1), b: (0, 100, -1)})
+    assert (sid, epoch) == (0, 0) and set(send) == {a, b} and forget == []
+    assert session.handle_response(0, 42)
+    # Only the partition whose offset moved is sent; the session keeps the other.
+    send, forget, sid, epoch = session.build({a: (10, 100, -1), b: (0, 100, -1)})
+    assert (sid, epoch) == (42, 1) and set(send) == {a} and forget == []
+    assert session.handle_response(0, 42)
+    # A partition no longer wanted is forgotten.
+    send, forget, sid, epoch = session.build({a: (10, 100, -1)})
+    assert (sid, epoch) == (42, 2) and send == {} and forget == [b]
+    assert session.handle_response(0, 42)
+    # The broker lost the session: start over with a full fetch.
+    session.build({a: (20, 100, -1)})
+    assert not session.handle_response(70, 0)
+    send, forget, sid, epoch = session.build({a: (20, 100, -1)})
+    assert (sid, epoch) == (0, 0) and set(send) == {a}
+
+
+def test_fetch_session_stays_full_when_broker_makes_none() -> None:
+    a = TopicPartition("t", 0)
+    session = FetchSessionHandler(1)
+    for offset in (0, 5, 9):
+        send, _, sid, epoch = session.build({a: (offset, 100, -1)})
+        assert (sid, epoch) == (0, 0) and set(send) == {a}
+        assert session.handle_response(0, 0)
