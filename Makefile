@@ -48,7 +48,7 @@ system-tools:
 
 # pytest exits 5 when it ran no test: that is a failure here, never a silent pass.
 define run_pytest
-	@echo "$(1) -m pytest $(2) $(PYTEST_ARGS)"
+	@echo '$(1) -m pytest $(2) $(PYTEST_ARGS)'
 	@$(1) -m pytest $(2) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest ran no tests (exit 5)" >&2; fi; \
 	exit $$rc

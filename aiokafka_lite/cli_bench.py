@@ -150,7 +150,7 @@ async def cmd_bench_produce(args: argparse.Namespace) -> int:
     if failures:
         error_line(f"{len(failures)} records were not delivered: {describe_error(failures[0])}")
         return exit_code_for(failures[0])
-    out(rate_summary("Produced", delivered, delivered * args.record_size, elapsed))
+    out(rate_summary("Produced", delivered, delivered * args.record_size, elapsed, args.topic))
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
 
 
@@ -200,7 +200,7 @@ async def cmd_bench_consume(args: argparse.Namespace) -> int:
         await consumer.stop()
     elapsed = time.monotonic() - bar.started
     bar.finish(count, size)
-    out(rate_summary("Consumed", count, size, elapsed))
+    out(rate_summary("Consumed", count, size, elapsed, args.topic))
     if interrupted:
         return EXIT_INTERRUPTED
     if count < total:

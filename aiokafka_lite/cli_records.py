@@ -45,11 +45,12 @@ def format_size(n: float) -> str:
     return f"{n:.1f} GiB"  # pragma: no cover - the loop always returns
 
 
-def rate_summary(verb: str, records: int, size: int, seconds: float) -> str:
-    """``Produced 10 records (1.2 KiB) in 0.05 s: 200 records/s, 0.02 MB/s``."""
+def rate_summary(verb: str, records: int, size: int, seconds: float, to: str = "") -> str:
+    """``Produced 10 records (1.2 KiB) to t in 0.05 s: 200 records/s, 0.02 MB/s``."""
     seconds = max(seconds, 1e-9)
+    where = f" {'to' if verb == 'Produced' else 'from'} {to}" if to else ""
     return (
-        f"{verb} {records} record{'s' if records != 1 else ''} ({format_size(size)}) "
+        f"{verb} {records} record{'s' if records != 1 else ''} ({format_size(size)}){where} "
         f"in {seconds:.2f} s: {records / seconds:,.0f} records/s, "
         f"{size / seconds / 1e6:.2f} MB/s"
     )
@@ -223,11 +224,7 @@ async def _produce(
         )
         return exit_code_for(failures[0])
     if not args.quiet:
-        err(
-            rate_summary(f"Produced to {args.topic}:", delivered, size, elapsed).replace(
-                ": ", " ", 1
-            )
-        )
+        err(rate_summary("Produced", delivered, size, elapsed, to=args.topic))
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
 
 

@@ -1341,11 +1341,22 @@ def _main(argv: Sequence[str] | None = None) -> int:
     broker = EmbeddedBroker(
         args.kind, host=args.host, port=args.port, advertised_port=args.advertised_port
     )
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # Ctrl-C and `kill` both stop the broker cleanly (SIGINT is ignored in a
+    # background job, so set its handler explicitly).
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         broker.start()
     except (BrokerError, ConfigurationError) as exc:
         sys.stderr.write(f"{exc}\n")
         return 1
+    except KeyboardInterrupt:
+        broker.stop()
+        return 0
     out = sys.stdout
     out.write(
         f"{args.kind} broker ready: bootstrap servers {broker.bootstrap_servers}"

@@ -258,6 +258,20 @@ class Consumer:
                 raise
             log.error("consumer stop failed while handling %r: %s", exc, stop_error)
 
+    def _group_coordinator(self, what: str) -> GroupCoordinator:
+        """The coordinator for offset calls; they also work inside a revoke callback
+        that runs while the consumer stops."""
+        coordinator = self._coordinator
+        if coordinator is None:
+            if self._fetcher is None and not self._closed:
+                raise errors.IllegalStateError("the consumer is not started; call start() first")
+            if self._closed:
+                raise ConsumerStoppedError("the consumer is stopped")
+            raise errors.IllegalStateError(f"{what} needs a group_id")
+        if coordinator.state is GroupState.CLOSED:
+            raise ConsumerStoppedError("the consumer is stopped")
+        return coordinator
+
     def _check_running(self) -> tuple[Fetcher, GroupCoordinator | None]:
         if self._closed:
             raise ConsumerStoppedError("the consumer is stopped")
@@ -689,9 +703,7 @@ class Consumer:
         to read (last processed + 1). Raises ``CommitFailedError`` when the group has
         rebalanced and this member no longer owns its generation.
         """
-        _, coordinator = self._check_running()
-        if coordinator is None:
-            raise errors.IllegalStateError("commit() needs a group_id")
+        coordinator = self._group_coordinator("commit()")
         if offsets is None:
             prepared = self._subs.all_consumed()
         else:
@@ -706,9 +718,7 @@ class Consumer:
         self, partition: TopicPartition, timeout_ms: int | None = None
     ) -> int | None:
         """The group's committed offset of ``partition`` (None when there is none)."""
-        _, coordinator = self._check_running()
-        if coordinator is None:
-            raise errors.IllegalStateError("committed() needs a group_id")
+        coordinator = self._group_coordinator("committed()")
         found = await coordinator.fetch_committed([partition], self._timeout(timeout_ms))
         om = found.get(partition)
         return None if om is None else om.offset
@@ -717,9 +727,7 @@ class Consumer:
         self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """Committed offsets with their metadata, for several partitions at once."""
-        _, coordinator = self._check_running()
-        if coordinator is None:
-            raise errors.IllegalStateError("committed_offsets() needs a group_id")
+        coordinator = self._group_coordinator("committed_offsets()")
         return await coordinator.fetch_committed(list(partitions), self._timeout(timeout_ms))
 
     # --- metadata -----------------------------------------------------------------------

@@ -605,7 +605,7 @@ class GroupCoordinator:
                 m = self.membership
                 if self._joining or not m.generation.valid or m.coordinator_id is None:
                     continue
-                await self._heartbeat(m.coordinator_id, m.generation)
+                await self._heartbeat(m.coordinator_id, m.generation, m.join_round)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -633,7 +633,7 @@ class GroupCoordinator:
         await self._leave_group(reason, self._config.request_timeout_ms)
         self.wake()
 
-    async def _heartbeat(self, coordinator: int, generation: Generation) -> None:
+    async def _heartbeat(self, coordinator: int, generation: Generation, join_round: int) -> None:
         m = self.membership
         body = {
             "group_id": self.group_id,
@@ -649,12 +649,12 @@ class GroupCoordinator:
                 timeout_ms=min(self._config.request_timeout_ms, self._config.session_timeout_ms),
             )
         except errors.KafkaError as exc:
-            if m.generation == generation:
+            if m.generation == generation and m.join_round == join_round:
                 m.coordinator_dead(f"Heartbeat failed: {exc}")
                 self.wake()
             return
-        if m.generation != generation:
-            return  # a rebalance finished meanwhile
+        if m.generation != generation or m.join_round != join_round or self._joining:
+            return  # a rejoin started meanwhile: this answer is about the old round
         code = response.get("error_code", 0)
         if code == 0:
             m.heartbeat_succeeded()

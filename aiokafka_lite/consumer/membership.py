@@ -147,6 +147,8 @@ class GroupMembership:
         self.last_error: str | None = None
         self.last_error_time: float | None = None
         self.rebalance_count = 0
+        #: Bumped by every JoinGroup: answers to requests sent before it are stale.
+        self.join_round = 0
         self.last_rebalance_time: float | None = None
         self.last_heartbeat_time: float | None = None
         self.joined_at: float | None = None
@@ -230,6 +232,7 @@ class GroupMembership:
             self._set_state(GroupState.REBALANCING, reason)
 
     def join_started(self) -> None:
+        self.join_round += 1
         self.rejoin_needed = False
         self._set_state(GroupState.REBALANCING, self.rejoin_reason)
 

@@ -130,12 +130,16 @@ def _varint_bytes(n: int) -> bytes:
     return bytes(out)
 
 
-# Lengths, small offset deltas and small timestamp deltas are almost always below 8192,
-# whose zigzag varints are one or two bytes: a tuple lookup beats computing them.
+# Lengths, offset deltas and timestamp deltas are almost always below 8192, whose zigzag
+# varints are one or two bytes. Encoding looks them up in a dict: a KeyError doubles as
+# the range check (negative or large values), so the hot path has no comparisons.
 _SMALL: Final = 8192
 _ZZ: Final = tuple(_varint_bytes(i) for i in range(_SMALL))
-# One-byte zigzag varints decoded.
+_ZZ_DICT: Final = dict(enumerate(_ZZ))
+# Decoding: one-byte varints by their byte; two-byte varints (first byte b >= 0x80,
+# second c < 0x80) by (c << 7) + b, which is unique and below 128 * 129.
 _UNZZ1: Final = tuple((b >> 1) ^ -(b & 1) for b in range(128))
+_UNZZ2: Final = tuple((v >> 1) ^ -(v & 1) for v in range(-128, 128 * 128))
 _NULL: Final = b"\x01"  # varint -1
 
 
@@ -303,7 +307,7 @@ def _now_ms() -> int:
 
 
 def _check_timestamp(timestamp_ms: int) -> None:
-    if not 0 <= timestamp_ms <= _MAX_INT64:
+    if type(timestamp_ms) is not int or not 0 <= timestamp_ms <= _MAX_INT64:
         raise ValueError(f"invalid record timestamp {timestamp_ms}")
 
 
@@ -413,55 +417,70 @@ class BatchBuilder:
         value: BytesLike | None,
         headers: HeadersArg = None,
     ) -> int | None:
-        """Add a record; returns its encoded size, or None (batch full, not added).
+        """Add a record. Returns the batch size so far (uncompressed, > 0), or None when
+        the record does not fit (nothing is added; build this batch, start a new one).
 
         The record's offset in the batch is ``record_count`` before the call. A
-        ``timestamp_ms`` of None means now.
+        ``timestamp_ms`` of None means now. A built batch refuses every record.
         """
         n = self._count
+        if n and not headers:
+            # Hot path. Any None (timestamp, key, value) raises TypeError and anything
+            # outside the varint table raises KeyError: both fall back to the slow path.
+            zz = _ZZ_DICT
+            try:
+                body = b"".join(
+                    (
+                        b"\x00",
+                        zz[timestamp_ms - self._base_ts],  # type: ignore[operator]
+                        zz[n],
+                        zz[len(key)],  # type: ignore[arg-type]
+                        key,
+                        zz[len(value)],  # type: ignore[arg-type]
+                        value,
+                        b"\x00",
+                    )
+                )
+                prefix = zz[len(body)]
+            except (KeyError, TypeError):
+                timestamp_ms, prefix, body = self._encode_slow(timestamp_ms, key, value, headers)
+        else:
+            timestamp_ms, prefix, body = self._encode_slow(timestamp_ms, key, value, headers)
+        buf = self._buf
+        buf += prefix
+        buf += body
+        size = len(buf)
+        if size > self._max_size and n:
+            del buf[size - len(prefix) - len(body) :]
+            return None
+        if timestamp_ms > self._max_ts:  # type: ignore[operator]
+            self._max_ts = timestamp_ms  # type: ignore[assignment]
+        self._count = n + 1
+        return size
+
+    def _encode_slow(
+        self,
+        timestamp_ms: int | None,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: HeadersArg,
+    ) -> tuple[int, bytes, bytes]:
+        """First record, nulls, headers, big sizes or deltas: (timestamp, prefix, body)."""
+        n = self._count
+        if timestamp_ms is None:
+            timestamp_ms = _now_ms()
         if n:
-            if timestamp_ms is None:
-                timestamp_ms = _now_ms()
             ts_delta = timestamp_ms - self._base_ts
+            if not 0 <= ts_delta < _SMALL:
+                _check_timestamp(timestamp_ms)
         else:
             if self._built is not None:
                 raise IllegalStateError("batch is already built")
-            if timestamp_ms is None:
-                timestamp_ms = _now_ms()
             _check_timestamp(timestamp_ms)
             self._base_ts = self._max_ts = timestamp_ms
             ts_delta = 0
-        # Fast path: no headers, non-null key and value, everything in the lookup table.
-        if (
-            not headers
-            and key is not None
-            and value is not None
-            and 0 <= ts_delta < _SMALL
-            and n < _SMALL
-            and len(key) < _SMALL
-            and len(value) < _SMALL
-        ):
-            zz = _ZZ
-            body = b"".join(
-                (b"\x00", zz[ts_delta], zz[n], zz[len(key)], key, zz[len(value)], value, b"\x00")
-            )
-        else:
-            if ts_delta < 0 or ts_delta >= _SMALL:
-                _check_timestamp(timestamp_ms)
-            body = _encode_record_body(ts_delta, n, key, value, headers)
-        blen = len(body)
-        prefix = _ZZ[blen] if blen < _SMALL else _varint_bytes(blen)
-        buf = self._buf
-        rec_size = len(prefix) + blen
-        # After build() max_size is -1, so a built batch refuses every record.
-        if len(buf) + rec_size > self._max_size and n:
-            return None
-        buf += prefix
-        buf += body
-        if timestamp_ms > self._max_ts:
-            self._max_ts = timestamp_ms
-        self._count = n + 1
-        return rec_size
+        body = _encode_record_body(ts_delta, n, key, value, headers)
+        return timestamp_ms, _varint(len(body)), body
 
     def has_room_for(
         self, key: BytesLike | None, value: BytesLike | None, headers: HeadersArg = None
@@ -544,7 +563,7 @@ class BatchBuilder:
             self._attributes(),
             count - 1,
             self._base_ts,
-            self._max_ts,
+            int(self._max_ts),  # an integral float timestamp may have slipped in
             self._producer_id,
             self._producer_epoch,
             self._base_sequence,
@@ -651,128 +670,142 @@ def _decode_v2_records(
 ) -> list[Record]:
     """Decode ``count`` records from ``buf[pos:end]``, which they must fill exactly.
 
-    Hand-inlined on purpose: every varint is read with a one-byte fast path and a
-    two-byte fast path before falling back to ``_read_varint``, because a function
-    call per field would cost more than the whole field.
+    Hand-inlined on purpose: a function call per field would cost more than the
+    field. Each small record is sliced out first so that positions inside it are
+    small ints (CPython caches those; positions in a big buffer are new objects), and
+    every varint has a one-byte and a two-byte table path before ``_read_varint``.
+    Records over 4 KiB go through ``_decode_record`` instead (no extra copy).
     """
     # Every record takes at least 7 bytes: reject absurd counts before looping.
     if count < 0 or count * 7 > end - pos:
         raise CorruptRecordError(f"record count {count} does not fit in {end - pos} bytes")
     out: list[Record] = []
     append = out.append
-    unzz = _UNZZ1
+    zz1 = _UNZZ1
+    zz2 = _UNZZ2
     new = _new_tuple
     rec_cls = Record
     no_headers: tuple[Header, ...] = ()
     try:
         for _ in range(count):
-            # length
             b = buf[pos]
             if b < 0x80:
-                length = unzz[b]
+                length = zz1[b]
                 pos += 1
             else:
                 c = buf[pos + 1]
                 if c < 0x80:
-                    v = (b & 0x7F) | (c << 7)
-                    length = (v >> 1) ^ -(v & 1)
+                    length = zz2[(c << 7) + b]
                     pos += 2
                 else:
                     length, pos = _read_varint(buf, pos)
             rec_end = pos + length
             if length < _MIN_RECORD_BODY or rec_end > end:
                 raise CorruptRecordError(f"bad record length {length}")
-            # attributes (unused) then timestamp delta
-            b = buf[pos + 1]
+            if length > 4096:
+                append(_decode_record(buf, pos, rec_end, base_offset, base_ts))
+                pos = rec_end
+                continue
+            rec = buf[pos:rec_end]
+            pos = rec_end
+            # rec[0] is the record's attributes byte (unused); timestamp delta follows.
+            b = rec[1]
             if b < 0x80:
-                ts_delta = unzz[b]
-                pos += 2
+                ts_delta = zz1[b]
+                p = 2
             else:
-                c = buf[pos + 2]
+                c = rec[2]
                 if c < 0x80:
-                    v = (b & 0x7F) | (c << 7)
-                    ts_delta = (v >> 1) ^ -(v & 1)
-                    pos += 3
+                    ts_delta = zz2[(c << 7) + b]
+                    p = 3
                 else:
-                    ts_delta, pos = _read_varint(buf, pos + 1)
-            # offset delta
-            b = buf[pos]
+                    ts_delta, p = _read_varint(rec, 1)
+            b = rec[p]
             if b < 0x80:
-                off_delta = unzz[b]
-                pos += 1
+                off_delta = zz1[b]
+                p += 1
             else:
-                c = buf[pos + 1]
+                c = rec[p + 1]
                 if c < 0x80:
-                    v = (b & 0x7F) | (c << 7)
-                    off_delta = (v >> 1) ^ -(v & 1)
-                    pos += 2
+                    off_delta = zz2[(c << 7) + b]
+                    p += 2
                 else:
-                    off_delta, pos = _read_varint(buf, pos)
-            # key
-            b = buf[pos]
+                    off_delta, p = _read_varint(rec, p)
+            b = rec[p]
             if b < 0x80:
-                klen = unzz[b]
-                pos += 1
+                klen = zz1[b]
+                p += 1
             else:
-                c = buf[pos + 1]
+                c = rec[p + 1]
                 if c < 0x80:
-                    v = (b & 0x7F) | (c << 7)
-                    klen = (v >> 1) ^ -(v & 1)
-                    pos += 2
+                    klen = zz2[(c << 7) + b]
+                    p += 2
                 else:
-                    klen, pos = _read_varint(buf, pos)
+                    klen, p = _read_varint(rec, p)
             if klen >= 0:
-                key: bytes | None = buf[pos : pos + klen]
-                pos += klen
+                key: bytes | None = rec[p : p + klen]
+                p += klen
             elif klen == -1:
                 key = None
             else:
                 raise CorruptRecordError(f"bad key length {klen}")
-            # value
-            b = buf[pos]
+            b = rec[p]
             if b < 0x80:
-                vlen = unzz[b]
-                pos += 1
+                vlen = zz1[b]
+                p += 1
             else:
-                c = buf[pos + 1]
+                c = rec[p + 1]
                 if c < 0x80:
-                    v = (b & 0x7F) | (c << 7)
-                    vlen = (v >> 1) ^ -(v & 1)
-                    pos += 2
+                    vlen = zz2[(c << 7) + b]
+                    p += 2
                 else:
-                    vlen, pos = _read_varint(buf, pos)
+                    vlen, p = _read_varint(rec, p)
             if vlen >= 0:
-                value: bytes | None = buf[pos : pos + vlen]
-                pos += vlen
+                value: bytes | None = rec[p : p + vlen]
+                p += vlen
             elif vlen == -1:
                 value = None
             else:
                 raise CorruptRecordError(f"bad value length {vlen}")
-            # headers
-            if buf[pos] == 0:
+            if rec[p] == 0:
                 headers: Sequence[Header] = no_headers
-                pos += 1
+                p += 1
             else:
-                headers, pos = _read_headers(buf, pos, rec_end)
-            if pos != rec_end:
+                headers, p = _read_headers(rec, p, length)
+            if p != length:
                 raise CorruptRecordError("record length does not match its fields")
-            append(
-                new(
-                    rec_cls,
-                    (
-                        base_offset + off_delta,
-                        base_ts + ts_delta if log_append_ts is None else log_append_ts,
-                        key,
-                        value,
-                        headers,
-                    ),
-                )
-            )
+            append(new(rec_cls, (base_offset + off_delta, base_ts + ts_delta, key, value, headers)))
     except IndexError:
         raise CorruptRecordError("record data ends in the middle of a record") from None
     if pos != end:
         raise CorruptRecordError(f"{end - pos} bytes left over after {count} records")
+    if log_append_ts is not None:
+        # Log-append time: every record carries the batch's max timestamp (rare path).
+        out = [r._replace(timestamp=log_append_ts) for r in out]
     return out
+
+
+def _decode_record(buf: bytes, pos: int, end: int, base_offset: int, base_ts: int) -> Record:
+    """Decode one record occupying ``buf[pos:end]`` (the straightforward version)."""
+    try:
+        ts_delta, pos = _read_varint(buf, pos + 1)  # skip the attributes byte
+        off_delta, pos = _read_varint(buf, pos)
+        fields: list[bytes | None] = []
+        for name in ("key", "value"):
+            flen, pos = _read_varint(buf, pos)
+            if flen == -1:
+                fields.append(None)
+            elif 0 <= flen <= end - pos:
+                fields.append(buf[pos : pos + flen])
+                pos += flen
+            else:
+                raise CorruptRecordError(f"bad {name} length {flen}")
+        headers, pos = _read_headers(buf, pos, end)
+    except IndexError:
+        raise CorruptRecordError("record data ends in the middle of a record") from None
+    if pos != end:
+        raise CorruptRecordError("record length does not match its fields")
+    return Record(base_offset + off_delta, base_ts + ts_delta, fields[0], fields[1], headers)
 
 
 def _read_headers(buf: bytes, pos: int, end: int) -> tuple[tuple[Header, ...], int]:

@@ -127,8 +127,14 @@ def plan_ranges(
         result: list[OffsetRange] = []
         for piece in pieces:
             share = max(1, round(min_partitions * piece.size / total))
-            result.extend(_split(TopicPartition(piece.topic, piece.partition),
-                                 piece.start, piece.end, min(share, piece.size)))
+            result.extend(
+                _split(
+                    TopicPartition(piece.topic, piece.partition),
+                    piece.start,
+                    piece.end,
+                    min(share, piece.size),
+                )
+            )
         pieces = result
     return pieces
 
@@ -171,9 +177,7 @@ def rate_limit(
         if quotas[tp] < sizes[tp]:
             quotas[tp] += 1
             left -= 1
-    return {
-        tp: (starts[tp] + quotas[tp]) if tp in starts else latest[tp] for tp in latest
-    }
+    return {tp: (starts[tp] + quotas[tp]) if tp in starts else latest[tp] for tp in latest}
 
 
 # --- the cluster ---------------------------------------------------------------------
@@ -233,9 +237,9 @@ class OffsetResolver:
             known = set(result)
             missing = [tp for tp in selection.partitions if tp not in known]
             if missing:
-                names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
                 raise errors.ConfigurationError(
-                    f"aiokafka_lite data source: assigned partitions do not exist: {names}"
+                    "aiokafka_lite data source: assigned partitions do not exist: "
+                    + ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
                 )
             result = list(selection.partitions)
         return result
@@ -252,17 +256,19 @@ class OffsetResolver:
             return {}
         return await self._consumer.end_offsets(parts, timeout_ms=self._timeout_ms)
 
-    async def for_time(self, tps: Iterable[TopicPartition], timestamp_ms: int) -> dict[
-        TopicPartition, int | None
-    ]:
+    async def for_time(
+        self, tps: Iterable[TopicPartition], timestamp_ms: int
+    ) -> dict[TopicPartition, int | None]:
         parts = list(tps)
         if not parts:
             return {}
         found = await self._consumer.offsets_for_times(
             {tp: timestamp_ms for tp in parts}, timeout_ms=self._timeout_ms
         )
-        return {tp: (None if found.get(tp) is None else found[tp].offset)  # type: ignore[union-attr]
-                for tp in parts}
+        return {
+            tp: (None if found.get(tp) is None else found[tp].offset)  # type: ignore[union-attr]
+            for tp in parts
+        }
 
     async def resolve(
         self,
@@ -291,8 +297,9 @@ class OffsetResolver:
                     f"{spec.timestamp} in {names} (set startingOffsetsByTimestampStrategy="
                     "latest to start these at the end)"
                 )
-            return {tp: (offset if offset is not None else latest[tp])
-                    for tp, offset in found.items()}
+            return {
+                tp: (offset if offset is not None else latest[tp]) for tp, offset in found.items()
+            }
         given = spec.offset_map
         missing = [tp for tp in tps if tp not in given]
         if missing:
@@ -314,19 +321,24 @@ class OffsetResolver:
         result: Offsets = {}
         for tp in tps:
             offset = given[tp]
-            result[tp] = earliest[tp] if offset == EARLIEST else latest[tp] if offset == LATEST else offset
+            result[tp] = (
+                earliest[tp] if offset == EARLIEST else latest[tp] if offset == LATEST else offset
+            )
         return result
 
     async def batch_ranges(self, opts: ReadOptions) -> tuple[Offsets, Offsets]:
         """Start and end offsets of a batch read, checked."""
         tps = await self.partitions(opts.selection)
         starts = await self.resolve(
-            opts.starting, tps, option="startingOffsets" if opts.starting.kind != "timestamp"
-            else "startingTimestamp", timestamp_strategy=opts.timestamp_strategy,
+            opts.starting,
+            tps,
+            option="startingOffsets" if opts.starting.kind != "timestamp" else "startingTimestamp",
+            timestamp_strategy=opts.timestamp_strategy,
         )
         ends = await self.resolve(
-            opts.ending, tps, option="endingOffsets" if opts.ending.kind != "timestamp"
-            else "endingTimestamp",
+            opts.ending,
+            tps,
+            option="endingOffsets" if opts.ending.kind != "timestamp" else "endingTimestamp",
         )
         earliest = await self.earliest(tps)
         for tp in tps:

@@ -86,6 +86,10 @@ def _to_bool(name: str, text: str) -> bool:
     raise _fail(f"option {name} must be true or false, got {text!r}")
 
 
+def _as_is(name: str, text: str) -> str:
+    return text
+
+
 def _to_str(name: str, text: str) -> str:
     if not text.strip():
         raise _fail(f"option {name} is empty")
@@ -121,13 +125,13 @@ CLIENT_OPTIONS: Mapping[str, _ClientOption] = {
     "sasl.mechanism": _ClientOption("sasl_mechanism", "security", _to_str),
     "sasl.jaas.config": _ClientOption("sasl_jaas_config", "security", _to_str),
     "sasl.username": _ClientOption("sasl_plain_username", "security", _to_str),
-    "sasl.password": _ClientOption("sasl_plain_password", "security", str),
+    "sasl.password": _ClientOption("sasl_plain_password", "security", _as_is),
     "ssl.ca.location": _ClientOption("ssl_cafile", "security", _to_str),
     "ssl.certificate.location": _ClientOption("ssl_certfile", "security", _to_str),
     "ssl.key.location": _ClientOption("ssl_keyfile", "security", _to_str),
-    "ssl.key.password": _ClientOption("ssl_key_password", "security", str),
+    "ssl.key.password": _ClientOption("ssl_key_password", "security", _as_is),
     "ssl.endpoint.identification.algorithm": _ClientOption(
-        "ssl_endpoint_identification_algorithm", "security", str
+        "ssl_endpoint_identification_algorithm", "security", _as_is
     ),
     # reads
     "fetch.min.bytes": _ClientOption("fetch_min_bytes", "consumer", _to_int),
@@ -205,7 +209,9 @@ class ClientOptions:
     security: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     def __repr__(self) -> str:
-        shown = {k: v for k, v in self.security.items() if "password" not in k}
+        shown = {
+            k: ("***" if "password" in k or "jaas" in k else v) for k, v in self.security.items()
+        }
         return (
             f"ClientOptions(bootstrap_servers={self.bootstrap_servers!r}, common={self.common!r}, "
             f"consumer={self.consumer!r}, producer={self.producer!r}, security={shown!r})"
@@ -275,7 +281,9 @@ def _security_check(security: Mapping[str, Any]) -> None:
     if not protocol.startswith("SASL") and sasl_keys & set(security):
         raise _fail(f"kafka.sasl.* options need kafka.security.protocol SASL_*, not {protocol}")
     if not protocol.endswith("SSL") and ssl_keys:
-        raise _fail(f"kafka.ssl.* options need kafka.security.protocol SSL or SASL_SSL, not {protocol}")
+        raise _fail(
+            f"kafka.ssl.* options need kafka.security.protocol SSL or SASL_SSL, not {protocol}"
+        )
     if protocol.startswith("SASL"):
         mechanism = str(security.get("sasl_mechanism", "PLAIN")).upper()
         if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
@@ -574,9 +582,7 @@ def _offset_spec(name: str, text: str) -> OffsetSpec:
     return OffsetSpec("offsets", offsets=_offset_json(name, text))
 
 
-def _check_offsets_cover(
-    name: str, spec: OffsetSpec, selection: TopicSelection
-) -> None:
+def _check_offsets_cover(name: str, spec: OffsetSpec, selection: TopicSelection) -> None:
     """Per-partition JSON must name selected topics only (assign: exactly the partitions)."""
     if spec.kind != "offsets":
         return

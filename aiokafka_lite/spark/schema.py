@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -177,8 +177,14 @@ def _is_bytes_like(data_type: DataType) -> bool:
 class WriteColumns:
     """The columns a write uses, checked against the DataFrame's schema."""
 
-    def __init__(self, value: str, key: str | None, topic: str | None, partition: str | None,
-                 headers: str | None) -> None:
+    def __init__(
+        self,
+        value: str,
+        key: str | None,
+        topic: str | None,
+        partition: str | None,
+        headers: str | None,
+    ) -> None:
         self.value = value
         self.key = key
         self.topic = topic
@@ -213,9 +219,7 @@ def check_write_schema(schema: StructType, topic_option: str | None) -> WriteCol
         raise _fail("writes need the topic option or a 'topic' column")
     partition = by_name.get("partition")
     if partition is not None and not isinstance(partition.dataType, IntegerType):
-        raise _fail(
-            f"column 'partition' must be int, not {partition.dataType.simpleString()}"
-        )
+        raise _fail(f"column 'partition' must be int, not {partition.dataType.simpleString()}")
     headers = by_name.get("headers")
     if headers is not None:
         ok = (

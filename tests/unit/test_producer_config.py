@@ -75,9 +75,7 @@ def test_idempotence_is_switched_off_quietly_when_not_asked_for() -> None:
     # Like the Java client: acks=1 without an explicit enable_idempotence is allowed.
     assert Producer(acks=1).config.enable_idempotence is False
     assert Producer(acks=0).config.enable_idempotence is False
-    assert (
-        Producer(max_in_flight_requests_per_connection=10).config.enable_idempotence is False
-    )
+    assert Producer(max_in_flight_requests_per_connection=10).config.enable_idempotence is False
     assert Producer(acks="all").config.enable_idempotence is True
 
 

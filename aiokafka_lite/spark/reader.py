@@ -1,0 +1,412 @@
+"""Batch and streaming reads: planning on the driver, one consumer per Spark task.
+
+Every input partition is one offset range ``[start, end)`` of one Kafka partition.
+The task reads exactly that range with our :class:`~aiokafka_lite.consumer.Consumer`
+on a private event loop and yields Arrow record batches; offsets are decided on the
+driver, so a retried task reads the very same records.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+
+from aiokafka_lite import errors
+from aiokafka_lite.spark._compat import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from aiokafka_lite.spark._runtime import PrivateLoop, iterate_async, run_async
+from aiokafka_lite.spark.offsets import (
+    OffsetRange,
+    OffsetResolver,
+    Offsets,
+    from_json,
+    plan_ranges,
+    rate_limit,
+    report_data_loss,
+    to_json,
+)
+from aiokafka_lite.spark.options import ReadOptions
+from aiokafka_lite.spark.schema import RecordBatchBuilder
+from aiokafka_lite.structs import TopicPartition
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+__all__ = ["KafkaBatchReader", "KafkaInputPartition", "KafkaStreamReader", "read_range"]
+
+#: Rows per Arrow batch handed to Spark (Spark's own default batch size).
+ARROW_BATCH_ROWS = 10_000
+#: ... or fewer, when the keys and values add up to this many bytes first.
+ARROW_BATCH_BYTES = 16 * 1024 * 1024
+#: Records taken from the consumer per call.
+POLL_RECORDS = 10_000
+#: Default fetch size per partition for reads (larger than the client's 1 MiB default).
+READ_PARTITION_FETCH_BYTES = 8 * 1024 * 1024
+#: How long a read waits at the end of the log before it calls the missing records lost.
+END_OF_LOG_GRACE_S = 5.0
+#: Bound of driver-side metadata/offset requests, in seconds.
+DRIVER_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class KafkaInputPartition(InputPartition):
+    """One Spark task's work: offsets ``[start, end)`` of one Kafka partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+def _input_partitions(ranges: Sequence[OffsetRange]) -> list[InputPartition]:
+    return [KafkaInputPartition(r.topic, r.partition, r.start, r.end) for r in ranges]
+
+
+# --- the task side ---------------------------------------------------------------------
+
+
+def _consumer_kwargs(opts: ReadOptions) -> dict[str, Any]:
+    kwargs = opts.client.consumer_kwargs()
+    kwargs.setdefault("max_partition_fetch_bytes", READ_PARTITION_FETCH_BYTES)
+    kwargs.update(
+        enable_auto_commit=False,
+        auto_offset_reset="none",
+        allow_auto_create_topics=False,
+        max_poll_records=POLL_RECORDS,
+    )
+    return kwargs
+
+
+async def read_range(opts: ReadOptions, part: KafkaInputPartition) -> AsyncIterator[pa.RecordBatch]:
+    """Yield the records of ``part`` (exactly offsets ``[start, end)``) as Arrow batches.
+
+    Offsets missing inside the range (compaction, transaction markers, aborted records)
+    are simply not there. Records gone from the start of the range (retention) or from
+    its end (truncation) are data loss: an error, or a warning with
+    ``failOnDataLoss=false``. No progress for ``kafkaConsumer.pollTimeoutMs`` fails the
+    task with :class:`~aiokafka_lite.errors.KafkaTimeoutError`.
+    """
+    from aiokafka_lite.consumer import Consumer
+
+    tp = TopicPartition(part.topic, part.partition)
+    name = f"{part.topic}-{part.partition}"
+    if part.end <= part.start:
+        return
+    consumer = Consumer(**_consumer_kwargs(opts))
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, part.start)
+        builder = RecordBatchBuilder(part.topic, part.partition, opts.include_headers)
+        batch_bytes = 0
+        next_offset = part.start
+        poll_timeout = opts.poll_timeout_ms / 1000
+        last_progress = time.monotonic()
+        at_log_end_since: float | None = None
+        while next_offset < part.end:
+            try:
+                got = await consumer.getmany(tp, timeout_ms=500, max_records=POLL_RECORDS)
+            except errors.OffsetOutOfRangeError:
+                earliest = (await consumer.beginning_offsets([tp]))[tp]
+                if earliest <= next_offset:
+                    raise
+                report_data_loss(
+                    opts.fail_on_data_loss,
+                    f"offsets [{next_offset}, {min(earliest, part.end)}) of {name} were "
+                    f"deleted before they were read (the log now starts at {earliest})",
+                )
+                if earliest >= part.end:
+                    break
+                consumer.seek(tp, earliest)
+                next_offset = earliest
+                continue
+            records = got.get(tp)
+            now = time.monotonic()
+            if not records:
+                position = await consumer.position(tp)
+                if position >= part.end:
+                    break  # only markers / compacted-away offsets were left
+                highwater = consumer.highwater(tp)
+                if highwater is not None and position >= highwater and highwater < part.end:
+                    at_log_end_since = at_log_end_since or now
+                    if now - at_log_end_since >= min(END_OF_LOG_GRACE_S, poll_timeout):
+                        report_data_loss(
+                            opts.fail_on_data_loss,
+                            f"offsets [{max(position, next_offset)}, {part.end}) of {name} are "
+                            f"not in the log any more (it ends at {highwater})",
+                        )
+                        break
+                else:
+                    at_log_end_since = None
+                if now - last_progress > poll_timeout:
+                    raise errors.KafkaTimeoutError(
+                        f"aiokafka_lite data source: no record of {name} at offset "
+                        f"{next_offset} (reading up to {part.end}) within "
+                        f"{opts.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs)"
+                    )
+                continue
+            last_progress = now
+            at_log_end_since = None
+            add = builder.add
+            end = part.end
+            for rec in records:
+                offset = rec.offset
+                if offset < next_offset:
+                    continue
+                if offset >= end:
+                    next_offset = end
+                    break
+                key, value = rec.key, rec.value
+                add(key, value, offset, rec.timestamp, rec.timestamp_type, rec.headers)
+                batch_bytes += (len(key) if key else 0) + (len(value) if value else 0)
+                next_offset = offset + 1
+            if len(builder) >= ARROW_BATCH_ROWS or batch_bytes >= ARROW_BATCH_BYTES:
+                yield builder.build()
+                batch_bytes = 0
+        if len(builder):
+            yield builder.build()
+    finally:
+        await consumer.stop()
+
+
+def read_partition(opts: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """The synchronous read Spark calls in a task."""
+    if not isinstance(partition, KafkaInputPartition):
+        raise errors.IllegalStateError(f"not a Kafka input partition: {partition!r}")
+    what = f"reading {partition.topic}-{partition.partition} [{partition.start}, {partition.end})"
+    # Each step waits at most pollTimeoutMs for data, plus time to connect and stop.
+    step_timeout = opts.poll_timeout_ms / 1000 + 60
+    return iterate_async(read_range(opts, partition), step_timeout, what)
+
+
+# --- batch reads -------------------------------------------------------------------------
+
+
+class KafkaBatchReader(DataSourceReader):
+    """``spark.read.format("aiokafka_lite")``: offsets resolved once, when planned."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> Sequence[InputPartition]:
+        opts = self.opts
+
+        async def plan() -> tuple[Offsets, Offsets]:
+            resolver = OffsetResolver(opts.client)
+            await resolver.start()
+            try:
+                return await resolver.batch_ranges(opts)
+            finally:
+                await resolver.close()
+
+        starts, ends = run_async(plan(), DRIVER_TIMEOUT_S, "resolving the offsets of a read")
+        ranges = plan_ranges(
+            starts,
+            ends,
+            max_records_per_partition=opts.max_records_per_partition,
+            min_partitions=opts.min_partitions,
+        )
+        log.info(
+            "batch read of %d partition(s), %d offset(s), in %d task(s)",
+            len(ends),
+            sum(r.size for r in ranges),
+            len(ranges),
+        )
+        # Spark turns an empty list into one partition with value None: read nothing.
+        return _input_partitions(ranges) or [KafkaInputPartition("", -1, 0, 0)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(self.opts, partition)
+
+
+# --- streaming reads ---------------------------------------------------------------------
+
+
+class _DriverSession:
+    """A resolver kept open across the calls of a stream reader (driver side)."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self._opts = opts
+        self._loop: PrivateLoop | None = None
+        self._resolver: OffsetResolver | None = None
+
+    def call(self, fn: Callable[[OffsetResolver], Awaitable[T]], what: str) -> T:
+        if self._loop is None:
+            self._loop = PrivateLoop()
+        loop = self._loop
+        if self._resolver is None:
+            resolver = OffsetResolver(self._opts.client)
+            loop.run(resolver.start(), DRIVER_TIMEOUT_S, "connecting to Kafka")
+            self._resolver = resolver
+        try:
+            return loop.run(fn(self._resolver), DRIVER_TIMEOUT_S, what)
+        except (errors.KafkaConnectionError, errors.KafkaTimeoutError):
+            self.close()  # connect afresh on the next call
+            raise
+
+    def close(self) -> None:
+        resolver, loop = self._resolver, self._loop
+        self._resolver = None
+        self._loop = None
+        try:
+            if resolver is not None and loop is not None:
+                loop.run(resolver.close(), DRIVER_TIMEOUT_S, "closing the Kafka client")
+        except errors.KafkaError as exc:
+            log.warning("closing the stream reader's client: %s", exc)
+        finally:
+            if loop is not None:
+                loop.close()
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("aiokafka_lite")``.
+
+    The stream offset is ``{"topic": {"partition": next offset}}``. Each micro-batch
+    reads ``[previous end, new end)`` per partition; ``maxOffsetsPerTrigger`` caps a
+    batch, ``Trigger.AvailableNow`` stops at the offsets current when the query started.
+    """
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self._session: _DriverSession | None = None
+        self._target: Offsets | None = None
+        self._last_end: Offsets | None = None
+        self._latest: Offsets | None = None
+
+    # The reader is pickled into the tasks: only the options go along.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"opts": self.opts}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["opts"])  # type: ignore[misc]
+
+    def _call(self, fn: Callable[[OffsetResolver], Awaitable[T]], what: str) -> T:
+        if self._session is None:
+            self._session = _DriverSession(self.opts)
+        return self._session.call(fn, what)
+
+    def initialOffset(self) -> dict[str, Any]:
+        opts = self.opts
+
+        async def initial(resolver: OffsetResolver) -> Offsets:
+            tps = await resolver.partitions(opts.selection)
+            option = "startingTimestamp" if opts.starting.kind == "timestamp" else "startingOffsets"
+            return await resolver.resolve(
+                opts.starting, tps, option=option, timestamp_strategy=opts.timestamp_strategy
+            )
+
+        offsets = self._call(initial, "resolving the starting offsets")
+        self._last_end = offsets
+        log.info("stream starts at %s", to_json(offsets))
+        return to_json(offsets)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        async def target(resolver: OffsetResolver) -> Offsets:
+            return await resolver.latest(await resolver.partitions(self.opts.selection))
+
+        self._target = self._call(target, "resolving the offsets for Trigger.AvailableNow")
+        log.info("Trigger.AvailableNow: reading up to %s", to_json(self._target))
+
+    def latestOffset(
+        self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None
+    ) -> dict[str, Any]:
+        opts = self.opts
+        if start is not None:
+            starts = from_json(start)
+        elif self._last_end is not None:  # Spark < 4.2 passes no start
+            starts = dict(self._last_end)
+        else:
+            raise errors.IllegalStateError("latestOffset() called before initialOffset()")
+
+        async def fetch(resolver: OffsetResolver) -> tuple[Offsets, Offsets]:
+            tps = await resolver.partitions(opts.selection)
+            new = [tp for tp in tps if tp not in starts]
+            return await resolver.latest(tps), await resolver.earliest(new)
+
+        latest, new_starts = self._call(fetch, "fetching the latest offsets")
+        self._latest = dict(latest)
+        for tp in sorted(set(starts) - set(latest)):
+            report_data_loss(opts.fail_on_data_loss, f"partition {tp.topic}-{tp.partition} is gone")
+        full_starts = {tp: starts.get(tp, new_starts.get(tp, 0)) for tp in latest}
+        for tp, end in latest.items():
+            if end < full_starts[tp]:
+                report_data_loss(
+                    opts.fail_on_data_loss,
+                    f"the end offset of {tp.topic}-{tp.partition} went back from "
+                    f"{full_starts[tp]} to {end} (was the topic deleted and recreated?)",
+                )
+        if self._target is not None:
+            # Read nothing the query did not see when it started (new partitions neither).
+            capped: Offsets = {}
+            for tp, end in latest.items():
+                begin = full_starts[tp]
+                capped[tp] = (
+                    end if end < begin else max(begin, min(end, self._target.get(tp, begin)))
+                )
+            latest = capped
+        if isinstance(limit, ReadMaxRows):
+            ends = rate_limit(
+                {tp: s for tp, s in full_starts.items() if latest[tp] >= s},
+                latest,
+                limit.max_rows,
+            )
+        else:
+            ends = latest
+        self._last_end = ends
+        return to_json(ends)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return None if self._latest is None else to_json(self._latest)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        opts = self.opts
+        starts, ends = from_json(start), from_json(end)
+        new = [tp for tp in ends if tp not in starts]
+        if new:
+
+            async def earliest(resolver: OffsetResolver) -> Offsets:
+                return await resolver.earliest(new)
+
+            starts.update(self._call(earliest, "fetching the offsets of new partitions"))
+        for tp, stop in ends.items():
+            if stop < starts[tp]:
+                report_data_loss(
+                    opts.fail_on_data_loss,
+                    f"{tp.topic}-{tp.partition} should be read from {starts[tp]} but ends "
+                    f"at {stop} now",
+                )
+                starts[tp] = stop
+        ranges = plan_ranges(
+            {tp: starts[tp] for tp in ends},
+            ends,
+            max_records_per_partition=opts.max_records_per_partition,
+            min_partitions=opts.min_partitions,
+        )
+        return _input_partitions(ranges)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(self.opts, partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        log.debug("micro-batch done up to %s", end)
+
+    def stop(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            session.close()

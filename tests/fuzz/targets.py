@@ -1,0 +1,238 @@
+"""Fuzz targets over the decoders that read what a broker sends.
+
+Each target takes raw bytes and must either return or raise one of :data:`ALLOWED`
+(``DecodeError`` and its subclasses such as ``CorruptRecordError``,
+``UnsupportedVersionError``, ``UnsupportedCodecError``). Anything else escaping is a
+crash. The engines (atheris, or the built-in mutator in :mod:`tests.fuzz.engine`) add
+the per-input time limit (no hang) and the memory limit (no unbounded allocation).
+
+Targets:
+
+* ``responses``: ``api.decode_response(api_key, version, frame)``; the first two input
+  bytes pick one of every (API, version) response this client knows.
+* ``records``: ``protocol.records``: ``iter_batches`` / ``decode_records`` and every
+  batch's ``records()``, ``control_record()`` and header properties; the first byte picks
+  CRC checking and whether to repair the CRCs first (so mutations get past the check).
+* ``codecs``: ``codecs.decompress`` for every codec, under a 1 MiB output cap.
+
+:func:`seeds` gives a valid input per case, the starting corpus.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+import uuid
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+from crc32c import crc32c
+
+from aiokafka_lite.errors import DecodeError, UnsupportedCodecError, UnsupportedVersionError
+from aiokafka_lite.protocol import api, codecs, messages, records
+from aiokafka_lite.protocol.schema import Field
+
+__all__ = [
+    "ALLOWED",
+    "RESPONSE_CASES",
+    "TARGETS",
+    "codecs_target",
+    "records_target",
+    "responses_target",
+    "seeds",
+]
+
+#: The only exceptions a decoder may raise on hostile input.
+ALLOWED: Final = (DecodeError, UnsupportedVersionError, UnsupportedCodecError)
+
+#: Every (api_key, version) of every response schema, in a fixed order.
+RESPONSE_CASES: Final[list[tuple[int, int]]] = [
+    (m.RESPONSE.api_key, v) for m in messages.MODULES for v in m.RESPONSE.versions
+]
+
+#: Output cap for decompression inside the targets (the limit itself is under test).
+MAX_DECOMPRESSED: Final = 1 << 20
+
+_CODEC_IDS: Final = (codecs.NONE, codecs.GZIP, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD)
+
+
+# --- targets ----------------------------------------------------------------------
+
+
+def responses_target(data: bytes) -> None:
+    if len(data) < 2:
+        return
+    api_key, version = RESPONSE_CASES[((data[0] << 8) | data[1]) % len(RESPONSE_CASES)]
+    try:
+        api.decode_response(api_key, version, data[2:])
+    except ALLOWED:
+        pass
+
+
+def _repair_crcs(buf: bytearray) -> None:
+    """Rewrite the CRC of every batch/message that the length fields delimit."""
+    pos = 0
+    while len(buf) - pos >= records.LOG_OVERHEAD + 5:
+        (length,) = struct.unpack_from(">i", buf, pos + 8)
+        end = pos + records.LOG_OVERHEAD + length
+        if length < 5 or end > len(buf):
+            return
+        magic = buf[pos + 16]
+        if magic == 2 and length >= records.V2_HEADER_SIZE - records.LOG_OVERHEAD:
+            struct.pack_into(">I", buf, pos + 17, crc32c(bytes(buf[pos + 21 : end])))
+        elif magic in (0, 1):
+            struct.pack_into(">I", buf, pos + 12, zlib.crc32(bytes(buf[pos + 16 : end])))
+        pos = end
+
+
+def _exercise_batch(batch: records.Batch) -> None:
+    repr(batch)
+    _ = (batch.last_offset, batch.next_offset, batch.compression, batch.timestamp_type)
+    _ = (batch.is_control, batch.is_transactional, batch.size_in_bytes, batch.to_bytes())
+    for record in batch.records():
+        _ = (record.offset, record.timestamp, record.key, record.value, record.headers)
+    _ = (batch.base_offset, batch.record_count, batch.last_offset_delta)
+    if isinstance(batch, records.RecordBatch) and batch.is_control:
+        batch.control_record()
+
+
+def records_target(data: bytes) -> None:
+    if not data:
+        return
+    mode, payload = data[0], bytearray(data[1:])
+    if mode & 2:
+        _repair_crcs(payload)
+    blob = bytes(payload)
+    check_crc = bool(mode & 1)
+    try:
+        for batch in records.iter_batches(
+            blob, check_crc=check_crc, max_decompressed_size=MAX_DECOMPRESSED
+        ):
+            _exercise_batch(batch)
+    except ALLOWED:
+        pass
+    try:
+        records.decode_records(
+            memoryview(blob),
+            check_crc=check_crc,
+            include_control=bool(mode & 4),
+            max_decompressed_size=MAX_DECOMPRESSED,
+        )
+    except ALLOWED:
+        pass
+    if mode & 8:  # a control record's key and value, split at a byte the input picks
+        cut = payload[0] if payload else 0
+        try:
+            records.decode_control_record(blob[1 : 1 + cut], blob[1 + cut :])
+        except ALLOWED:
+            pass
+
+
+def codecs_target(data: bytes) -> None:
+    if not data:
+        return
+    codec = _CODEC_IDS[data[0] % len(_CODEC_IDS)]
+    magic = (data[0] >> 4) % 3
+    try:
+        out = codecs.decompress(codec, memoryview(data[1:]), magic=magic, max_size=MAX_DECOMPRESSED)
+    except ALLOWED:
+        return
+    if len(out) > MAX_DECOMPRESSED:
+        raise AssertionError(f"decompressed {len(out)} bytes past the {MAX_DECOMPRESSED} cap")
+
+
+TARGETS: Final[dict[str, Callable[[bytes], None]]] = {
+    "responses": responses_target,
+    "records": records_target,
+    "codecs": codecs_target,
+}
+
+
+# --- seeds --------------------------------------------------------------------------
+
+
+def _sample_value(t: str, n: int) -> Any:
+    if t == "bool":
+        return n % 2 == 0
+    if t == "float64":
+        return n / 4
+    if t == "string":
+        return f"s{n}"
+    if t == "bytes":
+        return bytes([n % 256]) * 2
+    if t == "records":
+        return _sample_batch(n)
+    if t == "uuid":
+        return uuid.UUID(int=n + 1)
+    return n % 120 + 1
+
+
+def _sample_body(fields: tuple[Field, ...], version: int, counter: Iterator[int]) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    for f in fields:
+        if version not in f.versions:
+            continue
+        if f.is_array:
+            if f.is_struct:
+                body[f.name] = [_sample_body(f.fields, version, counter) for _ in range(2)]
+            else:
+                body[f.name] = [_sample_value(f.element, next(counter)) for _ in range(2)]
+        elif f.is_struct:
+            body[f.name] = _sample_body(f.fields, version, counter)
+        else:
+            body[f.name] = _sample_value(f.type, next(counter))
+    return body
+
+
+def _sample_batch(n: int, compression: int = codecs.NONE) -> bytes:
+    builder = records.BatchBuilder(compression=compression)
+    builder.append(1_700_000_000_000 + n, b"key", b"value-%d" % n, [("h", b"v"), ("n", None)])
+    builder.append(1_700_000_000_001 + n, None, None)
+    return builder.build()
+
+
+def _record_seeds() -> Iterator[bytes]:
+    for codec in _CODEC_IDS:
+        if not codecs.has_codec(codec):
+            continue
+        v2 = _sample_batch(codec, codec)
+        yield v2
+        builder = records.BatchBuilder(compression=codec)
+        builder.set_producer_state(1000, 3, 42, is_transactional=True)
+        builder.append(1_700_000_000_000, b"k" * 40, b"v" * 300)
+        yield builder.build() + v2
+        for magic in (0, 1) if codec != codecs.ZSTD else ():
+            legacy = records.LegacyBatchBuilder(magic, codec)
+            legacy.append(1_700_000_000_000, b"k", b"v1")
+            legacy.append(1_700_000_000_001, None, b"v2")
+            yield legacy.build()
+    for marker in (records.ControlRecordType.COMMIT, records.ControlRecordType.ABORT):
+        yield records.build_control_batch(
+            marker, producer_id=1000, producer_epoch=3, base_offset=7, timestamp_ms=1
+        )
+    yield _sample_batch(1)[:-5]  # a truncated trailing batch
+
+
+def seeds(target: str) -> list[bytes]:
+    """Valid inputs for ``target`` (the selector byte(s) included)."""
+    if target == "responses":
+        out = []
+        for index, (api_key, version) in enumerate(RESPONSE_CASES):
+            spec = api.response_spec(api_key)
+            body = _sample_body(spec.fields, version, itertools.count(1))
+            frame = api.encode_response(api_key, version, 7, body)
+            out.append(bytes([index >> 8, index & 0xFF]) + frame)
+        return out
+    if target == "records":
+        return [bytes([mode]) + blob for blob in _record_seeds() for mode in (0, 1, 6, 8)]
+    if target == "codecs":
+        out = []
+        payload = b"".join(b"record %d;" % i for i in range(200))
+        for index, codec in enumerate(_CODEC_IDS):
+            if codecs.has_codec(codec):
+                for magic in (0, 1, 2):
+                    compressed = codecs.compress(codec, payload, magic=magic)
+                    out.append(bytes([index | (magic << 4)]) + compressed)
+        return out
+    raise KeyError(target)

@@ -1,0 +1,266 @@
+"""Admin error paths a real broker cannot be made to produce, against a scripted broker.
+
+The scripted broker speaks Kafka through protocol/api.py (``decode_request`` /
+``encode_response``): it answers ApiVersions, Metadata and FindCoordinator itself and
+runs a per-test script for the API under test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from aiokafka_lite import errors
+from aiokafka_lite.admin import AdminClient, NewPartitions, NewTopic
+from aiokafka_lite.consumer.group_protocol import (
+    Subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from aiokafka_lite.protocol import api
+from aiokafka_lite.protocol.api import ApiKey, RequestHeader
+from aiokafka_lite.structs import TopicPartition
+
+Script = Callable[[RequestHeader, dict[str, Any], int], "dict[str, Any] | None"]
+
+
+class ScriptedBroker:
+    """One node (id 1), the controller and every coordinator; scripts answer the rest."""
+
+    NODE = 1
+
+    def __init__(self, missing_apis: set[int] | None = None) -> None:
+        self.missing = missing_apis or set()
+        self.scripts: dict[int, Script] = {}
+        self.calls: dict[int, int] = {}
+        self.topics: dict[str, int] = {}  # name -> partitions
+        self.server: asyncio.Server | None = None
+        self.port = 0
+        self.writers: list[asyncio.StreamWriter] = []
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        for writer in self.writers:
+            writer.close()
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+    def _builtin(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any] | None:
+        key = header.api_key
+        if key == ApiKey.API_VERSIONS:
+            return {
+                "error_code": 0,
+                "api_keys": [
+                    {"api_key": k, "min_version": lo, "max_version": hi}
+                    for k, (lo, hi) in sorted(api.SUPPORTED_VERSIONS.items())
+                    if k not in self.missing
+                ],
+            }
+        if key == ApiKey.METADATA:
+            wanted = (
+                list(self.topics) if body["topics"] is None else [t["name"] for t in body["topics"]]
+            )
+            return {
+                "brokers": [{"node_id": self.NODE, "host": "127.0.0.1", "port": self.port}],
+                "cluster_id": "scripted",
+                "controller_id": self.NODE,
+                "topics": [
+                    {
+                        "error_code": 0 if name in self.topics else 3,
+                        "name": name,
+                        "partitions": [
+                            {
+                                "partition_index": p,
+                                "leader_id": self.NODE,
+                                "leader_epoch": 0,
+                                "replica_nodes": [self.NODE],
+                                "isr_nodes": [self.NODE],
+                            }
+                            for p in range(self.topics.get(name, 0))
+                        ],
+                    }
+                    for name in wanted
+                ],
+            }
+        if key == ApiKey.FIND_COORDINATOR:
+            entry = {"error_code": 0, "node_id": self.NODE, "host": "127.0.0.1", "port": self.port}
+            return {**entry, "coordinators": [{**entry, "key": body.get("key", "")}]}
+        return None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.writers.append(writer)
+        try:
+            while True:
+                size = struct.unpack(">i", await reader.readexactly(4))[0]
+                header, body = api.decode_request(await reader.readexactly(size))
+                answer = self._builtin(header, body)
+                if answer is None:
+                    count = self.calls[header.api_key] = self.calls.get(header.api_key, 0) + 1
+                    script = self.scripts.get(header.api_key)
+                    answer = None if script is None else script(header, body, count)
+                if answer is None:
+                    continue  # no answer: the client's timeout must end the wait
+                payload = api.encode_response(
+                    header.api_key, header.api_version, header.correlation_id, answer
+                )
+                writer.write(struct.pack(">i", len(payload)) + payload)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+@pytest.fixture
+async def broker() -> AsyncIterator[ScriptedBroker]:
+    server = ScriptedBroker(missing_apis={ApiKey.CREATE_PARTITIONS, ApiKey.OFFSET_DELETE})
+    await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def admin(broker: ScriptedBroker) -> AsyncIterator[AdminClient]:
+    async with AdminClient(
+        broker.bootstrap, request_timeout_ms=5000, retry_backoff_ms=10
+    ) as client:
+        yield client
+
+
+async def test_missing_api_raises_unsupported_version_naming_it(admin: AdminClient) -> None:
+    with pytest.raises(errors.UnsupportedVersionError, match="CreatePartitions"):
+        await admin.create_partitions({"t": NewPartitions(3)})
+    with pytest.raises(errors.UnsupportedVersionError, match="OffsetDelete"):
+        await admin.delete_consumer_group_offsets("g", [TopicPartition("t", 0)])
+
+
+async def test_not_controller_is_retried_and_items_keep_their_own_outcome(
+    broker: ScriptedBroker, admin: AdminClient
+) -> None:
+    def create_topics(header: RequestHeader, body: dict[str, Any], count: int) -> dict[str, Any]:
+        names = [t["name"] for t in body["topics"]]
+        if count == 1:  # the controller moved: every topic answers NOT_CONTROLLER
+            return {"topics": [{"name": n, "error_code": 41} for n in names]}
+        return {
+            "topics": [
+                {"name": n, "error_code": 36 if n == "old" else 0, "error_message": None}
+                | ({"num_partitions": 2, "replication_factor": 1} if n != "old" else {})
+                for n in names
+            ]
+        }
+
+    broker.scripts[ApiKey.CREATE_TOPICS] = create_topics
+    results = await admin.create_topics([NewTopic("old", 1, 1), NewTopic("new", 2, 1)])
+    assert broker.calls[ApiKey.CREATE_TOPICS] == 2
+    assert isinstance(results["old"].error, errors.TopicAlreadyExistsError)
+    assert results["new"].error is None and results["new"].num_partitions == 2
+
+
+async def test_coordinator_loading_is_retried_and_assignments_decoded(
+    broker: ScriptedBroker, admin: AdminClient
+) -> None:
+    assignment = encode_assignment([TopicPartition("orders", 1), TopicPartition("orders", 0)])
+    subscription = encode_subscription(Subscription(("orders",)))
+
+    def describe(header: RequestHeader, body: dict[str, Any], count: int) -> dict[str, Any]:
+        groups = []
+        for group_id in body["groups"]:
+            if count == 1:
+                groups.append({"group_id": group_id, "error_code": 14})  # loading
+            elif group_id == "ghost":
+                groups.append({"group_id": group_id, "error_code": 0, "group_state": "Dead"})
+            else:
+                groups.append(
+                    {
+                        "group_id": group_id,
+                        "error_code": 0,
+                        "group_state": "Stable",
+                        "protocol_type": "consumer",
+                        "protocol_data": "range",
+                        "members": [
+                            {
+                                "member_id": "m-1",
+                                "client_id": "app",
+                                "client_host": "/10.0.0.1",
+                                "member_metadata": subscription,
+                                "member_assignment": assignment,
+                            }
+                        ],
+                    }
+                )
+        return {"groups": groups}
+
+    broker.scripts[ApiKey.DESCRIBE_GROUPS] = describe
+    results = await admin.describe_consumer_groups(["live"])
+    live = results["live"]
+    assert live.error is None and live.state == "Stable" and live.protocol == "range"
+    (member,) = live.members
+    assert member.client_id == "app"
+    assert member.subscription == ("orders",)
+    assert member.assignment == (TopicPartition("orders", 0), TopicPartition("orders", 1))
+    ghost = await admin.describe_consumer_groups(["ghost"])
+    assert isinstance(ghost["ghost"].error, errors.GroupIdNotFoundError)
+
+
+async def test_moved_leader_is_retried(broker: ScriptedBroker, admin: AdminClient) -> None:
+    broker.topics["t"] = 2
+
+    def list_offsets(header: RequestHeader, body: dict[str, Any], count: int) -> dict[str, Any]:
+        return {
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {
+                            "partition_index": p["partition_index"],
+                            "error_code": 6 if count == 1 else 0,
+                            "offset": -1 if p["timestamp"] >= 0 else 42,
+                            "timestamp": -1,
+                        }
+                        for p in t["partitions"]
+                    ],
+                }
+                for t in body["topics"]
+            ]
+        }
+
+    broker.scripts[ApiKey.LIST_OFFSETS] = list_offsets
+    tp0, tp1, missing = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
+    results = await admin.list_offsets({tp0: "latest", tp1: 1234, missing: "latest"})
+    assert broker.calls[ApiKey.LIST_OFFSETS] == 2
+    assert results[tp0].error is None and results[tp0].offset == 42
+    # No record at or after the timestamp: Kafka answers -1, reported as None.
+    assert results[tp1].error is None and results[tp1].offset is None
+    assert isinstance(results[missing].error, errors.UnknownTopicOrPartitionError)
+
+
+async def test_a_broker_that_never_answers_hits_the_timeout(
+    broker: ScriptedBroker, admin: AdminClient
+) -> None:
+    broker.scripts[ApiKey.DELETE_GROUPS] = lambda header, body, count: None
+    started = time.monotonic()
+    results = await admin.delete_consumer_groups(["g"], timeout_ms=400)
+    assert isinstance(results["g"].error, errors.KafkaTimeoutError)
+    assert time.monotonic() - started < 2
+
+
+async def test_group_offsets_errors(broker: ScriptedBroker, admin: AdminClient) -> None:
+    def offset_fetch(header: RequestHeader, body: dict[str, Any], count: int) -> dict[str, Any]:
+        return {"error_code": 30, "groups": [{"group_id": "g", "error_code": 30, "topics": []}]}
+
+    broker.scripts[ApiKey.OFFSET_FETCH] = offset_fetch
+    with pytest.raises(errors.GroupAuthorizationFailedError, match="'g'"):
+        await admin.list_consumer_group_offsets("g")

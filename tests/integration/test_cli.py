@@ -1,0 +1,564 @@
+"""The ``aiokafka-lite`` console script, run in a subprocess against the real broker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aiokafka_lite.producer import Producer
+from aiokafka_lite.protocol import api
+from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.testing import find_free_port
+
+
+def _console_script() -> list[str]:
+    script = Path(sys.executable).with_name("aiokafka-lite")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("aiokafka-lite")
+    if found:
+        return [found]
+    pytest.skip("the aiokafka-lite console script is not installed")
+
+
+@pytest.fixture(scope="module")
+def cli() -> list[str]:
+    return _console_script()
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
+    env.update(extra)
+    return env
+
+
+def run(
+    cli: Sequence[str],
+    *args: str,
+    input: str | bytes | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    data = input.encode() if isinstance(input, str) else input
+    done = subprocess.run(
+        [*cli, *args],
+        input=data,
+        capture_output=True,
+        env=env if env is not None else clean_env(),
+        timeout=timeout,
+    )
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
+    )
+
+
+def assert_one_error_line(result: subprocess.CompletedProcess[str], code: int, *words: str) -> None:
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("aiokafka-lite") and "error:" in lines[0], lines[0]
+    assert "Traceback" not in result.stderr
+    for word in words:
+        assert word.lower() in lines[0].lower(), (word, lines[0])
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+async def produce_one_by_one(bootstrap: str, topic: str, count: int) -> None:
+    """Records in batches of one each (setup for lag tests; see the Tansu note)."""
+    async with Producer(bootstrap_servers=bootstrap, linger_ms=0) as producer:
+        for i in range(count):
+            await producer.send_and_wait(topic, f"r{i}".encode(), partition=0)
+
+
+# --- produce | consume --------------------------------------------------------------------
+
+
+def test_round_trip_with_keys_and_headers_as_json(cli: list[str], bootstrap_servers: str) -> None:
+    topic = unique("rt")
+    b = ("-b", bootstrap_servers)
+    created = run(cli, "topics", "create", topic, "--partitions", "2", *b)
+    assert created.returncode == 0, created.stderr
+    assert created.stdout.strip() == f"Created topic {topic}."
+    lines = ["user1:hello", "user2:wörld", "user1:again", "user3:with:colons", "user2:"]
+    produced = run(
+        cli,
+        "produce",
+        topic,
+        "-k",
+        ":",
+        "-H",
+        "trace=abc",
+        "-H",
+        "src=cli",
+        *b,
+        input="\n".join(lines) + "\n",
+    )
+    assert produced.returncode == 0, produced.stderr
+    assert re.search(
+        r"Produced 5 records \(.*\) to .* in [\d.]+ s: [\d,]+ records/s, [\d.]+ MB/s",
+        produced.stderr,
+    ), produced.stderr
+    consumed = run(cli, "consume", topic, "--from-beginning", "-n", "5", "-f", "json", *b)
+    assert consumed.returncode == 0, consumed.stderr
+    records = [json.loads(line) for line in consumed.stdout.splitlines()]
+    assert len(records) == 5
+    assert sorted((r["key"], r["value"]) for r in records) == sorted(
+        tuple(line.split(":", 1)) for line in lines
+    )
+    for r in records:
+        assert r["topic"] == topic
+        assert r["headers"] == [["trace", "abc"], ["src", "cli"]]
+        assert r["partition"] in (0, 1)
+        assert isinstance(r["offset"], int) and isinstance(r["timestamp"], int)
+    # The same key always lands in the same partition.
+    by_key: dict[str, set[int]] = {}
+    for r in records:
+        by_key.setdefault(r["key"], set()).add(r["partition"])
+    assert all(len(parts) == 1 for parts in by_key.values())
+    assert "Consumed 5 records." in consumed.stderr
+
+
+def test_plain_and_template_output(cli: list[str], bootstrap_servers: str) -> None:
+    topic = unique("fmt")
+    b = ("-b", bootstrap_servers)
+    assert run(cli, "topics", "create", topic, "-p", "1", *b).returncode == 0
+    assert run(cli, "produce", topic, "-k", "=", *b, input="a=1\nb=2\n").returncode == 0
+    plain = run(cli, "consume", topic, "--from-beginning", "-n", "2", *b)
+    assert plain.stdout.splitlines() == ["1", "2"]
+    template = run(
+        cli,
+        "consume",
+        topic,
+        "--offset",
+        "earliest",
+        "-n",
+        "2",
+        "-q",
+        "-f",
+        r"{partition}/{offset}\t{key}->{value}",
+        *b,
+    )
+    assert template.stdout.splitlines() == ["0/0\ta->1", "0/1\tb->2"]
+    assert template.stderr == ""
+
+
+def test_produce_files_to_a_partition_with_a_codec(
+    cli: list[str], bootstrap_servers: str, tmp_path: Path
+) -> None:
+    topic = unique("files")
+    b = ("-b", bootstrap_servers)
+    assert run(cli, "topics", "create", topic, "-p", "3", *b).returncode == 0
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    first.write_text("one\ntwo\n")
+    second.write_text("three\r\nfour")  # CRLF and no final newline
+    produced = run(
+        cli,
+        "produce",
+        topic,
+        str(first),
+        str(second),
+        "-p",
+        "1",
+        "--codec",
+        "gzip",
+        "--acks",
+        "1",
+        *b,
+    )
+    assert produced.returncode == 0, produced.stderr
+    consumed = run(cli, "consume", topic, "-p", "1", "--offset", "earliest", "-n", "4", *b)
+    assert consumed.stdout.splitlines() == ["one", "two", "three", "four"]
+    later = run(cli, "consume", topic, "-p", "1", "--offset", "2", "-n", "2", *b)
+    assert later.stdout.splitlines() == ["three", "four"]
+    empty = run(cli, "consume", topic, "-p", "0", "--offset", "earliest", "--idle-timeout", "1", *b)
+    assert empty.returncode == 0 and empty.stdout == ""
+
+
+def test_produce_line_without_key_separator_fails(cli: list[str], bootstrap_servers: str) -> None:
+    topic = unique("nosep")
+    assert run(cli, "topics", "create", topic, "-b", bootstrap_servers).returncode == 0
+    result = run(cli, "produce", topic, "-k", ":", "-b", bootstrap_servers, input="a:1\nplain\n")
+    assert_one_error_line(result, 1, "<stdin>:2", "separator")
+
+
+# --- topics -------------------------------------------------------------------------------
+
+
+def test_topics_commands(cli: list[str], bootstrap_servers: str) -> None:
+    topic = unique("topics")
+    b = ("-b", bootstrap_servers)
+    created = run(cli, "topics", "create", topic, "-p", "3", "-c", "retention.ms=3600000", *b)
+    assert created.returncode == 0, created.stderr
+    assert topic in run(cli, "topics", "list", *b).stdout.splitlines()
+    described = run(cli, "topics", "describe", topic, *b)
+    assert described.returncode == 0
+    assert f"Topic: {topic}" in described.stdout and "PartitionCount: 3" in described.stdout
+    assert described.stdout.count("\tPartition: ") == 3
+    as_json = json.loads(run(cli, "topics", "describe", topic, "--json", *b).stdout)
+    assert [p["partition"] for p in as_json["partitions"]] == [0, 1, 2]
+    assert as_json["topic_id"]
+    altered = run(cli, "topics", "alter-config", topic, "--set", "retention.ms=7200000", *b)
+    assert altered.returncode == 0, altered.stderr
+    assert altered.stdout.strip() == f"Updated config of topic {topic}."
+    configs = json.loads(
+        run(cli, "topics", "describe", topic, "--configs", "--all-configs", "--json", *b).stdout
+    )["configs"]
+    assert configs["retention.ms"] == "7200000"
+    deleted = run(cli, "topics", "delete", topic, *b)
+    assert deleted.returncode == 0 and deleted.stdout.strip() == f"Deleted topic {topic}."
+    again = run(cli, "topics", "delete", topic, *b)
+    assert_one_error_line(again, 1, topic)
+    assert run(cli, "topics", "delete", topic, "--if-exists", *b).returncode == 0
+
+
+def test_create_existing_topic_next_to_a_new_one(cli: list[str], bootstrap_servers: str) -> None:
+    old, new = unique("old"), unique("new")
+    b = ("-b", bootstrap_servers)
+    assert run(cli, "topics", "create", old, *b).returncode == 0
+    both = run(cli, "topics", "create", old, new, *b)
+    assert both.stdout.strip() == f"Created topic {new}."
+    assert_one_error_line(both, 1, old, "already exists")
+    assert run(cli, "topics", "create", old, "--if-not-exists", *b).returncode == 0
+    described = run(cli, "topics", "describe", new, unique("missing"), *b)
+    assert f"Topic: {new}" in described.stdout
+    assert_one_error_line(described, 1, "missing")
+
+
+# --- groups -------------------------------------------------------------------------------
+
+
+def lag_rows(cli: list[str], bootstrap: str, group: str) -> list[dict[str, Any]]:
+    result = run(cli, "groups", "lag", group, "--json", "-b", bootstrap)
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_group_lag_after_partial_consumption(cli: list[str], bootstrap_servers: str) -> None:
+    topic, group = unique("lag"), unique("g")
+    b = ("-b", bootstrap_servers)
+    assert run(cli, "topics", "create", topic, "-p", "1", *b).returncode == 0
+    asyncio.run(produce_one_by_one(bootstrap_servers, topic, 10))
+    consumed = run(cli, "consume", topic, "-g", group, "--from-beginning", "-n", "4", *b)
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.splitlines() == ["r0", "r1", "r2", "r3"]
+    (row,) = lag_rows(cli, bootstrap_servers, group)
+    assert (row["topic"], row["partition"]) == (topic, 0)
+    assert (row["committed_offset"], row["end_offset"], row["lag"]) == (4, 10, 6)
+    table = run(cli, "groups", "lag", group, *b)
+    assert table.stdout.splitlines()[0].split()[:5] == [
+        "TOPIC",
+        "PARTITION",
+        "COMMITTED",
+        "END-OFFSET",
+        "LAG",
+    ]
+    assert f"Total lag of group {group}: 6" in table.stdout
+    # The next run of the group goes on where the first stopped.
+    rest = run(cli, "consume", topic, "-g", group, "-n", "6", *b)
+    assert rest.stdout.splitlines() == [f"r{i}" for i in range(4, 10)]
+    assert lag_rows(cli, bootstrap_servers, group)[0]["lag"] == 0
+
+
+def test_group_lag_with_batched_records(
+    cli: list[str], bootstrap_servers: str, xfail_on: Any
+) -> None:
+    topic, group = unique("lagb"), unique("g")
+    b = ("-b", bootstrap_servers)
+    assert run(cli, "topics", "create", topic, "-p", "1", *b).returncode == 0
+    lines = "".join(f"r{i}\n" for i in range(10))
+    assert run(cli, "produce", topic, "--linger-ms", "100", *b, input=lines).returncode == 0
+    assert (
+        run(
+            cli, "consume", topic, "-g", group, "-p", "0", "--offset", "earliest", "-n", "4", *b
+        ).returncode
+        == 0
+    )
+    xfail_on(
+        "tansu",
+        "Tansu 0.6.0 answers ListOffsets(latest) with the last batch's base offset + 1 "
+        "when that batch holds several records",
+    )
+    (row,) = lag_rows(cli, bootstrap_servers, group)
+    assert (row["committed_offset"], row["end_offset"], row["lag"]) == (4, 10, 6)
+
+
+def test_groups_list_describe_reset_and_delete(cli: list[str], bootstrap_servers: str) -> None:
+    topic, group = unique("grp"), unique("g")
+    b = ("-b", bootstrap_servers)
+    assert run(cli, "topics", "create", topic, "-p", "1", *b).returncode == 0
+    asyncio.run(produce_one_by_one(bootstrap_servers, topic, 5))
+    # An explicit partition with a group: offsets are committed, no rebalance involved.
+    read = run(cli, "consume", topic, "-g", group, "-p", "0", "--offset", "earliest", "-n", "3", *b)
+    assert read.returncode == 0, read.stderr
+    assert group in run(cli, "groups", "list", *b).stdout.splitlines()
+    described = run(cli, "groups", "describe", group, *b)
+    assert described.returncode == 0 and f"Group: {group}" in described.stdout
+    assert json.loads(run(cli, "groups", "describe", group, "--json", *b).stdout)["group"] == group
+
+    dry = run(cli, "groups", "reset-offsets", group, "--topic", topic, "--to-earliest", *b)
+    assert dry.returncode == 0 and "Dry run" in dry.stderr
+    assert dry.stdout.splitlines()[1].split() == [topic, "0", "3", "0"]
+    assert lag_rows(cli, bootstrap_servers, group)[0]["committed_offset"] == 3
+    done = run(
+        cli,
+        "groups",
+        "reset-offsets",
+        group,
+        "--topic",
+        f"{topic}:0",
+        "--to-offset",
+        "1",
+        "--execute",
+        *b,
+    )
+    assert done.returncode == 0, done.stderr
+    assert lag_rows(cli, bootstrap_servers, group)[0]["committed_offset"] == 1
+    shifted = run(
+        cli, "groups", "reset-offsets", group, "--all-topics", "--shift-by", "2", "--execute", *b
+    )
+    assert shifted.returncode == 0, shifted.stderr
+    assert lag_rows(cli, bootstrap_servers, group)[0]["committed_offset"] == 3
+    again = run(cli, "consume", topic, "-g", group, "-p", "0", "-n", "2", *b)
+    assert again.stdout.splitlines() == ["r3", "r4"]
+
+    deleted = run(cli, "groups", "delete", group, *b)
+    assert deleted.returncode == 0 and deleted.stdout.strip() == f"Deleted group {group}."
+    assert group not in run(cli, "groups", "list", *b).stdout.splitlines()
+
+
+def test_describe_missing_group_fails(
+    cli: list[str], bootstrap_servers: str, xfail_on: Any
+) -> None:
+    missing = unique("nobody")
+    xfail_on("tansu", "Tansu 0.6.0 describes an unknown group as Empty instead of Dead")
+    result = run(cli, "groups", "describe", missing, "-b", bootstrap_servers)
+    assert_one_error_line(result, 1, missing, "does not exist")
+
+
+# --- connection options and errors ---------------------------------------------------------
+
+
+def test_unreachable_broker(cli: list[str]) -> None:
+    address = f"127.0.0.1:{find_free_port()}"
+    for command in (("topics", "list"), ("consume", "t", "-n", "1"), ("groups", "list")):
+        started = time.monotonic()
+        result = run(cli, *command, "-b", address, "--timeout", "1.5")
+        assert_one_error_line(result, 3, address)
+        assert time.monotonic() - started < 15
+
+
+def test_unknown_topic(cli: list[str], bootstrap_servers: str) -> None:
+    missing = unique("missing")
+    b = ("-b", bootstrap_servers)
+    assert_one_error_line(run(cli, "consume", missing, *b), 1, missing, "does not exist")
+    assert_one_error_line(run(cli, "produce", missing, *b, input="x\n"), 1, missing)
+    assert_one_error_line(run(cli, "topics", "describe", missing, *b), 1, missing)
+    assert_one_error_line(run(cli, "bench", "consume", missing, *b), 1, missing)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("topics", "create"),
+        ("consume", "t", "--offset", "banana"),
+        ("produce", "t", "--acks", "7"),
+        ("no-such-command",),
+        ("topics", "create", "t", "--partitions", "0"),
+        ("groups", "reset-offsets", "g", "--topic", "t"),
+        ("consume", "t", "--timeout", "-1"),
+        ("topics", "list", "--config", "/nonexistent/client.properties"),
+        ("topics", "alter-config", "t"),
+        ("consume", "t", "-f", "{nonsense}"),
+        ("consume", "t", "--offset", "1", "--timestamp", "5"),
+        ("groups", "reset-offsets", "g", "--to-datetime", "yesterday", "--all-topics"),
+    ],
+)
+def test_bad_arguments(cli: list[str], args: tuple[str, ...]) -> None:
+    address = f"127.0.0.1:{find_free_port()}"
+    result = run(cli, *args, "-b", address, "--timeout", "1")
+    assert_one_error_line(result, 2)
+
+
+def test_bad_config_file_key(cli: list[str], tmp_path: Path) -> None:
+    config = tmp_path / "client.properties"
+    config.write_text("bootstrap.servers=localhost:1\nnot.a.setting=1\n")
+    result = run(cli, "topics", "list", "--config", str(config))
+    assert_one_error_line(result, 2, "not.a.setting", ":2")
+
+
+def test_config_file_and_environment(
+    cli: list[str], bootstrap_servers: str, tmp_path: Path
+) -> None:
+    topic = unique("cfg")
+    assert run(cli, "topics", "create", topic, "-b", bootstrap_servers).returncode == 0
+    config = tmp_path / "client.properties"
+    config.write_text(f"# our cluster\nbootstrap.servers={bootstrap_servers}\nclient.id=cfg-test\n")
+    assert topic in run(cli, "topics", "list", "--config", str(config)).stdout.splitlines()
+    env = clean_env(KAFKA_BOOTSTRAP_SERVERS=bootstrap_servers)
+    assert topic in run(cli, "topics", "list", env=env).stdout.splitlines()
+    # The flag wins over the environment.
+    env = clean_env(KAFKA_BOOTSTRAP_SERVERS=f"127.0.0.1:{find_free_port()}")
+    listed = run(cli, "topics", "list", "-b", bootstrap_servers, env=env)
+    assert topic in listed.stdout.splitlines()
+    # Options may come before the command too.
+    assert topic in run(cli, "-b", bootstrap_servers, "topics", "list").stdout.splitlines()
+
+
+def test_python_dash_m(bootstrap_servers: str) -> None:
+    version = run([sys.executable, "-m", "aiokafka_lite"], "--version")
+    assert version.returncode == 0 and version.stdout.startswith("aiokafka-lite ")
+    listed = run([sys.executable, "-m", "aiokafka_lite"], "topics", "list", "-b", bootstrap_servers)
+    assert listed.returncode == 0, listed.stderr
+
+
+class SaslRefusingBroker:
+    """Answers ApiVersions and SaslHandshake, then refuses every SASL authentication."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.port = 0
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> SaslRefusingBroker:
+        self._thread.start()
+        assert self._ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        server = self.loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self.loop.run_forever()
+        server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                size = struct.unpack(">i", await reader.readexactly(4))[0]
+                header, _body = api.decode_request(await reader.readexactly(size))
+                if header.api_key == ApiKey.API_VERSIONS:
+                    body: dict[str, Any] = {
+                        "error_code": 0,
+                        "api_keys": [
+                            {"api_key": k, "min_version": lo, "max_version": hi}
+                            for k, (lo, hi) in sorted(api.SUPPORTED_VERSIONS.items())
+                        ],
+                    }
+                elif header.api_key == ApiKey.SASL_HANDSHAKE:
+                    body = {"error_code": 0, "mechanisms": ["PLAIN", "SCRAM-SHA-256"]}
+                elif header.api_key == ApiKey.SASL_AUTHENTICATE:
+                    body = {
+                        "error_code": 58,
+                        "error_message": "Authentication failed: Invalid username or password",
+                        "auth_bytes": b"",
+                    }
+                else:
+                    break
+                payload = api.encode_response(
+                    header.api_key, header.api_version, header.correlation_id, body
+                )
+                writer.write(struct.pack(">i", len(payload)) + payload)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+def test_authentication_failure(cli: list[str]) -> None:
+    with SaslRefusingBroker() as broker:
+        result = run(
+            cli,
+            "topics",
+            "list",
+            "-b",
+            f"127.0.0.1:{broker.port}",
+            "--timeout",
+            "5",
+            "--sasl-mechanism",
+            "PLAIN",
+            "--sasl-username",
+            "alice",
+            env=clean_env(KAFKA_SASL_PASSWORD="wrong"),
+        )
+    assert_one_error_line(result, 4, "authentication")
+    assert "wrong" not in result.stderr
+
+
+# --- bench and broker ---------------------------------------------------------------------
+
+
+def test_bench_produce_and_consume(cli: list[str], bootstrap_servers: str) -> None:
+    topic = unique("bench")
+    b = ("-b", bootstrap_servers)
+    produced = run(
+        cli, "bench", "produce", topic, "--records", "3000", "--record-size", "64", "--create", *b
+    )
+    assert produced.returncode == 0, produced.stderr
+    assert re.fullmatch(
+        rf"Produced 3000 records \(187\.5 KiB\) to {topic} in [\d.]+ s: [\d,]+ records/s, "
+        r"[\d.]+ MB/s\n",
+        produced.stdout,
+    ), produced.stdout
+    assert "\r" not in produced.stderr  # no progress bar when stderr is not a terminal
+    consumed = run(cli, "bench", "consume", topic, "--records", "3000", *b)
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.startswith("Consumed 3000 records (187.5 KiB)")
+
+
+@pytest.fixture
+def broker_process(cli: list[str]) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    proc = subprocess.Popen(
+        [*cli, "broker", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = re.fullmatch(r"bootstrap servers: (\S+:\d+)\n", line)
+        assert match, line
+        yield proc, match.group(1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_broker_command(cli: list[str], broker_process: tuple[subprocess.Popen[str], str]) -> None:
+    proc, bootstrap = broker_process
+    topic = unique("embedded")
+    assert run(cli, "topics", "create", topic, "-b", bootstrap).returncode == 0
+    assert topic in run(cli, "topics", "list", "-b", bootstrap).stdout.splitlines()
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "Broker stopped." in err and "Traceback" not in err
+    gone = run(cli, "topics", "list", "-b", bootstrap, "--timeout", "1")
+    assert gone.returncode == 3

@@ -1,0 +1,250 @@
+"""Consumer groups on a real broker, several members in one process on a 6-partition topic:
+joins, scaling 1 -> 3 -> 1, exclusive ownership after every rebalance, cooperative
+stickiness, static membership, and exactly-once delivery to the group with clean leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from aiokafka_lite.consumer import (
+    CommitFailedError,
+    Consumer,
+    ConsumerRebalanceListener,
+    GroupState,
+)
+from aiokafka_lite.structs import TopicPartition
+
+PARTITIONS = 6
+
+
+class Recorder(ConsumerRebalanceListener):
+    """Records every callback; optionally commits revoked partitions first."""
+
+    def __init__(self, consumer: Consumer | None = None) -> None:
+        self.consumer = consumer
+        self.events: list[tuple[str, frozenset[TopicPartition]]] = []
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        if self.consumer is not None and revoked:
+            positions = {}
+            for tp in revoked:
+                with contextlib.suppress(Exception):
+                    positions[tp] = await self.consumer.position(tp, timeout_ms=2000)
+            with contextlib.suppress(CommitFailedError):
+                await self.consumer.commit(positions, timeout_ms=5000)
+        self.events.append(("revoked", frozenset(revoked)))
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.events.append(("assigned", frozenset(assigned)))
+
+    async def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self.events.append(("lost", frozenset(lost)))
+
+    def revoked(self) -> set[TopicPartition]:
+        return {tp for kind, parts in self.events if kind in ("revoked", "lost") for tp in parts}
+
+
+def member(bootstrap: str, group: str, topic: str, strategy: list[str], **kwargs: Any) -> Consumer:
+    kwargs.setdefault("session_timeout_ms", 6000)
+    kwargs.setdefault("heartbeat_interval_ms", 300)
+    kwargs.setdefault("rebalance_timeout_ms", 10000)
+    kwargs.setdefault("auto_offset_reset", "earliest")
+    kwargs.setdefault("fetch_max_wait_ms", 100)
+    kwargs.setdefault("request_timeout_ms", 15000)
+    return Consumer(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        partition_assignment_strategy=strategy,
+        **kwargs,
+    )
+
+
+async def start_member(consumer: Consumer, topic: str, listener: Recorder) -> None:
+    await consumer.start()
+    consumer.subscribe([topic], listener=listener)
+
+
+async def settled(consumers: list[Consumer], topic: str, timeout: float = 45.0) -> None:
+    """Wait until all members are stable in one generation and own every partition once."""
+    everything = {TopicPartition(topic, p) for p in range(PARTITIONS)}
+    deadline = time.monotonic() + timeout
+    while True:
+        healths = [c.health() for c in consumers]
+        owned = [c.assignment() for c in consumers]
+        union = set().union(*owned)
+        if (
+            all(h.group_state is GroupState.STABLE for h in healths)
+            and len({h.generation_id for h in healths}) == 1
+            and union == everything
+            and sum(len(o) for o in owned) == PARTITIONS
+        ):
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"group did not settle: {[(h.group_state, h.generation_id) for h in healths]}"
+                        f" owned={owned}")
+        await asyncio.sleep(0.05)
+
+
+def assert_exclusive(consumers: list[Consumer], topic: str) -> None:
+    owned = [c.assignment() for c in consumers]
+    everything = {TopicPartition(topic, p) for p in range(PARTITIONS)}
+    assert set().union(*owned) == everything
+    assert sum(len(o) for o in owned) == PARTITIONS, owned
+    sizes = [len(o) for o in owned]
+    assert max(sizes) - min(sizes) <= 1, owned
+
+
+@pytest.mark.parametrize("strategy", [["cooperative-sticky"], ["range"]])
+async def test_scale_from_one_to_three_members_and_back(
+    strategy: list[str],
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Callable[..., str],
+) -> None:
+    create_topic(topic_name, PARTITIONS)
+    group = f"g-{topic_name}"
+    cooperative = strategy == ["cooperative-sticky"]
+    consumers: list[Consumer] = []
+    listeners: list[Recorder] = []
+    try:
+        for step in range(3):
+            before = [c.assignment() for c in consumers]
+            marks = [len(rec.events) for rec in listeners]
+            consumer = member(bootstrap_servers, group, topic_name, strategy)
+            listener = Recorder()
+            await start_member(consumer, topic_name, listener)
+            consumers.append(consumer)
+            listeners.append(listener)
+            await settled(consumers, topic_name)
+            assert_exclusive(consumers, topic_name)
+            if cooperative:
+                for i, old in enumerate(before):
+                    revoked = {
+                        tp
+                        for kind, parts in listeners[i].events[marks[i]:]
+                        if kind in ("revoked", "lost")
+                        for tp in parts
+                    }
+                    kept = old & consumers[i].assignment()
+                    assert not (revoked & kept), f"step {step}: kept partitions were revoked"
+                    assert revoked == old - consumers[i].assignment()
+        while len(consumers) > 1:
+            leaving = consumers.pop()
+            listeners.pop()
+            await leaving.stop(timeout_ms=10000)
+            await settled(consumers, topic_name)
+            assert_exclusive(consumers, topic_name)
+        assert consumers[0].assignment() == {
+            TopicPartition(topic_name, p) for p in range(PARTITIONS)
+        }
+    finally:
+        await asyncio.gather(*(c.stop(timeout_ms=5000) for c in consumers),
+                             return_exceptions=True)
+
+
+async def test_static_member_restart_within_session_timeout_causes_no_rebalance(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, PARTITIONS)
+    group = f"g-{topic_name}"
+    strategy = ["cooperative-sticky"]
+    kwargs = {"session_timeout_ms": 10000}
+    a = member(bootstrap_servers, group, topic_name, strategy, group_instance_id="a", **kwargs)
+    b = member(bootstrap_servers, group, topic_name, strategy, group_instance_id="b", **kwargs)
+    rec_a, rec_b = Recorder(), Recorder()
+    consumers = [a, b]
+    try:
+        await start_member(a, topic_name, rec_a)
+        await start_member(b, topic_name, rec_b)
+        await settled(consumers, topic_name)
+        owned_a = a.assignment()
+        generation = b.health().generation_id
+        b_events = len(rec_b.events)
+        await a.stop(timeout_ms=5000)  # static: no LeaveGroup
+        a2 = member(bootstrap_servers, group, topic_name, strategy, group_instance_id="a", **kwargs)
+        consumers = [a2, b]
+        await start_member(a2, topic_name, Recorder())
+        await settled(consumers, topic_name, timeout=8)
+        assert a2.assignment() == owned_a
+        assert b.health().generation_id == generation
+        assert rec_b.events[b_events:] == []
+    finally:
+        await asyncio.gather(*(c.stop(timeout_ms=5000) for c in consumers),
+                             return_exceptions=True)
+
+
+async def produce_all(bootstrap: str, topic: str, count: int) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        for i in range(count):
+            await producer.send(topic, b"%d" % i, partition=i % PARTITIONS)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+@pytest.mark.parametrize("strategy", [["cooperative-sticky"], ["range"]])
+async def test_group_consumes_every_record_exactly_once_with_clean_leaves(
+    strategy: list[str],
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Callable[..., str],
+) -> None:
+    create_topic(topic_name, PARTITIONS)
+    group = f"g-{topic_name}"
+    total = 3000
+    seen: list[tuple[int, int]] = []
+    stop_flags: dict[int, asyncio.Event] = {}
+
+    async def run_member(index: int) -> None:
+        consumer = member(bootstrap_servers, group, topic_name, strategy,
+                          enable_auto_commit=False, max_poll_records=50)
+        listener = Recorder(consumer)
+        await start_member(consumer, topic_name, listener)
+        stop = stop_flags[index] = asyncio.Event()
+        try:
+            while not stop.is_set():
+                batch = await consumer.getmany(timeout_ms=100)
+                for records in batch.values():
+                    seen.extend((r.partition, r.offset) for r in records)
+                if batch:
+                    # Processed: commit what was handed out (at-least-once).
+                    with contextlib.suppress(CommitFailedError):
+                        await consumer.commit(timeout_ms=5000)
+                    await asyncio.sleep(0.005)
+        finally:
+            await consumer.stop(timeout_ms=10000)
+
+    producer = asyncio.ensure_future(produce_all(bootstrap_servers, topic_name, total))
+    tasks = [asyncio.ensure_future(run_member(i)) for i in range(3)]
+    try:
+        await asyncio.sleep(6)
+        stop_flags[2].set()  # one member leaves cleanly mid-stream
+        await tasks[2]
+        await producer
+        await asyncio.sleep(3)
+        stop_flags[1].set()
+        await tasks[1]
+        deadline = time.monotonic() + 40
+        while len(set(seen)) < total and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        stop_flags[0].set()
+        await tasks[0]
+    finally:
+        for flag in stop_flags.values():
+            flag.set()
+        await asyncio.gather(*tasks, producer, return_exceptions=True)
+    counts: dict[int, int] = {}
+    for p, _ in seen:
+        counts[p] = counts.get(p, 0) + 1
+    assert len(set(seen)) == total, f"missing records: got {len(set(seen))}/{total}"
+    assert len(seen) == total, f"{len(seen) - total} records were delivered twice"

@@ -1,0 +1,369 @@
+"""The producer against a real broker; what landed is checked with a peer consumer."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer as CkProducer
+
+from aiokafka_lite import errors
+from aiokafka_lite.producer import (
+    AIOKafkaProducer,
+    Producer,
+    ProducerInterceptor,
+    ProducerRecord,
+    RecordMetadata,
+    SerializationError,
+    murmur2_partition,
+)
+from aiokafka_lite.structs import TopicPartition
+
+from .test_producer_helpers import read_all
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def peer(bootstrap: str, topic: str, partitions: int = 1, **kw: Any) -> dict[int, list[Any]]:
+    return await asyncio.to_thread(read_all, bootstrap, topic, partitions, **kw)
+
+
+@pytest.mark.parametrize("acks", [0, 1, "all"])
+async def test_acks(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str], acks: int | str
+) -> None:
+    create_topic(topic_name, 1)
+    async with Producer(bootstrap_servers=bootstrap_servers, acks=acks) as producer:
+        await producer.send_and_wait(topic_name, b"create")  # topic exists before counting
+        futures = [await producer.send(topic_name, b"v%d" % i) for i in range(200)]
+        results = await asyncio.gather(*futures)
+    assert all(isinstance(r, RecordMetadata) for r in results)
+    if acks == 0:
+        # Nothing is acknowledged: offsets are unknown.
+        assert {r.offset for r in results} == {-1}
+    else:
+        assert [r.offset for r in results] == list(range(1, 201))
+    got = (await peer(bootstrap_servers, topic_name, expect=201))[0]
+    assert [r[3] for r in got] == [b"create"] + [b"v%d" % i for i in range(200)]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+async def test_every_codec(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str], codec: str
+) -> None:
+    create_topic(topic_name, 1)
+    values = [(b"%d-" % i) * (i % 50 + 1) for i in range(500)]
+    async with Producer(
+        bootstrap_servers=bootstrap_servers, compression_type=codec, linger_ms=20
+    ) as producer:
+        futures = [await producer.send(topic_name, v, key=b"k%d" % i) for i, v in enumerate(values)]
+        await producer.flush()
+        assert producer.metrics()["bytes_sent"] < sum(map(len, values))  # it compressed
+    offsets = [f.result().offset for f in futures]
+    assert offsets == list(range(500))
+    got = (await peer(bootstrap_servers, topic_name, expect=500))[0]
+    assert [(r[2], r[3]) for r in got] == [(b"k%d" % i, v) for i, v in enumerate(values)]
+
+
+async def test_headers_keys_nulls_and_timestamps(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 1)
+    async with Producer(bootstrap_servers=bootstrap_servers) as producer:
+        await producer.send(topic_name, b"v1", headers=[("a", b"1"), ("b", b""), ("a", b"2")])
+        await producer.send(topic_name, None, key=b"tombstone")
+        await producer.send(topic_name, b"", key=b"")
+        meta = await producer.send_and_wait(topic_name, b"ts", timestamp_ms=1_600_000_000_123)
+    assert meta.timestamp == 1_600_000_000_123
+    got = (await peer(bootstrap_servers, topic_name, expect=4))[0]
+    assert got[0][4] == [("a", b"1"), ("b", b""), ("a", b"2")]
+    assert (got[1][2], got[1][3]) == (b"tombstone", None)
+    assert (got[2][2], got[2][3]) == (b"", b"")
+    assert got[3][5] == 1_600_000_000_123
+
+
+async def test_explicit_partitions(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 3)
+    async with Producer(bootstrap_servers=bootstrap_servers) as producer:
+        assert await producer.partitions_for(topic_name) == {0, 1, 2}
+        for i in range(30):
+            meta = await producer.send_and_wait(topic_name, b"%d" % i, partition=i % 3)
+            assert meta.partition == i % 3
+            assert meta.topic_partition == TopicPartition(topic_name, i % 3)
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            await producer.send(topic_name, b"x", partition=3)
+    got = await peer(bootstrap_servers, topic_name, 3, expect=30)
+    for p in range(3):
+        assert [r[3] for r in got[p]] == [b"%d" % i for i in range(p, 30, 3)]
+
+
+async def test_keyed_records_keep_order_on_their_murmur2_partition(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 4)
+    keys = [b"user-%d" % k for k in range(10)]
+    async with Producer(bootstrap_servers=bootstrap_servers, linger_ms=1) as producer:
+        futures = []
+        for i in range(400):
+            key = keys[i % 10]
+            futures.append(await producer.send(topic_name, b"%d" % i, key=key))
+        results = await asyncio.gather(*futures)
+    for i, meta in enumerate(results):
+        assert meta.partition == murmur2_partition(keys[i % 10], 4)
+    got = await peer(bootstrap_servers, topic_name, 4, expect=400)
+    for key in keys:
+        part = murmur2_partition(key, 4)
+        seq = [int(r[3]) for r in got[part] if r[2] == key]
+        assert seq == sorted(seq) and len(seq) == 40
+
+
+@pytest.mark.parametrize("partitions", [3, 7])
+async def test_keyed_partition_matches_confluent_murmur2_random(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str], partitions: int
+) -> None:
+    create_topic(topic_name, partitions)
+    keys = [b"key-%d" % i for i in range(60)] + [b"", b"\x00\xff", "日本".encode()]
+    chosen: dict[bytes, int] = {}
+
+    def delivered(err: Any, msg: Any) -> None:
+        assert err is None
+        chosen[msg.key()] = msg.partition()
+
+    def produce_with_confluent() -> None:
+        ck: Any = CkProducer(
+            {"bootstrap.servers": bootstrap_servers, "partitioner": "murmur2_random"}
+        )
+        for key in keys:
+            ck.produce(topic_name, b"v", key=key, on_delivery=delivered)
+        assert ck.flush(30) == 0
+
+    await asyncio.to_thread(produce_with_confluent)
+    async with Producer(bootstrap_servers=bootstrap_servers) as producer:
+        ours = {
+            key: (await producer.send_and_wait(topic_name, b"v", key=key)).partition for key in keys
+        }
+    assert ours == chosen
+    assert len(set(chosen.values())) > 1
+
+
+async def test_keyless_records_are_sticky_then_spread(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 4)
+    async with Producer(
+        bootstrap_servers=bootstrap_servers, max_batch_size=1000, linger_ms=50
+    ) as producer:
+        futures = [await producer.send(topic_name, b"x" * 100) for _ in range(400)]
+        results = await asyncio.gather(*futures)
+    parts = [r.partition for r in results]
+    # Sticky: long runs on one partition (not a new partition per record)...
+    switches = sum(1 for a, b in itertools.pairwise(parts) if a != b)
+    assert switches < 100
+    # ...and spread over the partitions in the end.
+    assert len(set(parts)) >= 2
+
+
+async def test_round_robin_and_callable_partitioners(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 3)
+    async with Producer(bootstrap_servers=bootstrap_servers, partitioner="round_robin") as p:
+        parts = [(await p.send_and_wait(topic_name, b"v", key=b"same")).partition for _ in range(6)]
+    assert parts == [0, 1, 2, 0, 1, 2]
+
+    def last(key: bytes | None, all_parts: list[int], available: list[int]) -> int:
+        return all_parts[-1]
+
+    async with Producer(bootstrap_servers=bootstrap_servers, partitioner=last) as p:
+        assert (await p.send_and_wait(topic_name, b"v")).partition == 2
+
+
+async def test_flush_delivers_everything(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 1)
+    async with Producer(bootstrap_servers=bootstrap_servers, linger_ms=60_000) as producer:
+        futures = [await producer.send(topic_name, b"%d" % i) for i in range(100)]
+        assert not any(f.done() for f in futures)  # lingering
+        await producer.flush(timeout=30)
+        assert all(f.done() and f.exception() is None for f in futures)
+        await producer.flush()  # nothing pending: returns at once
+
+
+async def test_stop_delivers_pending_records(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 1)
+    producer = Producer(bootstrap_servers=bootstrap_servers, linger_ms=60_000)
+    await producer.start()
+    futures = [await producer.send(topic_name, b"%d" % i) for i in range(300)]
+    await producer.stop()
+    assert [f.result().offset for f in futures] == list(range(300))
+    with pytest.raises(errors.IllegalStateError):
+        await producer.send(topic_name, b"late")
+    got = (await peer(bootstrap_servers, topic_name, expect=300))[0]
+    assert len(got) == 300
+
+
+async def test_serializers_and_aiokafka_style_code(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 1)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap_servers,
+        key_serializer=str.encode,
+        value_serializer=lambda v: json.dumps(v).encode(),
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=5,
+    )
+    await producer.start()
+    try:
+        fut = await producer.send(topic_name, {"a": 1}, key="k1")
+        meta = await fut
+        assert meta.offset == 0
+        meta = await producer.send_and_wait(topic_name, value=[1, 2], key="k2")
+        assert meta.offset == 1
+        batch = producer.create_batch()
+        for i in range(10):
+            assert batch.append(key=None, value=b"b%d" % i, timestamp=None) is not None
+        batch.close()
+        batch_meta = await (await producer.send_batch(batch, topic_name, partition=0))
+        assert batch_meta.offset == 2
+    finally:
+        await producer.stop()
+    got = (await peer(bootstrap_servers, topic_name, expect=12))[0]
+    assert [(r[2], r[3]) for r in got[:2]] == [(b"k1", b'{"a": 1}'), (b"k2", b"[1, 2]")]
+    assert [r[3] for r in got[2:]] == [b"b%d" % i for i in range(10)]
+
+
+async def test_send_many_gives_one_future_per_record(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 1)
+    async with Producer(bootstrap_servers=bootstrap_servers) as producer:
+        futures = await producer.send_many(
+            topic_name, [b"m%d" % i for i in range(50)], keys=[b"k"] * 50
+        )
+        results = await asyncio.gather(*futures)
+    assert [r.offset for r in results] == list(range(50))
+    got = (await peer(bootstrap_servers, topic_name, expect=50))[0]
+    assert [r[3] for r in got] == [b"m%d" % i for i in range(50)]
+
+
+async def test_many_concurrent_senders(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 1)
+    async with Producer(
+        bootstrap_servers=bootstrap_servers, buffer_memory=64 * 1024, max_batch_size=4096
+    ) as producer:
+
+        async def one(i: int) -> RecordMetadata:
+            return await producer.send_and_wait(topic_name, b"c%d" % i + b"." * 200)
+
+        results = await asyncio.gather(*(one(i) for i in range(3000)))
+    assert sorted(r.offset for r in results) == list(range(3000))
+
+
+async def test_bad_input_types(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 1)
+    async with Producer(bootstrap_servers=bootstrap_servers) as producer:
+        with pytest.raises(SerializationError, match="value is str"):
+            await producer.send(topic_name, "text")
+        with pytest.raises(SerializationError, match="key is int"):
+            await producer.send(topic_name, b"v", key=5)
+        with pytest.raises(TypeError):  # SerializationError is a TypeError too
+            await producer.send(topic_name, {"a": 1})
+        with pytest.raises(SerializationError, match="header"):
+            await producer.send(topic_name, b"v", headers=[("h", "not-bytes")])
+        with pytest.raises(SerializationError):
+            await producer.send(topic_name, b"v", headers=[(1, b"x")])
+        with pytest.raises(TypeError):
+            await producer.send(topic_name, b"v", partition="0")  # type: ignore[arg-type]
+        # bytearray and memoryview are fine
+        await producer.send_and_wait(topic_name, bytearray(b"ba"), key=memoryview(b"mv"))
+    got = (await peer(bootstrap_servers, topic_name, expect=1))[0]
+    assert [(r[2], r[3]) for r in got] == [(b"mv", b"ba")]
+
+
+async def test_serializer_failure_is_serialization_error(bootstrap_servers: str) -> None:
+    def boom(value: object) -> bytes:
+        raise ValueError("cannot")
+
+    async with Producer(bootstrap_servers=bootstrap_servers, value_serializer=boom) as producer:
+        with pytest.raises(SerializationError, match="value_serializer failed"):
+            await producer.send("any-topic", 1)
+
+
+async def test_record_too_large_fails_at_once(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 1)
+    async with Producer(bootstrap_servers=bootstrap_servers, max_request_size=10_000) as producer:
+        with pytest.raises(errors.RecordTooLargeError, match="max_request_size"):
+            await producer.send(topic_name, b"x" * 20_000)
+        with pytest.raises(errors.MessageSizeTooLargeError):  # aiokafka's name
+            await producer.send(topic_name, b"x" * 9_990, headers=[("h", b"y" * 100)])
+        # Just under the limit goes through.
+        meta = await producer.send_and_wait(topic_name, b"x" * 9_000)
+        assert meta.offset == 0
+
+
+async def test_unknown_topic_with_auto_creation_off(
+    bootstrap_servers: str, topic_name: str
+) -> None:
+    async with Producer(
+        bootstrap_servers=bootstrap_servers, allow_auto_create_topics=False, max_block_ms=1500
+    ) as producer:
+        with pytest.raises(errors.UnknownTopicOrPartitionError, match="does not exist"):
+            await producer.send(topic_name, b"v")
+
+
+class Recorder(ProducerInterceptor):
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+        self.acked: list[tuple[RecordMetadata | None, BaseException | None]] = []
+
+    def on_send(self, record: ProducerRecord) -> ProducerRecord:
+        self.sent.append(record.value)
+        return ProducerRecord(
+            record.topic, b"intercepted:" + record.value, record.key, record.partition
+        )
+
+    def on_acknowledgement(
+        self, metadata: RecordMetadata | None, exception: BaseException | None
+    ) -> None:
+        self.acked.append((metadata, exception))
+
+
+async def test_interceptors_and_metrics(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 1)
+    rec = Recorder()
+    async with Producer(bootstrap_servers=bootstrap_servers, interceptors=[rec]) as producer:
+        for i in range(20):
+            await producer.send(topic_name, b"%d" % i)
+        await producer.flush()
+        await asyncio.sleep(0)  # done callbacks run on the next loop iteration
+        metrics = producer.metrics()
+    assert rec.sent == [b"%d" % i for i in range(20)]
+    assert [m.offset for m, e in rec.acked if m is not None] == list(range(20))
+    assert metrics["records_sent"] == 20
+    assert metrics["records_failed"] == 0
+    assert metrics["batches_sent"] >= 1
+    assert metrics["bytes_sent"] > 20 * len(b"intercepted:")
+    assert metrics["request_latency_avg_ms"] > 0
+    assert metrics["buffer_memory_used"] == 0
+    assert set(metrics) >= {"batch_size_avg", "records_retried", "buffer_memory_total"}
+    got = (await peer(bootstrap_servers, topic_name, expect=20))[0]
+    assert got[0][3] == b"intercepted:0"

@@ -1,0 +1,190 @@
+"""Transactions on a real broker, checked with confluent-kafka's consumer."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as CkTopicPartition
+
+from aiokafka_lite import errors
+from aiokafka_lite.producer import Producer, TransactionAbortedError
+from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
+
+from .test_producer_helpers import read_all
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def txn_producer(bootstrap: str, **kw: Any) -> Producer:
+    return Producer(
+        bootstrap_servers=bootstrap, transactional_id=f"txn-{uuid.uuid4().hex[:10]}", **kw
+    )
+
+
+async def peer_values(bootstrap: str, topic: str, isolation: str, expect: int) -> list[bytes]:
+    got = await asyncio.to_thread(read_all, bootstrap, topic, 1, isolation=isolation, expect=expect)
+    return [r[3] for r in got[0]]
+
+
+async def produce_committed_and_aborted(bootstrap: str, topic: str) -> None:
+    async with txn_producer(bootstrap) as producer:
+        await producer.begin_transaction()
+        for i in range(5):
+            await producer.send(topic, b"c%d" % i)
+        await producer.commit_transaction()
+
+        await producer.begin_transaction()
+        futures = [await producer.send(topic, b"a%d" % i) for i in range(5)]
+        await producer.flush()  # they reach the log before the abort
+        assert [f.result().offset for f in futures] == [6, 7, 8, 9, 10]
+        await producer.abort_transaction()
+
+        async with producer.transaction():
+            await producer.send(topic, b"c5")
+            await producer.send(topic, b"c6")
+
+
+async def test_committed_and_aborted_are_in_the_log_with_markers(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 1)
+    await produce_committed_and_aborted(bootstrap_servers, topic_name)
+    got = await asyncio.to_thread(read_all, bootstrap_servers, topic_name, 1, expect=12)
+    values = [r[3] for r in got[0]]
+    offsets = [r[1] for r in got[0]]
+    assert values == [b"c0", b"c1", b"c2", b"c3", b"c4"] + [b"a%d" % i for i in range(5)] + [
+        b"c5",
+        b"c6",
+    ]
+    # Each transaction ends with a control marker, which takes an offset of its own.
+    assert offsets == [0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 12, 13]
+
+
+async def test_read_committed_reader_sees_only_committed(
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Callable[..., str],
+    xfail_on: Callable[..., None],
+) -> None:
+    create_topic(topic_name, 1)
+    await produce_committed_and_aborted(bootstrap_servers, topic_name)
+    xfail_on(
+        "tansu",
+        "Tansu 0.6 returns aborted records to read_committed consumers "
+        "(no aborted_transactions in Fetch responses)",
+    )
+    values = await peer_values(bootstrap_servers, topic_name, "read_committed", expect=7)
+    assert values == [b"c0", b"c1", b"c2", b"c3", b"c4", b"c5", b"c6"]
+
+
+async def test_abort_fails_unsent_records_with_transaction_aborted(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 1)
+    async with txn_producer(bootstrap_servers, linger_ms=60_000) as producer:
+        await producer.begin_transaction()
+        futures = [await producer.send(topic_name, b"x%d" % i) for i in range(10)]
+        await producer.abort_transaction()
+        for fut in futures:
+            with pytest.raises(TransactionAbortedError):
+                fut.result()
+        # The producer is usable again.
+        async with producer.transaction():
+            await producer.send(topic_name, b"after")
+    assert await peer_values(bootstrap_servers, topic_name, "read_uncommitted", 1) == [b"after"]
+
+
+async def test_transaction_context_aborts_on_exception(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 1)
+    async with txn_producer(bootstrap_servers) as producer:
+        with pytest.raises(RuntimeError, match="boom"):
+            async with producer.transaction():
+                fut = await producer.send(topic_name, b"doomed")
+                await fut  # delivered inside the transaction...
+                raise RuntimeError("boom")
+        assert producer.transaction_state == "ready"  # ...and aborted
+        async with producer.transaction():
+            await producer.send(topic_name, b"kept")
+    got = await asyncio.to_thread(read_all, bootstrap_servers, topic_name, 1, expect=2)
+    offsets_values = [(r[1], r[3]) for r in got[0]]
+    # doomed (0), abort marker (1), kept (2), commit marker (3)
+    assert offsets_values == [(0, b"doomed"), (2, b"kept")]
+
+
+async def test_send_outside_a_transaction_is_refused(
+    bootstrap_servers: str, topic_name: str
+) -> None:
+    async with txn_producer(bootstrap_servers) as producer:
+        with pytest.raises(errors.IllegalStateError, match="begin_transaction"):
+            await producer.send(topic_name, b"v")
+        with pytest.raises(errors.IllegalStateError):
+            await producer.commit_transaction()
+        await producer.begin_transaction()
+        with pytest.raises(errors.IllegalStateError):
+            await producer.begin_transaction()
+        await producer.abort_transaction()
+
+
+async def test_transaction_api_needs_transactional_id(bootstrap_servers: str) -> None:
+    async with Producer(bootstrap_servers=bootstrap_servers) as producer:
+        with pytest.raises(errors.IllegalStateError, match="transactional_id"):
+            await producer.begin_transaction()
+
+
+async def test_second_producer_fences_the_first(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 1)
+    txn_id = f"fence-{uuid.uuid4().hex[:8]}"
+    first = Producer(bootstrap_servers=bootstrap_servers, transactional_id=txn_id)
+    second = Producer(bootstrap_servers=bootstrap_servers, transactional_id=txn_id)
+    await first.start()
+    try:
+        await first.begin_transaction()
+        await (await first.send(topic_name, b"zombie"))
+        await second.start()  # InitProducerId bumps the epoch: the first is fenced
+        with pytest.raises(errors.ProducerFencedError):
+            await first.commit_transaction()
+        async with second.transaction():
+            await second.send(topic_name, b"live")
+    finally:
+        await first.stop()
+        await second.stop()
+
+
+async def test_send_offsets_to_transaction(
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Callable[..., str],
+) -> None:
+    create_topic(topic_name, 2)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    async with txn_producer(bootstrap_servers) as producer:
+        async with producer.transaction():
+            await producer.send(topic_name, b"out", partition=0)
+            await producer.send_offsets_to_transaction(
+                {
+                    TopicPartition(topic_name, 0): 5,
+                    TopicPartition(topic_name, 1): OffsetAndMetadata(9, "meta"),
+                },
+                group,
+            )
+
+    def committed() -> dict[int, int]:
+        consumer: Any = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": group})
+        try:
+            parts = consumer.committed(
+                [CkTopicPartition(topic_name, 0), CkTopicPartition(topic_name, 1)], timeout=20
+            )
+            return {p.partition: p.offset for p in parts}
+        finally:
+            consumer.close()
+
+    assert await asyncio.to_thread(committed) == {0: 5, 1: 9}

@@ -1,0 +1,385 @@
+"""SASL end to end: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER, over TCP and TLS.
+
+The embedded brokers have no working SCRAM, so a scripted SASL front
+(``tests/reliability/sasl_front.py``) authenticates each connection and then splices it
+to a plaintext Tansu, which advertises the front's (or, with TLS, socat's) address.
+confluent-kafka authenticates against the front first: the front is checked by code
+nobody here wrote, in both directions (right credentials accepted, wrong ones refused).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aiokafka_lite import errors
+from aiokafka_lite.connection import connect
+from aiokafka_lite.consumer import Consumer
+from aiokafka_lite.producer import Producer
+from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.security import SecurityConfig, create_ssl_context
+from tests.reliability.clients import (
+    confluent_consume,
+    confluent_errors,
+    confluent_round_trip,
+    ours_consume,
+    ours_produce,
+)
+from tests.reliability.sasl_front import SaslFront
+from tests.reliability.stack import SecureStack
+from tests.reliability.tls import Pki, make_pki, missing_tls_tools
+
+USER = "alice"
+PASSWORD = "pä55-wörd,=Secret-7f3c"  # non-ASCII, and SCRAM's delimiters
+ODD_USER = "b=ob,x"  # needs SCRAM's saslname escaping (=3D, =2C)
+ODD_PASSWORD = "second-secret-91ab"
+TOKEN = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJlLTQ0"
+MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+N = 40
+
+needs_tls = pytest.mark.skipif(
+    bool(missing_tls_tools()),
+    reason=f"needs {', '.join(missing_tls_tools())} (apt-get install openssl socat)",
+)
+
+
+@pytest.fixture(scope="module")
+def sasl_stack() -> Iterator[SecureStack]:
+    users = {USER: PASSWORD, ODD_USER: ODD_PASSWORD}
+    with SecureStack(sasl_users=users, sasl_tokens={TOKEN: USER}) as stack:
+        yield stack
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    if missing_tls_tools():
+        pytest.skip(f"needs {', '.join(missing_tls_tools())}")
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def sasl_ssl_stack(pki: Pki) -> Iterator[SecureStack]:
+    with SecureStack(pki=pki, sasl_users={USER: PASSWORD}, sasl_tokens={TOKEN: USER}) as stack:
+        yield stack
+
+
+@pytest.fixture
+def front(sasl_stack: SecureStack) -> SaslFront:
+    assert sasl_stack.sasl is not None
+    sasl_stack.sasl.clear_records()
+    return sasl_stack.sasl
+
+
+def _topic() -> str:
+    return f"sasl-{uuid.uuid4().hex[:10]}"
+
+
+def _values(n: int = N) -> list[bytes]:
+    return [f"sasl-{i:04d}-{uuid.uuid4().hex[:6]}".encode() for i in range(n)]
+
+
+def _cf_conf(
+    bootstrap: str,
+    mechanism: str,
+    *,
+    user: str = USER,
+    password: str = PASSWORD,
+    token: str = TOKEN,
+    ca: Path | None = None,
+) -> dict[str, Any]:
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SASL_SSL" if ca is not None else "SASL_PLAINTEXT",
+        "sasl.mechanisms": mechanism,
+    }
+    if ca is not None:
+        conf["ssl.ca.location"] = str(ca)
+    if mechanism == "OAUTHBEARER":
+        conf["oauth_cb"] = lambda _config: (token, time.time() + 3600)
+    else:
+        conf["sasl.username"] = user
+        conf["sasl.password"] = password
+    return conf
+
+
+def _ours(
+    mechanism: str,
+    *,
+    user: str = USER,
+    password: str = PASSWORD,
+    token: str = TOKEN,
+    ssl_ca: Path | None = None,
+) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "security_protocol": "SASL_SSL" if ssl_ca is not None else "SASL_PLAINTEXT",
+        "sasl_mechanism": mechanism,
+    }
+    if ssl_ca is not None:
+        options["ssl_context"] = create_ssl_context(str(ssl_ca))
+    if mechanism == "OAUTHBEARER":
+        options["sasl_oauth_token_provider"] = lambda: token
+    else:
+        options["sasl_plain_username"] = user
+        options["sasl_plain_password"] = password
+    return options
+
+
+def _security(mechanism: str, **kwargs: Any) -> SecurityConfig:
+    return SecurityConfig(**_ours(mechanism, **kwargs))
+
+
+# --- the control: confluent-kafka against the front ---------------------------------
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_control_confluent_authenticates_against_the_front(
+    sasl_stack: SecureStack, front: SaslFront, mechanism: str
+) -> None:
+    values = _values(10)
+    got = confluent_round_trip(_cf_conf(sasl_stack.bootstrap_servers, mechanism), _topic(), values)
+    assert sorted(got) == sorted(values)
+    records = [r for r in front.records if r.client_id == "rdkafka"]
+    assert records and all(r.ok and r.mechanism == mechanism for r in records), records
+    assert {r.principal for r in records} == {USER}
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_control_confluent_is_refused_with_wrong_credentials(
+    sasl_stack: SecureStack, front: SaslFront, mechanism: str
+) -> None:
+    conf = _cf_conf(
+        sasl_stack.bootstrap_servers, mechanism, password="wrong-password", token="bad.token"
+    )
+    errs = confluent_errors(conf, timeout=15)
+    assert errs and errs[0].name() == "_AUTHENTICATION", errs
+    assert front.records and not any(r.ok for r in front.records), front.records
+
+
+def test_control_confluent_scram_escapes_the_username(
+    sasl_stack: SecureStack, front: SaslFront
+) -> None:
+    conf = _cf_conf(
+        sasl_stack.bootstrap_servers, "SCRAM-SHA-256", user=ODD_USER, password=ODD_PASSWORD
+    )
+    values = _values(3)
+    assert sorted(confluent_round_trip(conf, _topic(), values)) == sorted(values)
+    assert {r.principal for r in front.records if r.ok} == {ODD_USER}
+
+
+# --- ours -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+async def test_round_trip(sasl_stack: SecureStack, front: SaslFront, mechanism: str) -> None:
+    topic, values = _topic(), _values()
+    bootstrap = sasl_stack.bootstrap_servers
+    await ours_produce(bootstrap, topic, values, **_ours(mechanism))
+    got = await ours_consume(bootstrap, topic, len(values), **_ours(mechanism))
+    assert sorted(got) == sorted(values)
+    ours = [r for r in front.records if r.client_id != "rdkafka"]
+    # bootstrap and broker connections of the producer and of the consumer
+    assert len(ours) >= 2 and all(r.ok and r.mechanism == mechanism for r in ours), ours
+    assert {r.principal for r in ours} == {USER}
+    # confluent-kafka reads what we wrote through the front
+    conf = _cf_conf(bootstrap, mechanism)
+    theirs = await asyncio.to_thread(confluent_consume, conf, topic, len(values))
+    assert sorted(theirs) == sorted(values)
+
+
+async def test_scram_escapes_the_username(sasl_stack: SecureStack, front: SaslFront) -> None:
+    security = _security("SCRAM-SHA-512", user=ODD_USER, password=ODD_PASSWORD)
+    conn = await connect("127.0.0.1", sasl_stack.port, security=security)
+    try:
+        await conn.send(int(ApiKey.METADATA), {"topics": []})
+    finally:
+        conn.close()
+        await conn.wait_closed()
+    assert [(r.ok, r.principal) for r in front.records] == [(True, ODD_USER)]
+
+
+async def test_oauthbearer_extensions_reach_the_server(
+    sasl_stack: SecureStack, front: SaslFront
+) -> None:
+    class Provider:
+        async def token(self) -> str:
+            return TOKEN
+
+        def extensions(self) -> dict[str, str]:
+            return {"traceId": "abc-123", "logicalCluster": "lkc-1"}
+
+    security = SecurityConfig(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_oauth_token_provider=Provider(),
+    )
+    conn = await connect("127.0.0.1", sasl_stack.port, security=security)
+    conn.close()
+    await conn.wait_closed()
+    [record] = front.records
+    assert record.ok and record.extensions == {"traceId": "abc-123", "logicalCluster": "lkc-1"}
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+async def test_wrong_credentials_are_refused(
+    sasl_stack: SecureStack, front: SaslFront, mechanism: str
+) -> None:
+    wrong = _ours(mechanism, password="wrong-password", token="not.the.token")
+    started = time.monotonic()
+    with pytest.raises(errors.AuthenticationFailedError) as info:
+        await connect("127.0.0.1", sasl_stack.port, security=SecurityConfig(**wrong))
+    assert mechanism in str(info.value) and f"127.0.0.1:{sasl_stack.port}" in str(info.value)
+    # The producer and the consumer fail at start with the same error, and do not retry
+    # a refused password until their timeout.
+    producer = Producer(bootstrap_servers=sasl_stack.bootstrap_servers, **wrong)
+    with pytest.raises(errors.AuthenticationFailedError):
+        await asyncio.wait_for(producer.start(), 30)
+    await producer.stop()
+    consumer = Consumer(bootstrap_servers=sasl_stack.bootstrap_servers, group_id="g", **wrong)
+    with pytest.raises(errors.AuthenticationFailedError):
+        await asyncio.wait_for(consumer.start(), 30)
+    await consumer.stop()
+    assert time.monotonic() - started < 10
+    assert front.records and not any(r.ok for r in front.records)
+
+
+async def test_unknown_user_is_refused(sasl_stack: SecureStack) -> None:
+    security = _security("SCRAM-SHA-256", user="mallory")
+    with pytest.raises(errors.AuthenticationFailedError):
+        await connect("127.0.0.1", sasl_stack.port, security=security)
+
+
+async def test_mechanism_not_enabled_is_refused(sasl_stack: SecureStack) -> None:
+    with SaslFront(
+        "127.0.0.1", sasl_stack.broker.port, users={USER: PASSWORD}, mechanisms=("PLAIN",)
+    ) as plain_only:
+        with pytest.raises(errors.AuthenticationFailedError) as info:
+            await connect("127.0.0.1", plain_only.port, security=_security("SCRAM-SHA-256"))
+    assert "SCRAM-SHA-256" in str(info.value) and "PLAIN" in str(info.value), info.value
+
+
+async def test_the_front_enforces_authentication(sasl_stack: SecureStack, front: SaslFront) -> None:
+    # A client that skips SASL gets through ApiVersions (forwarded), then is cut off:
+    # the SASL tests above would fail if the client did not authenticate.
+    conn = await connect("127.0.0.1", sasl_stack.port, request_timeout_ms=5000)
+    with pytest.raises(errors.KafkaConnectionError):
+        await conn.send(int(ApiKey.METADATA), {"topics": []})
+    await conn.wait_closed()
+    assert front.rejected_unauthenticated >= 1
+
+
+# --- SASL over TLS --------------------------------------------------------------------
+
+
+@needs_tls
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER"])
+def test_control_confluent_sasl_over_tls(
+    sasl_ssl_stack: SecureStack, pki: Pki, mechanism: str
+) -> None:
+    values = _values(10)
+    conf = _cf_conf(sasl_ssl_stack.bootstrap_servers, mechanism, ca=pki.ca_cert)
+    assert sorted(confluent_round_trip(conf, _topic(), values)) == sorted(values)
+
+
+@needs_tls
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "OAUTHBEARER"])
+async def test_sasl_over_tls_round_trip(
+    sasl_ssl_stack: SecureStack, pki: Pki, mechanism: str
+) -> None:
+    assert sasl_ssl_stack.sasl is not None
+    sasl_ssl_stack.sasl.clear_records()
+    topic, values = _topic(), _values()
+    bootstrap = sasl_ssl_stack.bootstrap_servers
+    options = _ours(mechanism, ssl_ca=pki.ca_cert)
+    await ours_produce(bootstrap, topic, values, **options)
+    got = await ours_consume(bootstrap, topic, len(values), **_ours(mechanism, ssl_ca=pki.ca_cert))
+    assert sorted(got) == sorted(values)
+    records = sasl_ssl_stack.sasl.records
+    assert records and all(r.ok and r.mechanism == mechanism for r in records)
+
+
+@needs_tls
+async def test_sasl_over_tls_wrong_password(sasl_ssl_stack: SecureStack, pki: Pki) -> None:
+    security = _security("SCRAM-SHA-512", password="nope", ssl_ca=pki.ca_cert)
+    with pytest.raises(errors.AuthenticationFailedError):
+        await connect("localhost", sasl_ssl_stack.port, security=security)
+
+
+@needs_tls
+async def test_sasl_over_tls_wrong_ca_fails_before_sending_credentials(
+    sasl_ssl_stack: SecureStack, pki: Pki
+) -> None:
+    assert sasl_ssl_stack.sasl is not None
+    sasl_ssl_stack.sasl.clear_records()
+    security = _security("PLAIN", ssl_ca=pki.other_ca_cert)
+    with pytest.raises(errors.KafkaConnectionError, match="certificate verification failed"):
+        await connect("localhost", sasl_ssl_stack.port, security=security)
+    # the password never left the client: no SASL exchange reached the front
+    assert sasl_ssl_stack.sasl.records == []
+
+
+# --- secrets stay secret --------------------------------------------------------------
+
+
+async def test_credentials_never_appear_in_logs_or_reprs(
+    sasl_stack: SecureStack, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)  # every logger, root included
+    bootstrap = sasl_stack.bootstrap_servers
+    texts: list[str] = []
+    for mechanism in MECHANISMS:
+        options = _ours(mechanism)
+        topic, values = _topic(), _values(5)
+        async with Producer(bootstrap_servers=bootstrap, **options) as producer:
+            for value in values:
+                await (await producer.send(topic, value))
+            texts += [repr(producer), str(producer.metrics())]
+        consumer = Consumer(
+            topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", **options
+        )
+        async with consumer:
+            got: list[bytes] = []
+            deadline = time.monotonic() + 20
+            while len(got) < len(values) and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    got += [r.value for r in records]
+            assert sorted(got) == sorted(values)
+            texts += [repr(consumer), repr(consumer.config), repr(consumer.health())]
+        security = SecurityConfig(**options)
+        texts += [repr(security), str(security)]
+        conn = await connect("127.0.0.1", sasl_stack.port, security=security)
+        texts.append(repr(conn))
+        conn.close()
+    # failures too: the error text must not echo what was sent
+    for mechanism in ("PLAIN", "SCRAM-SHA-256"):
+        with pytest.raises(errors.AuthenticationFailedError) as info:
+            await connect(
+                "127.0.0.1",
+                sasl_stack.port,
+                security=_security(mechanism, password=PASSWORD + "-typo"),
+            )
+        texts += [str(info.value), repr(info.value)]
+
+    assert len(caplog.records) > 20, "expected DEBUG logging from the session"
+    logged = "\n".join(
+        [caplog.text]
+        + [r.getMessage() for r in caplog.records]
+        + [repr(r.args) for r in caplog.records]
+    )
+    everything = logged + "\n".join(texts)
+    password_bytes = PASSWORD.encode("utf-8")
+    for secret in (
+        PASSWORD,
+        TOKEN,
+        "Secret-7f3c",  # the password's ASCII tail, however the rest is escaped
+        repr(password_bytes)[2:-1],  # as it appears inside a logged bytes repr
+        password_bytes.hex(),
+        "pä55",
+    ):
+        assert secret not in everything, f"a secret leaked: {secret!r}"

@@ -1,0 +1,453 @@
+"""The Spark data source against the real broker, on a local[2] Spark.
+
+Every record is produced and checked with our own client; Spark reads and writes through
+the data source, whose tasks use our consumer and producer.
+
+Tansu (the embedded broker) answers ListOffsets(latest) with the last batch's base
+offset + 1 when that batch holds several records (its fetch high watermark is right).
+Tests that are not about ``latest`` avoid the deviation: they give explicit ending
+offsets or end each partition with a one-record batch (:func:`produce` ``seal=True``).
+The test about ``latest`` asserts Kafka's semantics and is a strict xfail on Tansu.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark.sql.datasource")
+pytest.importorskip("pyarrow")
+if shutil.which("java") is None:
+    pytest.skip("Spark needs Java (java not on PATH)", allow_module_level=True)
+
+from pyspark.errors import PySparkException  # noqa: E402
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+from aiokafka_lite.client import KafkaClient  # noqa: E402
+from aiokafka_lite.consumer import Consumer  # noqa: E402
+from aiokafka_lite.producer import Producer  # noqa: E402
+from aiokafka_lite.spark import FORMAT, local_session  # noqa: E402
+from aiokafka_lite.structs import TopicPartition  # noqa: E402
+
+pytestmark = pytest.mark.timeout(240)
+
+TANSU_LATEST = (
+    "Tansu answers ListOffsets(latest) with the last batch's base offset + 1 when that "
+    "batch holds several records, so 'latest' stops short of the log end"
+)
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    session = local_session("aiokafka_lite-tests", conf={"spark.sql.streaming.pollingDelay": "50ms"})
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+# --- helpers (our client, no Spark) ---------------------------------------------------------
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    per_partition: int,
+    partitions: int,
+    value: Callable[[int, int], bytes] = lambda p, i: b"p%d-%d" % (p, i),
+    *,
+    seal: bool = False,
+) -> dict[int, int]:
+    """Produce ``per_partition`` records to each partition; returns the end offsets.
+
+    ``seal=True`` sends the last record of each partition alone (a one-record batch).
+    """
+
+    async def run() -> dict[int, int]:
+        producer = Producer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=256 * 1024)
+        await producer.start()
+        try:
+            futures = []
+            bulk = per_partition - 1 if seal else per_partition
+            for i in range(bulk):
+                for p in range(partitions):
+                    futures.append(await producer.send(topic, value(p, i), partition=p))
+            await producer.flush(timeout=60)
+            if seal:
+                for p in range(partitions):
+                    futures.append(
+                        await producer.send(topic, value(p, per_partition - 1), partition=p)
+                    )
+                    await producer.flush(timeout=30)
+            metas = await asyncio.wait_for(asyncio.gather(*futures), 60)
+        finally:
+            await producer.stop(timeout=30)
+        ends: dict[int, int] = {}
+        for meta in metas:
+            ends[meta.partition] = max(ends.get(meta.partition, 0), meta.offset + 1)
+        return ends
+
+    return asyncio.run(run())
+
+
+def log_end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Each partition's log end, from the high watermark of a fetch (not ListOffsets)."""
+
+    async def run() -> dict[int, int]:
+        client = KafkaClient(bootstrap, allow_auto_create_topics=False)
+        await client.start()
+        try:
+            numbers = sorted(await client.wait_for_metadata(topic, 30_000))
+        finally:
+            await client.close()
+        consumer = Consumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                            auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            tps = [TopicPartition(topic, p) for p in numbers]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            deadline = time.monotonic() + 30
+            while any(consumer.highwater(tp) is None for tp in tps):
+                assert time.monotonic() < deadline, "no fetch answered within 30 s"
+                await consumer.getmany(timeout_ms=200)
+            return {tp.partition: consumer.highwater(tp) or 0 for tp in tps}
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(run())
+
+
+def reader(spark: SparkSession, bootstrap: str, **options: str) -> Any:
+    r = spark.read.format(FORMAT).option("kafka.bootstrap.servers", bootstrap)
+    for key, value in options.items():
+        r = r.option(key, value)
+    return r
+
+
+def offsets_json(topic: str, ends: dict[int, int]) -> str:
+    return json.dumps({topic: {str(p): e for p, e in ends.items()}})
+
+
+def summary(df: DataFrame) -> dict[int, tuple[int, int, int, int, int]]:
+    """Per partition: (count, distinct offsets, min offset, max offset, checksum)."""
+    row_sum = F.crc32(
+        F.concat_ws(
+            ":", F.col("partition").cast("string"), F.col("offset").cast("string"),
+            F.col("value").cast("string"),
+        )
+    )
+    rows = (
+        df.groupBy("partition")
+        .agg(
+            F.count("*").alias("n"),
+            F.countDistinct("offset").alias("distinct"),
+            F.min("offset").alias("lo"),
+            F.max("offset").alias("hi"),
+            F.sum(row_sum).alias("checksum"),
+        )
+        .collect()
+    )
+    return {r["partition"]: (r["n"], r["distinct"], r["lo"], r["hi"], r["checksum"]) for r in rows}
+
+
+def expected_summary(per_partition: int, partitions: int,
+                     value: Callable[[int, int], bytes]) -> dict[int, tuple[int, ...]]:
+    result = {}
+    for p in range(partitions):
+        checksum = sum(zlib.crc32(b"%d:%d:" % (p, i) + value(p, i)) for i in range(per_partition))
+        result[p] = (per_partition, per_partition, 0, per_partition - 1, checksum)
+    return result
+
+
+# --- batch reads ------------------------------------------------------------------------------
+
+
+def test_batch_read_3x100k_exactly(
+    spark: SparkSession, bootstrap_servers: str, topic_name: str, create_topic: Any
+) -> None:
+    create_topic(topic_name, 3)
+    n = 100_000
+
+    def value(p: int, i: int) -> bytes:
+        return b"v-%d-%d" % (p, i)
+
+    ends = produce(bootstrap_servers, topic_name, n, 3, value)
+    assert ends == {0: n, 1: n, 2: n}
+    df = reader(
+        spark, bootstrap_servers, subscribe=topic_name,
+        endingOffsets=offsets_json(topic_name, ends),
+        maxRecordsPerPartition="60000",  # so large partitions are split across tasks
+    ).load()
+    assert df.rdd.getNumPartitions() == 6
+    assert summary(df) == expected_summary(n, 3, value)
+
+
+def test_batch_read_defaults_read_to_the_log_end(
+    spark: SparkSession, bootstrap_servers: str, topic_name: str, create_topic: Any,
+    xfail_on: Callable[..., None],
+) -> None:
+    create_topic(topic_name, 2)
+    produce(bootstrap_servers, topic_name, 500, 2)  # multi-record batches
+    df = reader(spark, bootstrap_servers, subscribe=topic_name).load()
+    xfail_on("tansu", TANSU_LATEST)
+    assert summary(df) == expected_summary(500, 2, lambda p, i: b"p%d-%d" % (p, i))
+
+
+def test_batch_read_offset_ranges_headers_and_assign(
+    spark: SparkSession, bootstrap_servers: str, topic_name: str, create_topic: Any
+) -> None:
+    create_topic(topic_name, 2)
+
+    async def run() -> None:
+        producer = Producer(bootstrap_servers=bootstrap_servers, linger_ms=0)
+        await producer.start()
+        try:
+            for i in range(10):
+                await producer.send_and_wait(
+                    topic_name, b"v%d" % i, key=b"k%d" % i, partition=1,
+                    timestamp_ms=1_700_000_000_000 + i, headers=[("n", b"%d" % i), ("z", None)],
+                )
+        finally:
+            await producer.stop(timeout=30)
+
+    asyncio.run(run())
+    df = reader(
+        spark, bootstrap_servers,
+        assign=json.dumps({topic_name: [1]}),
+        startingOffsets=json.dumps({topic_name: {"1": 3}}),
+        endingOffsets=json.dumps({topic_name: {"1": 7}}),
+        includeHeaders="true",
+    ).load()
+    rows = sorted(df.collect(), key=lambda r: r["offset"])
+    assert [r["offset"] for r in rows] == [3, 4, 5, 6]
+    first = rows[0]
+    assert (first["key"], first["value"], first["topic"], first["partition"]) == (
+        b"k3", b"v3", topic_name, 1,
+    )
+    assert first["timestamp"].timestamp() == pytest.approx(1_700_000_000.003)
+    assert first["timestampType"] == 0
+    assert [(h["key"], h["value"]) for h in first["headers"]] == [("n", b"3"), ("z", None)]
+
+
+# --- bad options ------------------------------------------------------------------------------
+
+
+def test_bad_options_fail_at_planning_with_clear_messages(
+    spark: SparkSession, bootstrap_servers: str, tmp_path: Path
+) -> None:
+    def load_fails(match: str, **options: str) -> None:
+        with pytest.raises(PySparkException, match=match):
+            reader(spark, bootstrap_servers, **options).load()
+
+    load_fails("exactly one of the options subscribe, subscribePattern and assign",
+               subscribe="a", subscribePattern="a.*")
+    load_fails("unknown option 'subcribe'", subcribe="a")
+    load_fails("startingOffsets cannot be latest", subscribe="a", startingOffsets="latest")
+    load_fails("kafka.group.id is not supported", subscribe="a", **{"kafka.group.id": "g"})
+    load_fails("unknown option kafka.fetch.max.bites", subscribe="a",
+               **{"kafka.fetch.max.bites": "1"})
+    with pytest.raises(PySparkException, match="fixed and cannot be set"):
+        spark.read.format(FORMAT).schema("value string").option(
+            "kafka.bootstrap.servers", bootstrap_servers).option("subscribe", "a").load().collect()
+
+    stream = (spark.readStream.format(FORMAT).option("kafka.bootstrap.servers", bootstrap_servers)
+              .option("subscribe", "a").option("endingOffsets", "latest").load())
+    with pytest.raises(PySparkException, match="endingOffsets applies to batch reads only"):
+        stream.writeStream.format("noop").option(
+            "checkpointLocation", str(tmp_path / "c1")).start().processAllAvailable()
+
+    df = spark.createDataFrame([("x",)], "value string")
+    with pytest.raises(PySparkException, match="can only be appended to"):
+        df.write.format(FORMAT).mode("overwrite").option(
+            "kafka.bootstrap.servers", bootstrap_servers).option("topic", "t").save()
+    with pytest.raises(PySparkException, match="topic option or a 'topic' column"):
+        df.write.format(FORMAT).mode("append").option(
+            "kafka.bootstrap.servers", bootstrap_servers).save()
+    with pytest.raises(PySparkException, match="option subscribe does not apply to writes"):
+        df.write.format(FORMAT).mode("append").option(
+            "kafka.bootstrap.servers", bootstrap_servers).option("topic", "t").option(
+            "subscribe", "t").save()
+
+
+# --- streaming reads --------------------------------------------------------------------------
+
+
+class BatchCollector:
+    """A foreachBatch sink keyed by batch id: a replayed batch replaces itself."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, list[tuple[int, int, bytes]]] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        rows = [(r["partition"], r["offset"], bytes(r["value"]))
+                for r in df.select("partition", "offset", "value").collect()]
+        with self.lock:
+            self.batches[batch_id] = rows
+
+    def rows(self) -> list[tuple[int, int, bytes]]:
+        with self.lock:
+            return [row for batch in self.batches.values() for row in batch]
+
+    def wait_for(self, count: int, timeout: float, query: Any) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.rows()) < count:
+            if query.exception() is not None:
+                raise AssertionError(f"query failed: {query.exception()}")
+            assert time.monotonic() < deadline, f"{len(self.rows())}/{count} rows after {timeout}s"
+            time.sleep(0.2)
+
+
+def stream(spark: SparkSession, bootstrap: str, **options: str) -> DataFrame:
+    r = spark.readStream.format(FORMAT).option("kafka.bootstrap.servers", bootstrap)
+    for key, value in options.items():
+        r = r.option(key, value)
+    return r.load()
+
+
+def test_streaming_read_picks_up_records_produced_after_start(
+    spark: SparkSession, bootstrap_servers: str, topic_name: str, create_topic: Any,
+    tmp_path: Path,
+) -> None:
+    create_topic(topic_name, 2)
+    produce(bootstrap_servers, topic_name, 5, 2, lambda p, i: b"old-%d-%d" % (p, i), seal=True)
+    sink = BatchCollector()
+    query = (
+        stream(spark, bootstrap_servers, subscribe=topic_name)  # startingOffsets=latest
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not query.recentProgress:  # the start offsets are fixed by the first batch
+            assert time.monotonic() < deadline and query.exception() is None
+            time.sleep(0.1)
+        produce(bootstrap_servers, topic_name, 20, 2, lambda p, i: b"new-%d-%d" % (p, i),
+                seal=True)
+        sink.wait_for(40, 60, query)
+        time.sleep(1)  # nothing more may come
+    finally:
+        query.stop()
+    values = sorted(value for _, _, value in sink.rows())
+    assert values == sorted(b"new-%d-%d" % (p, i) for p in range(2) for i in range(20))
+    assert sorted((p, o) for p, o, _ in sink.rows()) == [
+        (p, o) for p in range(2) for o in range(5, 25)
+    ]
+
+
+def test_streaming_restart_with_max_offsets_per_trigger_neither_skips_nor_repeats(
+    spark: SparkSession, bootstrap_servers: str, topic_name: str, create_topic: Any,
+    tmp_path: Path,
+) -> None:
+    create_topic(topic_name, 3)
+    n = 400
+    produce(bootstrap_servers, topic_name, n, 3, seal=True)
+    checkpoint = str(tmp_path / "ckpt")
+    sink = BatchCollector()
+
+    def start(**trigger: Any) -> Any:
+        return (
+            stream(spark, bootstrap_servers, subscribe=topic_name, startingOffsets="earliest",
+                   maxOffsetsPerTrigger="100")
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", checkpoint)
+            .trigger(**trigger)
+            .start()
+        )
+
+    first = start(processingTime="300 milliseconds")
+    try:
+        sink.wait_for(300, 90, first)
+    finally:
+        first.stop()
+    before = len(sink.rows())
+    assert before < 3 * n, "the first run must stop part-way for this test to mean anything"
+
+    second = start(availableNow=True)  # resumes from the checkpoint, up to the end
+    assert second.awaitTermination(120)
+    assert second.exception() is None
+
+    rows = sink.rows()
+    keys = [(p, o) for p, o, _ in rows]
+    assert len(keys) == len(set(keys)), "a record was read twice"
+    assert sorted(keys) == [(p, o) for p in range(3) for o in range(n)], "records were skipped"
+    assert all(len(batch) <= 100 for batch in sink.batches.values())
+    assert sorted(v for _, _, v in rows) == sorted(b"p%d-%d" % (p, i)
+                                                   for p in range(3) for i in range(n))
+
+
+# --- writes -----------------------------------------------------------------------------------
+
+
+def read_back(spark: SparkSession, bootstrap: str, topic: str, **options: str) -> DataFrame:
+    ends = log_end_offsets(bootstrap, topic)
+    return reader(spark, bootstrap, subscribe=topic, endingOffsets=offsets_json(topic, ends),
+                  **options).load()
+
+
+def test_batch_write_lands_every_row_once(
+    spark: SparkSession, bootstrap_servers: str, topic_name: str, create_topic: Any
+) -> None:
+    create_topic(topic_name, 3)
+    n = 20_000
+    df = spark.range(n).selectExpr(
+        "cast(id as string) as key",
+        "cast(concat('value-', id) as binary) as value",
+        "cast(id % 3 as int) as partition",
+        "array(named_struct('key', 'id', 'value', cast(cast(id as string) as binary))) as headers",
+    ).repartition(4)
+    df.write.format(FORMAT).mode("append").option(
+        "kafka.bootstrap.servers", bootstrap_servers).option("topic", topic_name).save()
+
+    back = read_back(spark, bootstrap_servers, topic_name, includeHeaders="true")
+    rows = back.select(
+        F.col("key").cast("string").alias("key"),
+        F.col("value").cast("string").alias("value"),
+        "partition",
+        F.col("headers")[0]["value"].cast("string").alias("h"),
+    ).collect()
+    assert len(rows) == n
+    assert sorted(int(r["key"]) for r in rows) == list(range(n))
+    assert all(r["value"] == f"value-{r['key']}" for r in rows)
+    assert all(r["partition"] == int(r["key"]) % 3 for r in rows)
+    assert all(r["h"] == r["key"] for r in rows)
+
+
+def test_streaming_write_lands_every_row_once(
+    spark: SparkSession, bootstrap_servers: str, topic_name: str, create_topic: Any,
+    tmp_path: Path,
+) -> None:
+    source, sink = topic_name + "-in", topic_name + "-out"
+    create_topic(source, 2)
+    create_topic(sink, 2)
+    produce(bootstrap_servers, source, 1500, 2, seal=True)
+    query = (
+        stream(spark, bootstrap_servers, subscribe=source, startingOffsets="earliest",
+               maxOffsetsPerTrigger="1000")
+        .select("key", F.upper(F.col("value").cast("string")).alias("value"))
+        .writeStream.format(FORMAT)
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("topic", sink)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+    assert len(query.recentProgress) >= 3  # 3000 rows in batches of at most 1000
+    values = [r["value"] for r in read_back(spark, bootstrap_servers, sink)
+              .select(F.col("value").cast("string").alias("value")).collect()]
+    assert len(values) == 3000
+    assert sorted(values) == sorted(f"P{p}-{i}" for p in range(2) for i in range(1500))

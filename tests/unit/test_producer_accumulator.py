@@ -1,0 +1,215 @@
+"""The accumulator's batches: encoding (checked with protocol.records), memory, ordering."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aiokafka_lite import errors
+from aiokafka_lite.producer.accumulator import BufferExhausted, ProducerBatch, RecordAccumulator
+from aiokafka_lite.producer.batch import BatchBuilder
+from aiokafka_lite.protocol import codecs, records
+from aiokafka_lite.structs import TopicPartition
+
+TP = TopicPartition("t", 0)
+
+
+def new_batch(max_size: int = 1 << 20, compression: int = 0, txn: bool = False) -> ProducerBatch:
+    return ProducerBatch(TP, max_size=max_size, compression=compression, transactional=txn)
+
+
+def decode(data: bytes) -> tuple[records.RecordBatch, list[records.Record]]:
+    batches = list(records.iter_batches(data))
+    assert len(batches) == 1
+    batch = batches[0]
+    assert isinstance(batch, records.RecordBatch)
+    return batch, batch.records()
+
+
+record_st = st.tuples(
+    st.integers(min_value=-10_000, max_value=10**12),  # timestamp offset from a base
+    st.one_of(st.none(), st.binary(max_size=40), st.binary(min_size=16384, max_size=17000)),
+    st.one_of(st.none(), st.binary(max_size=300)),
+    st.one_of(
+        st.none(),
+        st.lists(
+            st.tuples(st.text(max_size=10), st.one_of(st.none(), st.binary(max_size=20))),
+            max_size=3,
+        ),
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(record_st, min_size=1, max_size=30))
+def test_encoded_batches_decode_with_protocol_records(rs: list) -> None:  # type: ignore[type-arg]
+    base = 1_700_000_000_000
+    batch = new_batch()
+    for ts, key, value, headers in rs:
+        assert batch.append(base + ts, key, value, headers or None) > 0
+    batch.set_producer_state(1234, 7, 99)
+    meta, decoded = decode(batch.build())
+    assert meta.record_count == len(rs)
+    assert (meta.producer_id, meta.producer_epoch, meta.base_sequence) == (1234, 7, 99)
+    assert meta.base_timestamp == base + rs[0][0]
+    assert meta.max_timestamp == max(base + r[0] for r in rs)
+    for i, (rec, (ts, key, value, headers)) in enumerate(zip(decoded, rs, strict=True)):
+        assert rec.offset == i
+        assert rec.timestamp == base + ts
+        assert rec.key == key
+        assert rec.value == value
+        assert list(rec.headers) == list(headers or [])
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_batch_round_trips(codec: str) -> None:
+    batch = new_batch(compression=codecs.codec_id(codec), txn=True)
+    values = [b"value-%d" % i * 10 for i in range(200)]
+    for i, v in enumerate(values):
+        batch.append(1000 + i, b"k%d" % i, v, None)
+    batch.set_producer_state(5, 1, 0)
+    data = batch.build()
+    meta, decoded = decode(data)
+    assert meta.compression == codecs.codec_id(codec)
+    assert meta.is_transactional
+    assert [r.value for r in decoded] == values
+    assert len(data) < sum(map(len, values))  # it did compress
+    # A retry under a new sequence reuses the compressed payload.
+    batch.set_producer_state(5, 2, 400)
+    meta2, decoded2 = decode(batch.build())
+    assert (meta2.producer_epoch, meta2.base_sequence) == (2, 400)
+    assert [r.value for r in decoded2] == values
+
+
+def test_batch_full_refuses_but_first_record_always_fits() -> None:
+    batch = new_batch(max_size=200)
+    assert batch.append(1, None, b"x" * 1000, None) > 0  # first: accepted even if large
+    assert batch.append(1, None, b"y", None) == 0
+    small = new_batch(max_size=200)
+    count = 0
+    while small.append(1, None, b"z" * 10, None):
+        count += 1
+    assert 0 < count < 20
+    _, decoded = decode(small.build())
+    assert len(decoded) == count
+    assert small.max_ts == 1
+
+
+def test_batch_builder_aiokafka_api() -> None:
+    builder = BatchBuilder(max_size=300, compression=0, transactional=False)
+    first = builder.append(timestamp=None, key=b"k", value=b"v")
+    assert first is not None and first.offset == 0 and first.size > 0
+    n = 1
+    while builder.append(timestamp=5, key=None, value=b"x" * 20, headers=[("h", b"1")]):
+        n += 1
+    assert builder.record_count() == n
+    assert builder.size() > 300 - 40
+    builder.close()
+    assert builder.append(timestamp=5, key=None, value=b"x") is None
+
+
+def _accumulator(**kw: object) -> RecordAccumulator:
+    options: dict[str, object] = dict(
+        batch_size=1000,
+        buffer_memory=3000,
+        compression=0,
+        linger_ms=5,
+        delivery_timeout_ms=120000,
+    )
+    options.update(kw)
+    return RecordAccumulator(**options)  # type: ignore[arg-type]
+
+
+async def test_append_fills_batches_and_resolves_futures_in_order() -> None:
+    acc = _accumulator()
+    futs = [acc.try_append(TP, 10 + i, None, b"v" * 50, None) for i in range(30)]
+    dq = acc.batches[TP]
+    assert len(dq) > 1  # several batches of at most 1000 bytes
+    assert sum(b.record_count for b in dq) == 30
+    offset = 100
+    for batch in list(dq):
+        batch.complete(offset, -1, 0)
+        offset += batch.record_count
+    results = [f.result() for f in futs]
+    assert [r.offset for r in results] == list(range(100, 130))
+    assert [r.timestamp for r in results] == [10 + i for i in range(30)]
+    assert acc.used_memory == 0 and not acc.incomplete
+
+
+async def test_log_append_time_and_acks0_offsets() -> None:
+    acc = _accumulator()
+    futs = [acc.try_append(TP, 10, b"k", b"v", None) for _ in range(3)]
+    acc.batches[TP][0].complete(-1, 555, -1)
+    assert [(f.result().offset, f.result().timestamp, f.result().timestamp_type) for f in futs] == [
+        (-1, 555, 1)
+    ] * 3
+
+
+async def test_buffer_memory_blocks_then_times_out() -> None:
+    acc = _accumulator(buffer_memory=2000)
+    acc.try_append(TopicPartition("t", 0), 1, None, b"v", None)
+    acc.try_append(TopicPartition("t", 1), 1, None, b"v", None)
+    with pytest.raises(BufferExhausted):
+        acc.try_append(TopicPartition("t", 2), 1, None, b"v", None)
+    with pytest.raises(errors.KafkaTimeoutError, match="max_block_ms"):
+        await acc.wait_for_memory(1000, 0.05)
+    assert acc.used_memory == 2000
+
+
+async def test_memory_waiters_are_served_fifo_when_batches_complete() -> None:
+    acc = _accumulator(buffer_memory=2000)
+    acc.try_append(TopicPartition("t", 0), 1, None, b"v", None)
+    acc.try_append(TopicPartition("t", 1), 1, None, b"v", None)
+    order: list[int] = []
+
+    async def waiter(i: int) -> None:
+        await acc.wait_for_memory(1000, 5)
+        order.append(i)
+        acc.try_append(TopicPartition("u", i), 1, None, b"v", None, reserved=1000)
+
+    tasks = [asyncio.create_task(waiter(i)) for i in range(3)]
+    await asyncio.sleep(0.01)
+    assert order == []
+    acc.batches[TopicPartition("t", 0)][0].complete(0, -1, -1)
+    await asyncio.sleep(0.01)
+    assert order == [0]
+    acc.batches[TopicPartition("t", 1)][0].complete(0, -1, -1)
+    await asyncio.sleep(0.01)
+    assert order == [0, 1]
+    assert acc.used_memory == 2000
+    acc.batches[TopicPartition("u", 0)][0].fail(RuntimeError("x"))
+    await asyncio.gather(*tasks)
+    assert order == [0, 1, 2]
+
+
+async def test_record_larger_than_buffer_fails_at_once() -> None:
+    acc = _accumulator(buffer_memory=2000)
+    with pytest.raises(errors.RecordTooLargeError):
+        await acc.wait_for_memory(5000, 1)
+
+
+async def test_reenqueue_keeps_sequence_order() -> None:
+    acc = _accumulator()
+    batches = []
+    for seq in (0, 10, 20):
+        b = new_batch()
+        b.set_producer_state(1, 0, seq)
+        batches.append(b)
+    fresh = new_batch()
+    acc.batches[TP] = __import__("collections").deque([fresh])
+    acc.reenqueue(batches[2])
+    acc.reenqueue(batches[0])
+    acc.reenqueue(batches[1])
+    assert [b.base_sequence for b in acc.batches[TP]] == [0, 10, 20, -1]
+
+
+async def test_abort_undrained_fails_queued_batches() -> None:
+    acc = _accumulator()
+    fut = acc.try_append(TP, 1, None, b"v", None)
+    assert acc.abort_undrained(errors.KafkaError("gone")) == 1
+    with pytest.raises(errors.KafkaError, match="gone"):
+        fut.result()
+    assert not acc.batches and not acc.incomplete and acc.used_memory == 0

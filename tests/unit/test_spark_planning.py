@@ -1,0 +1,257 @@
+"""Planning pieces of the Spark data source that need no cluster and no JVM.
+
+Offset JSON, range splitting, rate limiting, the read/write schemas and the Arrow
+batches handed to Spark, and the private event loop helpers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import pickle
+from collections.abc import AsyncIterator
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pytest.importorskip("pyspark.sql.datasource")
+
+from pyspark.sql.pandas.types import to_arrow_schema  # noqa: E402
+from pyspark.sql.types import (  # noqa: E402
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from aiokafka_lite import errors  # noqa: E402
+from aiokafka_lite.spark._runtime import iterate_async, run_async  # noqa: E402
+from aiokafka_lite.spark.offsets import (  # noqa: E402
+    DataLossError,
+    OffsetRange,
+    from_json,
+    plan_ranges,
+    rate_limit,
+    report_data_loss,
+    to_json,
+)
+from aiokafka_lite.spark.reader import KafkaInputPartition, KafkaStreamReader  # noqa: E402
+from aiokafka_lite.spark.options import parse_read_options  # noqa: E402
+from aiokafka_lite.spark.schema import (  # noqa: E402
+    RecordBatchBuilder,
+    arrow_schema,
+    check_read_schema,
+    check_write_schema,
+    read_schema,
+)
+from aiokafka_lite.structs import TopicPartition  # noqa: E402
+
+A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+
+
+# --- stream offsets ---------------------------------------------------------------------
+
+
+def test_offset_json_round_trip_is_spark_kafka_format() -> None:
+    offsets = {A1: 7, A0: 3, B0: 0}
+    as_json = to_json(offsets)
+    assert as_json == {"a": {"0": 3, "1": 7}, "b": {"0": 0}}
+    assert from_json(as_json) == offsets
+
+
+def test_offset_json_refuses_garbage() -> None:
+    with pytest.raises(errors.IllegalStateError):
+        from_json({"a": 3})
+    with pytest.raises(errors.IllegalStateError):
+        from_json({"a": {"x": 3}})
+
+
+# --- ranges -----------------------------------------------------------------------------
+
+
+def test_one_range_per_partition_and_empty_ranges_dropped() -> None:
+    ranges = plan_ranges({A0: 0, A1: 5, B0: 4}, {A0: 10, A1: 5, B0: 6},
+                         max_records_per_partition=100)
+    assert ranges == [OffsetRange("a", 0, 0, 10), OffsetRange("b", 0, 4, 6)]
+
+
+def test_large_ranges_are_split_into_contiguous_pieces() -> None:
+    ranges = plan_ranges({A0: 100}, {A0: 351}, max_records_per_partition=100)
+    assert [(r.start, r.end) for r in ranges] == [(100, 184), (184, 268), (268, 351)]
+    assert all(r.size <= 100 for r in ranges)
+
+
+def test_min_partitions_splits_proportionally() -> None:
+    ranges = plan_ranges({A0: 0, B0: 0}, {A0: 300, B0: 100}, max_records_per_partition=10**6,
+                         min_partitions=4)
+    assert len(ranges) >= 4
+    for tp, end in ((A0, 300), (B0, 100)):
+        mine = [r for r in ranges if (r.topic, r.partition) == tp]
+        assert mine[0].start == 0 and mine[-1].end == end
+        assert all(x.end == y.start for x, y in zip(mine, mine[1:], strict=False))
+
+
+# --- rate limiting ----------------------------------------------------------------------------
+
+
+def test_rate_limit_takes_everything_when_under_the_limit() -> None:
+    assert rate_limit({A0: 0, A1: 5}, {A0: 3, A1: 6}, 10) == {A0: 3, A1: 6}
+
+
+def test_rate_limit_is_exact_and_fair() -> None:
+    starts = {A0: 0, A1: 100, B0: 50}
+    latest = {A0: 1000, A1: 110, B0: 50}
+    ends = rate_limit(starts, latest, 101)
+    taken = {tp: ends[tp] - starts[tp] for tp in starts}
+    assert sum(taken.values()) == 101
+    assert taken[B0] == 0
+    assert taken[A0] > taken[A1] > 0
+    assert all(ends[tp] <= latest[tp] for tp in latest)
+
+
+def test_rate_limit_always_progresses() -> None:
+    starts = {TopicPartition("t", p): 0 for p in range(8)}
+    latest = {tp: 1 for tp in starts}
+    ends = rate_limit(starts, latest, 1)
+    assert sum(ends[tp] - starts[tp] for tp in starts) == 1
+
+
+def test_rate_limit_new_partition_without_start_is_left_at_latest() -> None:
+    # Partitions missing from ``starts`` have nothing to take in this call.
+    assert rate_limit({A0: 0}, {A0: 10, B0: 4}, 5) == {A0: 5, B0: 4}
+
+
+def test_data_loss_raises_or_warns(caplog: pytest.LogCaptureFixture) -> None:
+    with pytest.raises(DataLossError, match="failOnDataLoss=false"):
+        report_data_loss(True, "t-0 lost [0, 5)")
+    report_data_loss(False, "t-0 lost [0, 5)")
+    assert "t-0 lost [0, 5)" in caplog.text
+
+
+# --- schemas and Arrow --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("headers", [False, True])
+def test_arrow_schema_is_what_spark_expects(headers: bool) -> None:
+    # Spark compares the batches' schema with this exactly (plan_data_source_read.py).
+    expected = to_arrow_schema(read_schema(headers), timezone="UTC")
+    assert arrow_schema(headers).equals(expected)
+
+
+def test_read_schema_columns() -> None:
+    assert read_schema(True).simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+        "timestamp:timestamp,timestampType:int,headers:array<struct<key:string,value:binary>>>"
+    )
+
+
+def test_user_schema_is_refused() -> None:
+    check_read_schema(read_schema(False), False)
+    with pytest.raises(errors.ConfigurationError, match="fixed and cannot be set"):
+        check_read_schema(StructType([StructField("value", StringType())]), False)
+    with pytest.raises(errors.ConfigurationError, match="includeHeaders=true"):
+        check_read_schema(read_schema(True), False)
+
+
+def test_record_batch_builder() -> None:
+    builder = RecordBatchBuilder("t", 2, include_headers=True)
+    builder.add(b"k", b"v", 10, 1_700_000_000_123, 0, [("h", b"1"), ("n", None)])
+    builder.add(None, None, 12, 0, 1, [])
+    batch = builder.build()
+    assert len(builder) == 0
+    assert batch.schema.equals(arrow_schema(True))
+    rows = batch.to_pylist()
+    assert rows[0]["key"] == b"k" and rows[0]["value"] == b"v"
+    assert rows[0]["topic"] == "t" and rows[0]["partition"] == 2 and rows[0]["offset"] == 10
+    assert rows[0]["timestamp"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=dt.UTC)
+    assert rows[0]["headers"] == [{"key": "h", "value": b"1"}, {"key": "n", "value": None}]
+    assert rows[1]["key"] is None and rows[1]["timestampType"] == 1 and rows[1]["headers"] == []
+
+
+def _write_schema(*fields: StructField) -> StructType:
+    return StructType(list(fields))
+
+
+def test_write_schema_columns() -> None:
+    cols = check_write_schema(
+        _write_schema(
+            StructField("key", StringType()),
+            StructField("value", BinaryType()),
+            StructField("topic", StringType()),
+            StructField("partition", IntegerType()),
+            StructField("extra", LongType()),
+        ),
+        None,
+    )
+    assert (cols.value, cols.key, cols.topic, cols.partition, cols.headers) == (
+        "value", "key", "topic", "partition", None,
+    )
+    # The topic option wins over a topic column.
+    assert check_write_schema(_write_schema(StructField("value", StringType()),
+                                            StructField("topic", StringType())), "x").topic is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ([StructField("key", StringType())], "need a 'value' column"),
+        ([StructField("value", LongType())], "'value' must be string or binary"),
+        ([StructField("value", StringType()), StructField("partition", LongType())],
+         "'partition' must be int"),
+        ([StructField("value", StringType()), StructField("headers", ArrayType(StringType()))],
+         "'headers' must be array<struct<key:string,value:binary>>"),
+    ],
+)
+def test_bad_write_schema(fields: list[StructField], match: str) -> None:
+    with pytest.raises(errors.ConfigurationError, match=match):
+        check_write_schema(_write_schema(*fields), "t")
+
+
+def test_write_needs_a_topic() -> None:
+    with pytest.raises(errors.ConfigurationError, match="topic option or a 'topic' column"):
+        check_write_schema(_write_schema(StructField("value", StringType())), None)
+
+
+# --- what Spark pickles ---------------------------------------------------------------------
+
+
+def test_input_partitions_and_stream_reader_pickle_without_state() -> None:
+    part = KafkaInputPartition("t", 1, 5, 10)
+    assert pickle.loads(pickle.dumps(part)) == part
+    opts = parse_read_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t"},
+                              streaming=True)
+    reader = KafkaStreamReader(opts)
+    reader._target = {A0: 1}
+    again = pickle.loads(pickle.dumps(reader))
+    assert again.opts == opts and again._target is None and again._session is None
+
+
+# --- private loops --------------------------------------------------------------------------
+
+
+def test_run_async_is_bounded() -> None:
+    assert run_async(asyncio.sleep(0, "done"), 5, "nothing") == "done"
+    with pytest.raises(errors.KafkaTimeoutError, match="sleeping did not finish within 0 s"):
+        run_async(asyncio.sleep(10), 0.05, "sleeping")
+
+
+def test_iterate_async_closes_the_generator_when_stopped_early() -> None:
+    closed: list[bool] = []
+
+    async def numbers() -> AsyncIterator[int]:
+        try:
+            for i in range(100):
+                await asyncio.sleep(0)
+                yield i
+        finally:
+            await asyncio.sleep(0)
+            closed.append(True)
+
+    it = iterate_async(numbers(), 5, "numbers")
+    assert [next(it), next(it)] == [0, 1]
+    it.close()
+    assert closed == [True]
+    assert list(iterate_async(numbers(), 5, "numbers")) == list(range(100))
