@@ -595,13 +595,20 @@ class AdminClient:
         connections_max_idle_ms: int = 540000,
     ) -> None:
         if security is None:
+            if isinstance(sasl_mechanism, str) and sasl_mechanism.upper() == "GSSAPI":
+                raise errors.ConfigurationError("sasl_mechanism GSSAPI (Kerberos) is not supported")
+            # aiokafka code often passes sasl_mechanism="PLAIN" without SASL: ignore it then.
+            uses_sasl = isinstance(security_protocol, str) and security_protocol.upper() in (
+                "SASL_PLAINTEXT",
+                "SASL_SSL",
+            )
             security = SecurityConfig(
                 security_protocol=security_protocol,
                 ssl_context=ssl_context,
-                sasl_mechanism=sasl_mechanism,
-                sasl_plain_username=sasl_plain_username,
-                sasl_plain_password=sasl_plain_password,
-                sasl_oauth_token_provider=sasl_oauth_token_provider,
+                sasl_mechanism=sasl_mechanism if uses_sasl else None,
+                sasl_plain_username=sasl_plain_username if uses_sasl else None,
+                sasl_plain_password=sasl_plain_password if uses_sasl else None,
+                sasl_oauth_token_provider=sasl_oauth_token_provider if uses_sasl else None,
             )
         elif not isinstance(security, SecurityConfig):
             raise errors.ConfigurationError("security must be a SecurityConfig")
@@ -1206,12 +1213,23 @@ class AdminClient:
 
     # --- consumer groups ---------------------------------------------------------
 
-    async def find_coordinator(self, group_id: str, timeout_ms: int | None = None) -> int:
-        """Node id of the coordinator of ``group_id``."""
+    async def find_coordinator(
+        self,
+        group_id: str,
+        coordinator_type: int = COORDINATOR_GROUP,
+        timeout_ms: int | None = None,
+    ) -> int:
+        """Node id of the coordinator of a group (``coordinator_type`` 1: a transactional id)."""
         _check_name("group id", group_id)
+        if coordinator_type not in (0, 1):
+            raise errors.ConfigurationError(
+                f"coordinator_type must be 0 (group) or 1 (transaction), got {coordinator_type!r}"
+            )
 
         async def body(deadline: _Deadline) -> int:
-            return await self._coordinator(group_id, deadline)
+            return await self._client.find_coordinator(
+                group_id, coordinator_type, timeout_ms=deadline.remaining_ms()
+            )
 
         return await self._run("find_coordinator", timeout_ms, body)
 
@@ -1287,12 +1305,15 @@ class AdminClient:
     async def describe_consumer_groups(
         self,
         group_ids: Iterable[str],
+        group_coordinator_id: int | None = None,
         include_authorized_operations: bool = False,
         timeout_ms: int | None = None,
     ) -> AdminResults[str, GroupDescription]:
         """State, protocol, members and their assignments of each group.
 
         A group that does not exist gets `GroupIdNotFoundError` in its result.
+        ``group_coordinator_id`` is accepted for aiokafka compatibility; each group's
+        coordinator is always looked up.
         """
         groups = _unique("group id", group_ids)
 
@@ -1366,11 +1387,16 @@ class AdminClient:
     async def list_consumer_group_offsets(
         self,
         group_id: str,
+        group_coordinator_id: int | None = None,
         partitions: Iterable[TopicPartition] | None = None,
+        *,
         require_stable: bool = False,
         timeout_ms: int | None = None,
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets (all, or of ``partitions``).
+
+        ``group_coordinator_id`` is accepted for aiokafka compatibility; the coordinator
+        is always looked up.
 
         Partitions without a committed offset are left out; a group that does not
         exist has no offsets (an empty dict), as Kafka reports it.

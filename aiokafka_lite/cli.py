@@ -482,6 +482,13 @@ def parse_timestamp(text: str) -> int:
     return int(when.timestamp() * 1000)
 
 
+def _timestamp_arg(text: str) -> int:
+    try:
+        return parse_timestamp(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def print_json(value: object, stream: IO[str] | None = None) -> None:
     (stream or sys.stdout).write(json.dumps(value, sort_keys=False) + "\n")
 
@@ -881,7 +888,7 @@ async def cmd_groups_reset_offsets(args: argparse.Namespace) -> int:
             elif args.to_latest:
                 spec = OffsetSpec.latest()
             else:
-                spec = OffsetSpec.for_timestamp(parse_timestamp(args.to_datetime))
+                spec = OffsetSpec.for_timestamp(args.to_datetime)
             found = await admin.list_offsets({tp: spec for tp in targets})
             new = {}
             latest = None
@@ -965,6 +972,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
+    leaves: list[argparse.ArgumentParser] = []
 
     def leaf(
         sub: Any, name: str, command: Command, help_text: str, **kw: Any
@@ -972,8 +980,8 @@ def build_parser() -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = sub.add_parser(
             name, help=help_text, description=help_text, **kw
         )
-        add_connection_options(p)
         p.set_defaults(func=command)
+        leaves.append(p)
         return p
 
     # produce / consume
@@ -1078,6 +1086,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--to-offset", type=_non_negative_int, metavar="N")
     where.add_argument(
         "--to-datetime",
+        type=_timestamp_arg,
         metavar="TIME",
         help="ISO 8601 (UTC unless a zone is given) or ms since the epoch",
     )
@@ -1101,6 +1110,9 @@ def build_parser() -> argparse.ArgumentParser:
     from aiokafka_lite import cli_bench
 
     cli_bench.add_bench_parser(commands, leaf, _Parser)
+    # Last, so each command's own options come first in its usage line.
+    for p in leaves:
+        add_connection_options(p)
     return parser
 
 

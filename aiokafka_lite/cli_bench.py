@@ -63,10 +63,15 @@ class ProgressBar:
         filled = int(fraction * self.width)
         bar = "#" * filled + "." * (self.width - filled)
         rate = done / elapsed
-        eta = (self.total - done) / rate if rate > 0 and done < self.total else 0.0
+        if done >= self.total:
+            eta = "0s"
+        elif rate > 0:
+            eta = f"{(self.total - done) / rate:.0f}s"
+        else:
+            eta = "--"
         return (
             f"{self.label} [{bar}] {fraction * 100:3.0f}% {done:,}/{self.total:,} records "
-            f"{rate:,.0f} records/s {size / elapsed / 1e6:.2f} MB/s ETA {eta:.0f}s"
+            f"{rate:,.0f} records/s {size / elapsed / 1e6:.2f} MB/s ETA {eta}"
         )
 
     def update(self, done: int, size: int, force: bool = False) -> None:

@@ -20,12 +20,12 @@ from aiokafka_lite.cli import (
     StopSignal,
     UsageError,
     _positive_int,
+    _timestamp_arg,
     describe_error,
     err,
     error_line,
     exit_code_for,
     parse_key_value,
-    parse_timestamp,
     resolve_connection,
 )
 from aiokafka_lite.structs import TopicPartition
@@ -370,37 +370,39 @@ async def _position_explicitly(
             found = await admin.list_offsets(
                 {tp: OffsetSpec.for_timestamp(args.timestamp) for tp in tps}
             )
-            ends = await admin.list_offsets({tp: "latest" for tp in tps})
+            ends = None
             for tp in tps:
-                for r in (found[tp], ends[tp]):
-                    if r.error is not None:
-                        raise r.error
+                error = found[tp].error
+                if error is not None:
+                    raise error
                 offset = found[tp].offset
-                positions[tp] = offset if offset is not None else (ends[tp].offset or 0)
-        else:
-            spec = (
-                args.offset
-                if args.offset is not None
-                else ("earliest" if args.from_beginning else "latest")
-            )
-            lows = await admin.list_offsets({tp: "earliest" for tp in tps})
-            highs = await admin.list_offsets({tp: "latest" for tp in tps})
+                if offset is None:  # no record at or after the time: start at the end
+                    if ends is None:
+                        ends = await admin.list_offsets({t: "latest" for t in tps})
+                    offset = ends[tp].offset or 0
+                positions[tp] = offset
+        elif isinstance(args.offset, int) and args.offset < 0:
+            ends = await admin.list_offsets({tp: "latest" for tp in tps})
+            starts = await admin.list_offsets({tp: "earliest" for tp in tps})
             for tp in tps:
-                for r in (lows[tp], highs[tp]):
+                for r in (ends[tp], starts[tp]):
                     if r.error is not None:
                         raise r.error
-                low, high = lows[tp].offset or 0, highs[tp].offset or 0
-                if spec == "earliest":
-                    positions[tp] = low
-                elif spec == "latest":
-                    positions[tp] = high
-                else:
-                    assert isinstance(spec, int)
-                    wanted = spec if spec >= 0 else high + spec
-                    positions[tp] = min(max(wanted, low), high)
+                positions[tp] = max((ends[tp].offset or 0) + args.offset, starts[tp].offset or 0)
+        elif isinstance(args.offset, int):
+            positions = dict.fromkeys(tps, args.offset)
     consumer.assign(tps)
     for tp, offset in positions.items():
         consumer.seek(tp, offset)
+    spec = args.offset
+    if spec is None and args.timestamp is None and not args.group:
+        spec = "earliest" if args.from_beginning else "latest"
+    if spec == "earliest":
+        await consumer.seek_to_beginning(*tps)
+    elif spec == "latest":
+        await consumer.seek_to_end(*tps)
+    # Otherwise (a group, no position asked): the group's committed offsets, or the
+    # reset policy where it has none.
     return tps
 
 
@@ -425,6 +427,7 @@ async def cmd_consume(args: argparse.Namespace) -> int:
         enable_auto_commit=False,
         auto_offset_reset="earliest" if args.from_beginning else "latest",
         isolation_level=args.isolation_level,
+        session_timeout_ms=args.session_timeout_ms,
     )
     consumer = Consumer(**kwargs)
     await consumer.start()
@@ -519,7 +522,7 @@ def add_consume_parser(commands: Any, leaf: Callable[..., argparse.ArgumentParse
     )
     p.add_argument(
         "--timestamp",
-        type=parse_timestamp,
+        type=_timestamp_arg,
         metavar="TIME",
         help="start at the first record at/after TIME (ms since the epoch or ISO 8601)",
     )
@@ -548,6 +551,12 @@ def add_consume_parser(commands: Any, leaf: Callable[..., argparse.ArgumentParse
         "--isolation-level",
         choices=("read_uncommitted", "read_committed"),
         default="read_uncommitted",
+    )
+    p.add_argument(
+        "--session-timeout-ms",
+        type=_positive_int,
+        default=10000,
+        help="group session timeout (default 10000, as aiokafka's)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
 

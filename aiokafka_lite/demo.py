@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 URLS = ("/", "/search", "/product/42", "/product/7", "/cart", "/checkout", "/account")
 USERS = 500
@@ -147,13 +147,21 @@ async def service(
                 user = f"user-{rng.randrange(USERS):03d}"
                 latency = int(rng.lognormvariate(4.0, 0.6)) + (300 if url == "/checkout" else 0)
                 ts_ms = int(time.time() * 1000)
-                event = {"type": "view", "user": user, "url": url, "latency_ms": latency,
-                         "ts": ts_ms}
+                event = {
+                    "type": "view",
+                    "user": user,
+                    "url": url,
+                    "latency_ms": latency,
+                    "ts": ts_ms,
+                }
                 fut = await producer.send(topic, json.dumps(event).encode(), key=user.encode())
                 fut.add_done_callback(delivered)
                 tally.add(ts_ms, url)
             if now >= next_report:
-                say("service", f"{tally.sent:>7,} page views sent ({tally.sent / (now - start):,.0f}/s)")
+                say(
+                    "service",
+                    f"{tally.sent:>7,} page views sent ({tally.sent / (now - start):,.0f}/s)",
+                )
                 next_report += 3
             await asyncio.sleep(tick)
         await producer.flush(timeout=60)
@@ -166,9 +174,12 @@ async def service(
             await producer.send_and_wait(topic, json.dumps(marker).encode(), partition=partition)
         if failures:
             raise RuntimeError(f"{len(failures)} event(s) were not delivered: {failures[0]!r}")
-        say("service", f"done: {tally.sent:,} page views in {tally.seconds:.1f} s "
-                       f"({tally.sent / tally.seconds:,.0f}/s), every delivery acknowledged; "
-                       f"end-of-stream markers sent")
+        say(
+            "service",
+            f"done: {tally.sent:,} page views in {tally.seconds:.1f} s "
+            f"({tally.sent / tally.seconds:,.0f}/s), every delivery acknowledged; "
+            f"end-of-stream markers sent",
+        )
     finally:
         await producer.stop(timeout=30)
 
@@ -177,7 +188,11 @@ async def service(
 
 
 def start_query(
-    spark: SparkSession, bootstrap: str, events: str, results: str, window_s: int,
+    spark: SparkSession,
+    bootstrap: str,
+    events: str,
+    results: str,
+    window_s: int,
     checkpoint: str,
 ) -> StreamingQuery:
     from pyspark.sql import functions as F
@@ -210,7 +225,11 @@ def start_query(
                 F.unix_millis(F.col("window.start")).alias("window_start_ms"),
                 F.date_format("window.start", "HH:mm:ss").alias("from"),
                 F.date_format("window.end", "HH:mm:ss").alias("to"),
-                "url", "views", "avg_latency_ms", "max_latency_ms", "users",
+                "url",
+                "views",
+                "avg_latency_ms",
+                "max_latency_ms",
+                "users",
             )
         ).alias("value"),
     )
@@ -242,8 +261,11 @@ async def watch_query(query: StreamingQuery, stop: asyncio.Event) -> dict[str, f
             rate = float(p.get("processedRowsPerSecond") or 0.0)
             totals["peak"] = max(totals["peak"], rate)
             if rows:
-                say("spark", f"micro-batch {p['batchId']:>3}: {rows:>6,} events read, "
-                             f"{rate:>8,.0f} rows/s, {totals['rows']:>8,.0f} so far")
+                say(
+                    "spark",
+                    f"micro-batch {p['batchId']:>3}: {rows:>6,} events read, "
+                    f"{rate:>8,.0f} rows/s, {totals['rows']:>8,.0f} so far",
+                )
         exc = await asyncio.to_thread(query.exception)
         if exc is not None:
             raise RuntimeError(f"the Spark query failed: {exc}")
@@ -257,14 +279,22 @@ async def watch_query(query: StreamingQuery, stop: asyncio.Event) -> dict[str, f
 
 
 async def dashboard(
-    bootstrap: str, topic: str, group: str, tally: Tally, service_done: asyncio.Event,
-    board: Dashboard, timeout: float,
+    bootstrap: str,
+    topic: str,
+    group: str,
+    tally: Tally,
+    service_done: asyncio.Event,
+    board: Dashboard,
+    timeout: float,
 ) -> None:
     """Print each window as it arrives; stop when every produced view is accounted for."""
     from aiokafka_lite.consumer import Consumer
 
     consumer = Consumer(
-        topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
         client_id="demo-dashboard",
     )
     await consumer.start()
@@ -282,16 +312,19 @@ async def dashboard(
             batch = await consumer.getmany(timeout_ms=1000)
             for records in batch.values():
                 for record in records:
-                    row = json.loads(record.value)
+                    row = json.loads(record.value or b"{}")
                     key = (int(row["window_start_ms"]), row["url"])
                     board.records += 1
                     if key in board.views:
                         board.duplicates += 1
                     board.views[key] = int(row["views"])
-                    say("dashboard", f"{row['from']}-{row['to']} {row['url']:<12} "
-                                     f"views={row['views']:>5}  users={row['users']:>4}  "
-                                     f"avg={row['avg_latency_ms']:>6} ms  "
-                                     f"max={row['max_latency_ms']:>5} ms")
+                    say(
+                        "dashboard",
+                        f"{row['from']}-{row['to']} {row['url']:<12} "
+                        f"views={row['views']:>5}  users={row['users']:>4}  "
+                        f"avg={row['avg_latency_ms']:>6} ms  "
+                        f"max={row['max_latency_ms']:>5} ms",
+                    )
             if batch:
                 await consumer.commit(timeout_ms=30_000)
     finally:
@@ -302,8 +335,14 @@ async def dashboard(
 
 
 async def pipeline(
-    args: argparse.Namespace, bootstrap: str, query: StreamingQuery, events: str, results: str,
-    tally: Tally, board: Dashboard, group: str,
+    args: argparse.Namespace,
+    bootstrap: str,
+    query: StreamingQuery,
+    events: str,
+    results: str,
+    tally: Tally,
+    board: Dashboard,
+    group: str,
 ) -> dict[str, float]:
     stop_watch = asyncio.Event()
     service_done = asyncio.Event()
@@ -344,11 +383,13 @@ def configure_spark_logging(workdir: str) -> None:
         return
     path = os.path.join(workdir, "log4j2.properties")
     with open(path, "w") as f:
-        f.write("rootLogger.level = error\nrootLogger.appenderRef.stderr.ref = console\n"
-                "appender.console.type = Console\nappender.console.name = console\n"
-                "appender.console.target = SYSTEM_ERR\n"
-                "appender.console.layout.type = PatternLayout\n"
-                "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n")
+        f.write(
+            "rootLogger.level = error\nrootLogger.appenderRef.stderr.ref = console\n"
+            "appender.console.type = Console\nappender.console.name = console\n"
+            "appender.console.target = SYSTEM_ERR\n"
+            "appender.console.layout.type = PatternLayout\n"
+            "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n"
+        )
     os.environ["PYSPARK_SUBMIT_ARGS"] = (
         f'--driver-java-options "-Dlog4j2.configurationFile=file:{path}" pyspark-shell'
     )
@@ -374,10 +415,19 @@ def run(args: argparse.Namespace) -> int:
                 say("spark", "starting Spark (local[2]) ...")
                 spark = local_session("aiokafka_lite-demo")
                 spark.sparkContext.setLogLevel("ERROR")
-                query = start_query(spark, bootstrap, events, results, args.window,
-                                    os.path.join(workdir, "checkpoint"))
-                say("spark", f"Spark {spark.version}: streaming query started: {events} -> "
-                             f"views per url per {args.window} s window -> {results}")
+                query = start_query(
+                    spark,
+                    bootstrap,
+                    events,
+                    results,
+                    args.window,
+                    os.path.join(workdir, "checkpoint"),
+                )
+                say(
+                    "spark",
+                    f"Spark {spark.version}: streaming query started: {events} -> "
+                    f"views per url per {args.window} s window -> {results}",
+                )
                 try:
                     totals = asyncio.run(
                         pipeline(args, bootstrap, query, events, results, tally, board, group)
@@ -396,19 +446,28 @@ def run(args: argparse.Namespace) -> int:
         print()
         print("==== summary ====")
         print(f"cluster          {where}")
-        print(f"service          {tally.sent:,} page views produced in {tally.seconds:.1f} s "
-              f"({tally.sent / max(tally.seconds, 1e-9):,.0f}/s), idempotent producer")
-        print(f"spark            {totals['batches']:.0f} micro-batches, {totals['rows']:,.0f} "
-              f"events read (incl. {args.partitions} end markers), peak "
-              f"{totals['peak']:,.0f} rows/s")
-        print(f"windows          {len(tally.views)} (url, {args.window} s window) counts "
-              f"expected, {board.records} results consumed by group {group}")
+        print(
+            f"service          {tally.sent:,} page views produced in {tally.seconds:.1f} s "
+            f"({tally.sent / max(tally.seconds, 1e-9):,.0f}/s), idempotent producer"
+        )
+        print(
+            f"spark            {totals['batches']:.0f} micro-batches, {totals['rows']:,.0f} "
+            f"events read (incl. {args.partitions} end markers), peak "
+            f"{totals['peak']:,.0f} rows/s"
+        )
+        print(
+            f"windows          {len(tally.views)} (url, {args.window} s window) counts "
+            f"expected, {board.records} results consumed by group {group}"
+        )
         print(f"views counted    {board.total:,} of {tally.sent:,} produced")
         for problem in problems[:10]:
             print(f"MISMATCH         {problem}")
         print(f"total time       {elapsed:.0f} s")
-        print("RESULT: OK - every window's count matches what was produced" if ok
-              else f"RESULT: FAILED - {len(problems)} mismatch(es)")
+        print(
+            "RESULT: OK - every window's count matches what was produced"
+            if ok
+            else f"RESULT: FAILED - {len(problems)} mismatch(es)"
+        )
         return 0 if ok else 1
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -424,12 +483,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=500, help="page views per second (500)")
     parser.add_argument("--window", type=int, default=5, help="window length in seconds (5)")
     parser.add_argument("--partitions", type=int, default=3, help="partitions of the event topic")
-    parser.add_argument("--timeout", type=float, default=120,
-                        help="how long to wait for the last results after the service ends")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=120,
+        help="how long to wait for the last results after the service ends",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log aiokafka_lite at INFO")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         return run(args)
     except KeyboardInterrupt:

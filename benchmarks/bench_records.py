@@ -6,13 +6,16 @@ Workload: 100-byte values, short keys, no headers, timestamps one millisecond ap
 batches cut at 16 KiB (the producer's default ``batch.size``). "encode" is builder
 creation + append of every record + build; "decode" walks a blob of concatenated
 batches (as a fetch response holds them) and touches every record. Each number is
-the best of ``--repeat`` runs, in records per second. Results also go to
+the best of ``--repeat`` runs, in records per second, timed by process CPU time
+(``--clock wall`` for elapsed time); implementations take turns in every round so
+that load from other processes skews them alike. Results also go to
 ``benchmarks/results/records.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -26,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from aiokafka_lite.protocol.records import BatchBuilder, iter_batches  # noqa: E402
+from aiokafka_lite.protocol.records import BatchBuilder, iter_batches
 
 BATCH_SIZE = 16384
 CODECS = {"none": 0, "lz4": 3}
@@ -125,55 +128,83 @@ def decode_aiokafka(batch_cls: Any, blob: bytes) -> int:
 
 # --- harness ----------------------------------------------------------------------
 
+CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
 
-def best_rate(fn: Callable[[], object], n: int, repeat: int) -> float:
-    best = float("inf")
+
+def measure(
+    jobs: dict[str, Callable[[], object]], n: int, repeat: int, clock: Callable[[], float]
+) -> dict[str, float]:
+    """Best-of-``repeat`` records/s per job; jobs take turns within each round so that
+    a change in machine load affects every implementation alike."""
+    best = dict.fromkeys(jobs, float("inf"))
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return n / best
+        for name, fn in jobs.items():
+            gc.collect()
+            t0 = clock()
+            fn()
+            best[name] = min(best[name], clock() - t0)
+    return {name: n / t for name, t in best.items()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="cpu",
+        help="cpu: process CPU time (steadier on a shared machine); wall: elapsed time",
+    )
     parser.add_argument("--no-json", action="store_true", help="do not write the JSON file")
     args = parser.parse_args(argv)
+    clock = CLOCKS[args.clock]
 
     records = make_records(args.records)
     n = len(records)
+    # The input records are long-lived: keep the cyclic GC from rescanning them during
+    # every measurement (it made whichever implementation ran first look slower).
+    gc.collect()
+    gc.freeze()
     impls = load_aiokafka()
     names = ["aiokafka_lite", *impls]
     rates: dict[tuple[str, str, str], float] = {}
+    all_jobs: dict[str, dict[str, dict[str, Callable[[], object]]]] = {}
 
     for codec_name, codec in CODECS.items():
-        lite_batches = encode_lite(records, codec)
-        blob = b"".join(lite_batches)
+        blob = b"".join(encode_lite(records, codec))
         assert decode_lite(blob) == n
-        rates["encode", codec_name, "aiokafka_lite"] = best_rate(
-            lambda c=codec: encode_lite(records, c), n, args.repeat
-        )
-        rates["decode", codec_name, "aiokafka_lite"] = best_rate(
-            lambda b=blob: decode_lite(b), n, args.repeat
-        )
+        encoders: dict[str, Callable[[], object]] = {
+            "aiokafka_lite": lambda c=codec: encode_lite(records, c)
+        }
+        # Every implementation decodes the same bytes (ours).
+        decoders: dict[str, Callable[[], object]] = {"aiokafka_lite": lambda b=blob: decode_lite(b)}
         for name, (builder_cls, batch_cls) in impls.items():
             theirs = b"".join(encode_aiokafka(builder_cls, records, codec))
             assert decode_aiokafka(batch_cls, theirs) == n
-            rates["encode", codec_name, name] = best_rate(
-                lambda bc=builder_cls, c=codec: encode_aiokafka(bc, records, c), n, args.repeat
-            )
-            # Every implementation decodes the same bytes (ours).
-            rates["decode", codec_name, name] = best_rate(
-                lambda bc=batch_cls, b=blob: decode_aiokafka(bc, b), n, args.repeat
-            )
+            assert decode_lite(theirs) == n
+            encoders[name] = lambda bc=builder_cls, c=codec: encode_aiokafka(bc, records, c)
+            decoders[name] = lambda bc=batch_cls, b=blob: decode_aiokafka(bc, b)
+        all_jobs[codec_name] = {"encode": encoders, "decode": decoders}
+
+    # One untimed pass over everything first: the first code to run in a fresh process
+    # was measurably slower (heap growth, page faults), whichever implementation it was.
+    for per_op in all_jobs.values():
+        for jobs in per_op.values():
+            for fn in jobs.values():
+                fn()
+    for codec_name, per_op in all_jobs.items():
+        for op, jobs in per_op.items():
+            for name, rate in measure(jobs, n, args.repeat, clock).items():
+                rates[op, codec_name, name] = rate
 
     header = f"{'op':<7} {'codec':<5} " + " ".join(f"{nm:>24}" for nm in names)
     ratio_names = [nm for nm in names if nm != "aiokafka_lite"]
     header += " " + " ".join(f"{'lite / ' + nm.split(' ', 1)[-1]:>22}" for nm in ratio_names)
-    print(f"{n} records, 100-byte values, {BATCH_SIZE}-byte batches; records/s (best of "
-          f"{args.repeat}), Python {platform.python_version()}")
+    print(
+        f"{n} records, 100-byte values, {BATCH_SIZE}-byte batches; records/s, best of "
+        f"{args.repeat} ({args.clock} clock); Python {platform.python_version()}"
+    )
     print(header)
     rows = []
     for op in ("encode", "decode"):
@@ -201,6 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "value_bytes": 100,
             "batch_size": BATCH_SIZE,
             "repeat": args.repeat,
+            "clock": args.clock,
             "python": platform.python_version(),
             "machine": platform.machine(),
             "processor": platform.processor(),

@@ -596,8 +596,10 @@ class Consumer:
 
     async def position(self, partition: TopicPartition, timeout_ms: int | None = None) -> int:
         """The offset of the next record to be returned for ``partition``."""
-        fetcher, _ = self._check_running()
         state = self._subs.state(partition)
+        if state.position is not None:
+            return state.position  # also inside a revoke callback while stopping
+        fetcher, _ = self._check_running()
         if state.position is None:
             fetcher.wake()
             await fetcher.wait_for_positions([partition], self._timeout(timeout_ms))

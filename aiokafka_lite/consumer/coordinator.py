@@ -211,6 +211,10 @@ class GroupCoordinator:
                 if self._subs.auto_assigned and not self.membership.failed:
                     if self.membership.state is GroupState.UNJOINED and not self._poll_expired:
                         self.membership.start()
+                    if self.membership.coordinator_id is None and self.membership.generation.valid:
+                        # Lost the coordinator while in a generation: find it again so
+                        # heartbeats resume before the session times out.
+                        await self._ensure_coordinator()
                     if not self._poll_expired and (
                         self.membership.rejoin_needed or not self.membership.generation.valid
                     ):

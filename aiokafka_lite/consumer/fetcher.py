@@ -37,14 +37,15 @@ from aiokafka_lite import errors
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.consumer._errors import NoOffsetForPartitionError, RecordDeserializationError
 from aiokafka_lite.consumer.config import ConsumerConfig
-from aiokafka_lite.consumer.records import ConsumerRecord
+from aiokafka_lite.consumer.records import ConsumerRecord, decode_v2_records
 from aiokafka_lite.consumer.subscription import (
     OffsetResetStrategy,
     PartitionState,
     SubscriptionState,
 )
+from aiokafka_lite.protocol import codecs
 from aiokafka_lite.protocol.api import ApiKey
-from aiokafka_lite.protocol.records import ControlRecordType, Record, iter_batches
+from aiokafka_lite.protocol.records import V2_HEADER_SIZE, ControlRecordType, iter_batches
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = ["FetchSessionHandler", "Fetcher", "OffsetInfo", "scan_next_offset"]
@@ -54,6 +55,7 @@ log = logging.getLogger(__name__)
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _INT32_MAX = 2**31 - 1
+_new_tuple = tuple.__new__
 
 # Error codes the fetcher reacts to.
 _OFFSET_OUT_OF_RANGE = 1
@@ -182,6 +184,7 @@ class _CompletedFetch:
         "_aborted_pids",
         "_batches",
         "_key_des",
+        "_max_decompressed",
         "_recs",
         "_value_des",
         "batch_epoch",
@@ -196,7 +199,6 @@ class _CompletedFetch:
         "state",
         "topic",
         "tp",
-        "ts_type",
     )
 
     def __init__(
@@ -222,12 +224,12 @@ class _CompletedFetch:
         self._aborted_pids: set[int] = set()
         self._key_des = config.key_deserializer
         self._value_des = config.value_deserializer
-        self._recs: list[Record] = []
+        self._recs: list[ConsumerRecord[Any, Any]] = []
+        self._max_decompressed = max(config.fetch_max_bytes, 64 * 1048576)
         self.i = 0
         self.n = 0
         self.batch_next = start_offset
         self.batch_epoch = -1
-        self.ts_type = 0
 
     @property
     def valid(self) -> bool:
@@ -255,10 +257,7 @@ class _CompletedFetch:
             elif batch.is_control:
                 state.position = max(state.position or 0, batch.next_offset)
                 continue
-            recs = batch.records()
-            start = self.start_offset
-            if recs and recs[0].offset < start:
-                recs = [r for r in recs if r.offset >= start]
+            recs = self._decode(batch)
             self.batch_next = batch.next_offset
             if not recs:
                 state.position = max(state.position or 0, batch.next_offset)
@@ -267,17 +266,68 @@ class _CompletedFetch:
             self.i = 0
             self.n = len(recs)
             self.batch_epoch = batch.partition_leader_epoch
-            self.ts_type = batch.timestamp_type
             return True
         self._recs = []
         self.i = self.n = 0
         return False
 
-    def _build(self, r: Record) -> ConsumerRecord[Any, Any]:
-        key = r.key
-        value = r.value
-        ksize = -1 if key is None else len(key)
-        vsize = -1 if value is None else len(value)
+    def _decode(self, batch: Any) -> list[ConsumerRecord[Any, Any]]:
+        """The batch's records at or after the fetch offset, key and value still raw."""
+        start = self.start_offset
+        if batch.magic == 2:
+            data = batch.to_bytes()
+            ts_type = batch.timestamp_type
+            if batch.compression:
+                if batch.record_count == 0 and len(data) == V2_HEADER_SIZE:
+                    return []
+                with memoryview(data) as view:
+                    data = codecs.decompress(
+                        batch.compression,
+                        view[V2_HEADER_SIZE:],
+                        magic=2,
+                        max_size=self._max_decompressed,
+                    )
+                pos = 0
+            else:
+                pos = V2_HEADER_SIZE
+            return decode_v2_records(
+                data,
+                pos,
+                len(data),
+                batch.record_count,
+                batch.base_offset,
+                batch.base_timestamp,
+                batch.max_timestamp if ts_type == 1 else None,
+                self.topic,
+                self.partition,
+                ts_type,
+                batch.partition_leader_epoch,
+                start,
+            )
+        # Legacy message sets (magic 0/1): rare, decoded by the protocol layer.
+        ts_type = batch.timestamp_type
+        return [
+            ConsumerRecord(
+                self.topic,
+                self.partition,
+                r.offset,
+                r.timestamp,
+                ts_type,
+                r.key,
+                r.value,
+                batch.crc,
+                -1 if r.key is None else len(r.key),
+                -1 if r.value is None else len(r.value),
+                r.headers,
+                -1,
+            )
+            for r in batch.records()
+            if r.offset >= start
+        ]
+
+    def _deserialize(self, r: ConsumerRecord[Any, Any]) -> ConsumerRecord[Any, Any]:
+        key = r[5]
+        value = r[6]
         try:
             if key is not None and self._key_des is not None:
                 key = self._key_des(key)
@@ -285,75 +335,44 @@ class _CompletedFetch:
                 value = self._value_des(value)
         except Exception as exc:
             raise RecordDeserializationError(
-                f"deserializing the record at offset {r.offset} of {self.tp.topic}-"
-                f"{self.tp.partition} failed: {exc!r} (seek past it to skip it)"
+                f"deserializing the record at offset {r[2]} of {self.topic}-"
+                f"{self.partition} failed: {exc!r} (seek past it to skip it)"
             ) from exc
-        return ConsumerRecord(
-            self.topic,
-            self.partition,
-            r.offset,
-            r.timestamp,
-            self.ts_type,
-            key,
-            value,
-            None,
-            ksize,
-            vsize,
-            r.headers,
-            self.batch_epoch,
+        return _new_tuple(
+            ConsumerRecord,
+            (r[0], r[1], r[2], r[3], r[4], key, value, r[7], r[8], r[9], r[10], r[11]),
         )
 
     def take(self, max_records: int) -> list[ConsumerRecord[Any, Any]]:
         """Up to ``max_records`` records; moves the partition's position past them."""
         out: list[ConsumerRecord[Any, Any]] = []
         state = self.state
+        plain = self._key_des is None and self._value_des is None
         while len(out) < max_records:
             if self.i >= self.n and not self._next_batch():
                 break
             i = self.i
             stop = min(self.n, i + max_records - len(out))
             recs = self._recs
-            if self._key_des is None and self._value_des is None:
-                topic, partition, ts_type, epoch = (
-                    self.topic,
-                    self.partition,
-                    self.ts_type,
-                    self.batch_epoch,
-                )
-                cr = ConsumerRecord
-                out.extend(
-                    [
-                        cr(
-                            topic,
-                            partition,
-                            r[0],
-                            r[1],
-                            ts_type,
-                            r[2],
-                            r[3],
-                            None,
-                            -1 if r[2] is None else len(r[2]),
-                            -1 if r[3] is None else len(r[3]),
-                            r[4],
-                            epoch,
-                        )
-                        for r in recs[i:stop]
-                    ]
-                )
+            if plain:
+                if i == 0 and stop == self.n and not out:
+                    out = recs
+                else:
+                    out.extend(recs[i:stop])
                 i = stop
             else:
                 while i < stop:
                     try:
-                        out.append(self._build(recs[i]))
+                        out.append(self._deserialize(recs[i]))
                     except errors.KafkaError:
                         self.i = i
-                        state.position = recs[i].offset
+                        state.position = recs[i][2]
                         if out:
                             return out
                         raise
                     i += 1
             self.i = i
-            state.position = recs[i - 1].offset + 1 if i < self.n else self.batch_next
+            state.position = recs[i - 1][2] + 1 if i < self.n else self.batch_next
             state.leader_epoch = self.batch_epoch
         return out
 
@@ -365,13 +384,14 @@ class _CompletedFetch:
                 return None
             i = 0
         r = self._recs[i]
-        rec = self._build(r)
+        if self._key_des is not None or self._value_des is not None:
+            r = self._deserialize(r)
         i += 1
         self.i = i
         state = self.state
-        state.position = r.offset + 1 if i < self.n else self.batch_next
+        state.position = r[2] + 1 if i < self.n else self.batch_next
         state.leader_epoch = self.batch_epoch
-        return rec
+        return r
 
 
 class FetcherStats:

@@ -384,7 +384,10 @@ class TransactionManager:
         """AddPartitionsToTxn for partitions whose first batch is waiting (sender only)."""
         async with self._coordinator_lock:
             pending = set(self.pending_partitions)
-            if not pending or self.state is not TransactionState.IN_TRANSACTION:
+            if not pending or self.state not in (
+                TransactionState.IN_TRANSACTION,
+                TransactionState.COMMITTING,
+            ):
                 return
             by_topic: dict[str, list[int]] = {}
             for tp in sorted(pending):

@@ -403,9 +403,13 @@ def lz4_decompress(
 
 # --- zstd -------------------------------------------------------------------------
 
-# zstd can expand a 4-byte RLE block to 128 KiB, so feeding input in small slices
-# bounds how far past max_size a single decompress call can go.
+# zstd can expand a 4-byte RLE block to 128 KiB (a ratio of 32768), so feeding input in
+# small slices bounds how far past max_size a single decompress call can go: a slice is
+# at most _ZSTD_FEED bytes and at most what the remaining budget allows at that ratio, so
+# one call overshoots the limit by about the budget at most (never by 64 MiB for a 1 MiB cap).
 _ZSTD_FEED: Final = 2048
+_ZSTD_MIN_FEED: Final = 16
+_ZSTD_MAX_RATIO: Final = 32768
 
 
 def _need_zstd() -> Any:
@@ -433,7 +437,8 @@ def zstd_decompress(data: Buffer, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE)
         while pos < end:  # one iteration per frame
             d = dctx.decompressobj()
             while True:
-                feed = view[pos : pos + _ZSTD_FEED]
+                budget = (max_size - total) // _ZSTD_MAX_RATIO
+                feed = view[pos : pos + min(_ZSTD_FEED, max(_ZSTD_MIN_FEED, budget))]
                 pos += len(feed)
                 chunk = d.decompress(feed)
                 total += len(chunk)

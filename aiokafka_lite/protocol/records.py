@@ -49,6 +49,7 @@ from typing import Any, Final, NamedTuple
 from crc32c import crc32c
 
 from aiokafka_lite.errors import (
+    ConfigurationError,
     CorruptRecordError,
     IllegalStateError,
     UnsupportedCodecError,
@@ -97,7 +98,6 @@ class ControlRecordType(IntEnum):
 _V2_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
 V2_HEADER_SIZE: Final = 61  # _V2_HEADER.size
 LOG_OVERHEAD: Final = 12  # base_offset + batch_length, not counted in batch_length
-_V2_MIN_LENGTH: Final = V2_HEADER_SIZE - LOG_OVERHEAD
 _CRC_OFFSET: Final = 17
 _ATTRIBUTES_OFFSET: Final = 21  # the CRC covers from here to the end
 _MAX_TS_OFFSET: Final = 35
@@ -250,6 +250,18 @@ def _encode_record_body(
     return b"".join(parts)
 
 
+def encode_record(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: BytesLike | None,
+    value: BytesLike | None,
+    headers: HeadersArg = None,
+) -> bytes:
+    """One complete v2 record, length prefix included (any sizes, nulls, headers)."""
+    body = _encode_record_body(timestamp_delta, offset_delta, key, value, headers)
+    return _varint(len(body)) + body
+
+
 def _headers_size(headers: HeadersArg) -> int:
     if not headers:
         return 1
@@ -358,7 +370,7 @@ class BatchBuilder:
         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> None:
         if magic != 2:
-            raise UnsupportedVersionError(
+            raise ConfigurationError(
                 f"BatchBuilder writes magic 2 only; use LegacyBatchBuilder for magic {magic}"
             )
         self._compression = codecs.check_codec(compression)
@@ -429,18 +441,31 @@ class BatchBuilder:
             # outside the varint table raises KeyError: both fall back to the slow path.
             zz = _ZZ_DICT
             try:
-                body = b"".join(
-                    (
-                        b"\x00",
-                        zz[timestamp_ms - self._base_ts],  # type: ignore[operator]
-                        zz[n],
-                        zz[len(key)],  # type: ignore[arg-type]
-                        key,
-                        zz[len(value)],  # type: ignore[arg-type]
-                        value,
-                        b"\x00",
+                if key is None:  # keyless records are common enough for their own path
+                    body = b"".join(
+                        (
+                            b"\x00",
+                            zz[timestamp_ms - self._base_ts],  # type: ignore[operator]
+                            zz[n],
+                            b"\x01",
+                            zz[len(value)],  # type: ignore[arg-type]
+                            value,
+                            b"\x00",
+                        )
                     )
-                )
+                else:
+                    body = b"".join(
+                        (
+                            b"\x00",
+                            zz[timestamp_ms - self._base_ts],  # type: ignore[operator]
+                            zz[n],
+                            zz[len(key)],
+                            key,
+                            zz[len(value)],  # type: ignore[arg-type]
+                            value,
+                            b"\x00",
+                        )
+                    )
                 prefix = zz[len(body)]
             except (KeyError, TypeError):
                 timestamp_ms, prefix, body = self._encode_slow(timestamp_ms, key, value, headers)
@@ -532,50 +557,89 @@ class BatchBuilder:
                 is_transactional=is_transactional,
             )
 
-    def _attributes(self) -> int:
-        attrs = self._compression | (self._timestamp_type << 3)
-        if self._is_transactional:
-            attrs |= TRANSACTIONAL_MASK
-        if self._is_control:
-            attrs |= CONTROL_MASK
-        return attrs
-
     def build(self) -> bytes:
         """The finished batch (compressed, CRC filled). Later calls return the same bytes."""
         if self._built is not None:
             return self._built
         buf = self._buf
-        count = self._count
-        if self._compression:
-            payload = codecs.compress(
-                self._compression, buf[V2_HEADER_SIZE:], level=self._compression_level
-            )
-            del buf[V2_HEADER_SIZE:]
-            buf += payload
-        _V2_HEADER.pack_into(
-            buf,
-            0,
-            self._base_offset,
-            len(buf) - LOG_OVERHEAD,
-            self._leader_epoch,
-            2,
-            0,
-            self._attributes(),
-            count - 1,
-            self._base_ts,
-            int(self._max_ts),  # an integral float timestamp may have slipped in
-            self._producer_id,
-            self._producer_epoch,
-            self._base_sequence,
-            count,
-        )
         with memoryview(buf) as view:
-            crc = crc32c(view[_ATTRIBUTES_OFFSET:])
-        _U32.pack_into(buf, _CRC_OFFSET, crc)
-        self._built = bytes(buf)
+            self._built = build_batch(
+                view[V2_HEADER_SIZE:],
+                self._count,
+                self._base_ts,
+                int(self._max_ts),  # an integral float timestamp may have slipped in
+                compression=self._compression,
+                compression_level=self._compression_level,
+                producer_id=self._producer_id,
+                producer_epoch=self._producer_epoch,
+                base_sequence=self._base_sequence,
+                is_transactional=self._is_transactional,
+                is_control=self._is_control,
+                timestamp_type=self._timestamp_type,
+                base_offset=self._base_offset,
+                partition_leader_epoch=self._leader_epoch,
+            )
         self._buf = bytearray()  # release the working buffer
         self._max_size = -1
         return self._built
+
+
+# attributes .. record_count: the CRC-covered part of the header.
+_V2_TAIL: Final = struct.Struct(">hiqqqhii")
+# base_offset, batch_length, partition_leader_epoch, magic, crc.
+_V2_HEAD: Final = struct.Struct(">qiibI")
+
+
+def build_batch(
+    records: BytesLike,
+    record_count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    *,
+    compression: int | str | None = None,
+    compression_level: int | None = None,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    timestamp_type: int = TimestampType.CREATE_TIME,
+    base_offset: int = 0,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    last_offset_delta: int | None = None,
+) -> bytes:
+    """Frame already-encoded v2 records (see :func:`encode_record`) as a batch.
+
+    Compresses ``records`` when asked, fills the header and the CRC-32C. This is all
+    ``BatchBuilder.build`` does; callers with their own record loop can use it directly.
+    ``last_offset_delta`` defaults to ``record_count - 1``.
+    """
+    cid = codecs.check_codec(compression)
+    payload: BytesLike = codecs.compress(cid, records, level=compression_level) if cid else records
+    attributes = cid | (int(timestamp_type) << 3)
+    if is_transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if is_control:
+        attributes |= CONTROL_MASK
+    tail = _V2_TAIL.pack(
+        attributes,
+        record_count - 1 if last_offset_delta is None else last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        record_count,
+    )
+    crc = crc32c(payload, crc32c(tail))
+    head = _V2_HEAD.pack(
+        base_offset,
+        V2_HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        partition_leader_epoch,
+        2,
+        crc,
+    )
+    return b"".join((head, tail, payload))
 
 
 def patch_batch(
@@ -1245,7 +1309,7 @@ class LegacyBatchBuilder:
         compression_level: int | None = None,
     ) -> None:
         if magic not in (0, 1):
-            raise UnsupportedVersionError(f"LegacyBatchBuilder writes magic 0 or 1, not {magic}")
+            raise ConfigurationError(f"LegacyBatchBuilder writes magic 0 or 1, not {magic}")
         self._magic = magic
         self._compression = codecs.check_codec(compression)
         if self._compression == codecs.ZSTD:
@@ -1413,11 +1477,13 @@ __all__ = [
     "Record",
     "RecordBatch",
     "TimestampType",
+    "build_batch",
     "build_control_batch",
     "create_batch_builder",
     "decode_control_record",
     "decode_records",
     "encode_control_record",
+    "encode_record",
     "estimate_batch_size",
     "iter_batches",
     "patch_batch",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -29,8 +30,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["KafkaBatchWriter", "KafkaCommitMessage", "KafkaStreamWriter", "write_batches"]
 
-#: Check delivery results every this many records, so a failure stops the task early.
-CHECK_EVERY = 20_000
+#: Batch size of writes unless ``kafka.batch.size`` is given (bulk writes like big batches).
+WRITE_BATCH_BYTES = 512 * 1024
 
 
 @dataclass
@@ -66,42 +67,134 @@ def _headers(raw: Sequence[dict[str, Any]] | None) -> list[tuple[str, bytes | No
     return result
 
 
+class _PartitionBatches:
+    """Rows routed to per-partition batches, sent with the producer's batch API.
+
+    Partitions are chosen like the producer's default partitioner: the ``partition``
+    column when set, murmur2 of the key for keyed rows, and for keyless rows one
+    partition until its batch is full, then the next (sticky). Each batch is one
+    delivery future for all of its records: far cheaper per row than ``send()``.
+    """
+
+    def __init__(self, producer: Any, message: KafkaCommitMessage) -> None:
+        from aiokafka_lite.producer.partitioner import murmur2_partition
+
+        self._producer = producer
+        self._murmur2_partition = murmur2_partition
+        self._message = message
+        self._open: dict[tuple[str, int], Any] = {}
+        self._counts: dict[str, int] = {}
+        self._sticky: dict[str, int] = {}
+        #: (delivery future, record count, (topic, partition)) of every batch sent.
+        self.sent: list[tuple[asyncio.Future[Any], int, tuple[str, int]]] = []
+        self.records = 0
+
+    async def _partition_count(self, topic: str) -> int:
+        count = self._counts.get(topic)
+        if count is None:
+            count = self._counts[topic] = len(await self._producer.partitions_for(topic))
+        return count
+
+    async def add(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None,
+        headers: list[tuple[str, bytes | None]] | None,
+    ) -> None:
+        count = self._counts.get(topic) or await self._partition_count(topic)
+        sticky = False
+        if partition is None:
+            if key is not None:
+                partition = self._murmur2_partition(key, count)
+            else:
+                sticky = True
+                partition = self._sticky.get(topic)
+                if partition is None:
+                    partition = self._sticky[topic] = random.randrange(count)
+        elif not 0 <= partition < count:
+            raise errors.UnknownTopicOrPartitionError(
+                f"aiokafka_lite data source: topic {topic!r} has no partition {partition} "
+                f"(it has {count})"
+            )
+        tp = (topic, partition)
+        builder = self._open.get(tp)
+        if builder is None:
+            builder = self._open[tp] = self._producer.create_batch()
+        if builder.append(timestamp=None, key=key, value=value, headers=headers) is None:
+            await self._send(tp, builder)
+            if sticky:
+                partition = self._sticky[topic] = (partition + 1) % count
+                tp = (topic, partition)
+                builder = self._open.get(tp)
+            else:
+                builder = None
+            if builder is None:
+                builder = self._open[tp] = self._producer.create_batch()
+            if builder.append(timestamp=None, key=key, value=value, headers=headers) is None:
+                await self._send(tp, builder)  # an empty batch takes any one record
+                builder = self._open[tp] = self._producer.create_batch()
+                builder.append(timestamp=None, key=key, value=value, headers=headers)
+        self.records += 1
+
+    async def _send(self, tp: tuple[str, int], builder: Any) -> None:
+        records = builder.record_count()
+        del self._open[tp]
+        if records == 0:
+            return
+        fut = await self._producer.send_batch(builder, tp[0], partition=tp[1])
+        self.sent.append((fut, records, tp))
+
+    async def send_open(self) -> None:
+        for tp, builder in list(self._open.items()):
+            await self._send(tp, builder)
+
+    def first_error(self, *, prune: bool) -> BaseException | None:
+        """The first delivery error so far; drops delivered batches when ``prune``."""
+        kept = []
+        counts = self._message.per_partition
+        for entry in self.sent:
+            fut, records, tp = entry
+            if not fut.done():
+                kept.append(entry)
+                continue
+            if fut.cancelled():
+                return errors.KafkaError("delivery cancelled")
+            exc = fut.exception()
+            if exc is not None:
+                return exc
+            if prune:
+                counts[tp] = counts.get(tp, 0) + records
+            else:
+                kept.append(entry)
+        if prune:
+            self.sent = kept
+        return None
+
+
 async def _produce(
     opts: WriteOptions, columns: WriteColumns, batches: Iterator[pa.RecordBatch]
 ) -> KafkaCommitMessage:
-    from aiokafka_lite.producer import Producer, RecordMetadata
+    from aiokafka_lite.producer import Producer
 
-    producer = Producer(**opts.client.producer_kwargs())
+    kwargs = opts.client.producer_kwargs()
+    kwargs.setdefault("max_batch_size", WRITE_BATCH_BYTES)
+    producer = Producer(**kwargs)
     timeout_s = producer.config.delivery_timeout_ms / 1000 + 10
     await asyncio.wait_for(producer.start(), producer.config.request_timeout_ms / 1000 + 10)
     message = KafkaCommitMessage()
-    counts = message.per_partition
-    failures: list[BaseException] = []
-    pending: set[asyncio.Future[RecordMetadata]] = set()
+    router = _PartitionBatches(producer, message)
 
-    def done(fut: asyncio.Future[RecordMetadata]) -> None:
-        pending.discard(fut)
-        if fut.cancelled():
-            failures.append(errors.KafkaError("delivery cancelled"))
-            return
-        exc = fut.exception()
-        if exc is not None:
-            failures.append(exc)
-            return
-        meta = fut.result()
-        tp = (meta.topic, meta.partition)
-        counts[tp] = counts.get(tp, 0) + 1
-
-    def check() -> None:
-        if failures:
+    def check(prune: bool = True) -> None:
+        error = router.first_error(prune=prune)
+        if error is not None:
             raise errors.KafkaError(
-                f"aiokafka_lite data source: {len(failures)} record(s) failed delivery; "
-                f"first error: {failures[0]!r}"
-            ) from failures[0]
+                f"aiokafka_lite data source: a delivery failed: {error!r}"
+            ) from error
 
-    sent = 0
     try:
-        send = producer.send
+        add = router.add
         for batch in batches:
             rows = batch.num_rows
             if rows == 0:
@@ -120,25 +213,24 @@ async def _produce(
                         "aiokafka_lite data source: a row has a null topic and no topic "
                         "option is set"
                     )
-                fut = await send(topic, values[i], keys[i], parts[i], None, _headers(headers[i]))
-                pending.add(fut)
-                fut.add_done_callback(done)
-            sent += rows
-            if sent % CHECK_EVERY < rows:
-                check()
+                await add(topic, keys[i], values[i], parts[i], _headers(headers[i]))
+            check()
+        await router.send_open()
         await producer.flush(timeout=timeout_s)
+        pending = [fut for fut, _, _ in router.sent if not fut.done()]
         if pending:
-            await asyncio.wait(list(pending), timeout=timeout_s)
-        check()
-        if pending:
+            await asyncio.wait(pending, timeout=timeout_s)
+        unfinished = sum(1 for fut, _, _ in router.sent if not fut.done())
+        if unfinished:
             raise errors.KafkaTimeoutError(
-                f"aiokafka_lite data source: {len(pending)} record(s) not acknowledged "
+                f"aiokafka_lite data source: {unfinished} batch(es) not acknowledged "
                 f"within {timeout_s:.0f} s"
             )
-        message.records = sum(counts.values())
-        if message.records != sent:
+        check()
+        message.records = sum(message.per_partition.values())
+        if message.records != router.records:
             raise errors.IllegalStateError(
-                f"aiokafka_lite data source: {sent} record(s) sent but "
+                f"aiokafka_lite data source: {router.records} record(s) sent but "
                 f"{message.records} acknowledged"
             )
         return message

@@ -21,7 +21,9 @@ from tests.fuzz.targets import TARGETS
 
 def main() -> None:
     if len(sys.argv) < 2 or sys.argv[1] not in TARGETS:
-        sys.exit(f"usage: python -m tests.fuzz.atheris_main {{{','.join(TARGETS)}}} [libFuzzer args]")
+        sys.exit(
+            f"usage: python -m tests.fuzz.atheris_main {{{','.join(TARGETS)}}} [libFuzzer args]"
+        )
     target = TARGETS[sys.argv[1]]
 
     def one_input(data: bytes) -> None:

@@ -132,7 +132,7 @@ def records_target(data: bytes) -> None:
 def codecs_target(data: bytes) -> None:
     if not data:
         return
-    codec = _CODEC_IDS[data[0] % len(_CODEC_IDS)]
+    codec = _CODEC_IDS[(data[0] & 0x0F) % len(_CODEC_IDS)]
     magic = (data[0] >> 4) % 3
     try:
         out = codecs.decompress(codec, memoryview(data[1:]), magic=magic, max_size=MAX_DECOMPRESSED)

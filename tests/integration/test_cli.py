@@ -256,7 +256,19 @@ def test_group_lag_after_partial_consumption(cli: list[str], bootstrap_servers: 
     b = ("-b", bootstrap_servers)
     assert run(cli, "topics", "create", topic, "-p", "1", *b).returncode == 0
     asyncio.run(produce_one_by_one(bootstrap_servers, topic, 10))
-    consumed = run(cli, "consume", topic, "-g", group, "--from-beginning", "-n", "4", *b)
+    consumed = run(
+        cli,
+        "consume",
+        topic,
+        "-g",
+        group,
+        "--session-timeout-ms",
+        "6000",
+        "--from-beginning",
+        "-n",
+        "4",
+        *b,
+    )
     assert consumed.returncode == 0, consumed.stderr
     assert consumed.stdout.splitlines() == ["r0", "r1", "r2", "r3"]
     (row,) = lag_rows(cli, bootstrap_servers, group)
@@ -272,7 +284,7 @@ def test_group_lag_after_partial_consumption(cli: list[str], bootstrap_servers: 
     ]
     assert f"Total lag of group {group}: 6" in table.stdout
     # The next run of the group goes on where the first stopped.
-    rest = run(cli, "consume", topic, "-g", group, "-n", "6", *b)
+    rest = run(cli, "consume", topic, "-g", group, "--session-timeout-ms", "6000", "-n", "6", *b)
     assert rest.stdout.splitlines() == [f"r{i}" for i in range(4, 10)]
     assert lag_rows(cli, bootstrap_servers, group)[0]["lag"] == 0
 
@@ -287,7 +299,20 @@ def test_group_lag_with_batched_records(
     assert run(cli, "produce", topic, "--linger-ms", "100", *b, input=lines).returncode == 0
     assert (
         run(
-            cli, "consume", topic, "-g", group, "-p", "0", "--offset", "earliest", "-n", "4", *b
+            cli,
+            "consume",
+            topic,
+            "-g",
+            group,
+            "--session-timeout-ms",
+            "6000",
+            "-p",
+            "0",
+            "--offset",
+            "earliest",
+            "-n",
+            "4",
+            *b,
         ).returncode
         == 0
     )
@@ -306,7 +331,22 @@ def test_groups_list_describe_reset_and_delete(cli: list[str], bootstrap_servers
     assert run(cli, "topics", "create", topic, "-p", "1", *b).returncode == 0
     asyncio.run(produce_one_by_one(bootstrap_servers, topic, 5))
     # An explicit partition with a group: offsets are committed, no rebalance involved.
-    read = run(cli, "consume", topic, "-g", group, "-p", "0", "--offset", "earliest", "-n", "3", *b)
+    read = run(
+        cli,
+        "consume",
+        topic,
+        "-g",
+        group,
+        "--session-timeout-ms",
+        "6000",
+        "-p",
+        "0",
+        "--offset",
+        "earliest",
+        "-n",
+        "3",
+        *b,
+    )
     assert read.returncode == 0, read.stderr
     assert group in run(cli, "groups", "list", *b).stdout.splitlines()
     described = run(cli, "groups", "describe", group, *b)
@@ -336,7 +376,9 @@ def test_groups_list_describe_reset_and_delete(cli: list[str], bootstrap_servers
     )
     assert shifted.returncode == 0, shifted.stderr
     assert lag_rows(cli, bootstrap_servers, group)[0]["committed_offset"] == 3
-    again = run(cli, "consume", topic, "-g", group, "-p", "0", "-n", "2", *b)
+    again = run(
+        cli, "consume", topic, "-g", group, "--session-timeout-ms", "6000", "-p", "0", "-n", "2", *b
+    )
     assert again.stdout.splitlines() == ["r3", "r4"]
 
     deleted = run(cli, "groups", "delete", group, *b)

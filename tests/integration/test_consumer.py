@@ -70,12 +70,16 @@ async def produce(
         await producer.stop()
 
 
-async def drain(consumer: Consumer, expected: int, timeout: float = 10.0) -> list[ConsumerRecord[Any, Any]]:
+async def drain(
+    consumer: Consumer, expected: int, timeout: float = 10.0
+) -> list[ConsumerRecord[Any, Any]]:
     """getmany until ``expected`` records arrived (fails after ``timeout``)."""
     got: list[ConsumerRecord[Any, Any]] = []
     deadline = time.monotonic() + timeout
     while len(got) < expected:
-        assert time.monotonic() < deadline, f"only {len(got)}/{expected} records: {consumer.health()}"
+        assert time.monotonic() < deadline, (
+            f"only {len(got)}/{expected} records: {consumer.health()}"
+        )
         batch = await consumer.getmany(timeout_ms=200)
         for records in batch.values():
             got.extend(records)
@@ -103,8 +107,9 @@ async def test_assign_reads_every_partition_in_order(
 ) -> None:
     create_topic(topic_name, 3)
     for p in range(3):
-        await produce(bootstrap_servers, topic_name, [b"%d-%d" % (p, i) for i in range(50)],
-                      partition=p)
+        await produce(
+            bootstrap_servers, topic_name, [b"%d-%d" % (p, i) for i in range(50)], partition=p
+        )
     tps = [TopicPartition(topic_name, p) for p in range(3)]
     async with assigned_consumer(bootstrap_servers, tps) as consumer:
         assert consumer.assignment() == set(tps)
@@ -112,7 +117,9 @@ async def test_assign_reads_every_partition_in_order(
         for p in range(3):
             offsets = [r.offset for r in got if r.partition == p]
             assert offsets == list(range(50))
-            assert [r.value for r in got if r.partition == p] == [b"%d-%d" % (p, i) for i in range(50)]
+            assert [r.value for r in got if r.partition == p] == [
+                b"%d-%d" % (p, i) for i in range(50)
+            ]
             assert consumer.highwater(tps[p]) == 50
             assert await consumer.position(tps[p]) == 50
         await nothing_more(consumer)
@@ -124,15 +131,22 @@ async def test_subscribe_without_group_reads_all_partitions(
     create_topic(topic_name, 2)
     await produce(bootstrap_servers, topic_name, [b"a", b"b"], partition=0)
     await produce(bootstrap_servers, topic_name, [b"c"], partition=1)
-    async with Consumer(topic_name, bootstrap_servers=bootstrap_servers,
-                        auto_offset_reset="earliest", fetch_max_wait_ms=100) as consumer:
+    async with Consumer(
+        topic_name,
+        bootstrap_servers=bootstrap_servers,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=100,
+    ) as consumer:
         values = set()
         async for record in consumer:
             values.add(record.value)
             if len(values) == 3:
                 break
         assert values == {b"a", b"b", b"c"}
-        assert consumer.assignment() == {TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)}
+        assert consumer.assignment() == {
+            TopicPartition(topic_name, 0),
+            TopicPartition(topic_name, 1),
+        }
 
 
 async def test_subscribe_with_group_and_listener(
@@ -144,19 +158,28 @@ async def test_subscribe_with_group_and_listener(
 
     class Listener(ConsumerRebalanceListener):
         async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+            # Committing from the callback works, also while the consumer stops.
+            await consumer.commit({tp: await consumer.position(tp) for tp in revoked})
             events.append(("revoked", revoked))
 
         async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
             events.append(("assigned", assigned))
 
-    consumer = Consumer(bootstrap_servers=bootstrap_servers, group_id=f"g-{topic_name}",
-                        auto_offset_reset="earliest", session_timeout_ms=6000,
-                        heartbeat_interval_ms=500, fetch_max_wait_ms=100)
+    consumer = Consumer(
+        bootstrap_servers=bootstrap_servers,
+        group_id=f"g-{topic_name}",
+        auto_offset_reset="earliest",
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+        fetch_max_wait_ms=100,
+        enable_auto_commit=False,
+    )
     await consumer.start()
     try:
         consumer.subscribe([topic_name], listener=Listener())
         assert await consumer.wait_for_assignment(15000) == {
-            TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)
+            TopicPartition(topic_name, 0),
+            TopicPartition(topic_name, 1),
         }
         got = await drain(consumer, 5)
         assert {r.partition for r in got} == {1}
@@ -167,6 +190,8 @@ async def test_subscribe_with_group_and_listener(
     finally:
         await consumer.stop(timeout_ms=10000)
     assert events[-1] == ("revoked", {TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)})
+    async with Consumer(bootstrap_servers=bootstrap_servers, group_id=f"g-{topic_name}") as c:
+        assert await c.committed(TopicPartition(topic_name, 1)) == 5
 
 
 async def test_subscribe_pattern_picks_up_matching_topics(
@@ -174,8 +199,12 @@ async def test_subscribe_pattern_picks_up_matching_topics(
 ) -> None:
     create_topic(f"{topic_name}-one", 1)
     await produce(bootstrap_servers, f"{topic_name}-one", [b"1"])
-    consumer = Consumer(bootstrap_servers=bootstrap_servers, auto_offset_reset="earliest",
-                        metadata_max_age_ms=500, fetch_max_wait_ms=100)
+    consumer = Consumer(
+        bootstrap_servers=bootstrap_servers,
+        auto_offset_reset="earliest",
+        metadata_max_age_ms=500,
+        fetch_max_wait_ms=100,
+    )
     async with consumer:
         consumer.subscribe(pattern=rf"{topic_name}-.*")
         first = await consumer.getone(timeout_ms=10000)
@@ -234,8 +263,9 @@ async def test_auto_offset_reset_none_raises_until_seek(
     create_topic(topic_name, 1)
     await produce(bootstrap_servers, topic_name, [b"a", b"b"])
     tp = TopicPartition(topic_name, 0)
-    async with assigned_consumer(bootstrap_servers, [tp], auto_offset_reset="none",
-                                 group_id=f"g-{topic_name}") as c:
+    async with assigned_consumer(
+        bootstrap_servers, [tp], auto_offset_reset="none", group_id=f"g-{topic_name}"
+    ) as c:
         with pytest.raises(NoOffsetForPartitionError):
             await c.getone(timeout_ms=5000)
         c.seek(tp, 1)
@@ -272,11 +302,11 @@ async def test_seek_family(
     bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
 ) -> None:
     create_topic(topic_name, 1)
-    await produce(bootstrap_servers, topic_name, [b"%d" % i for i in range(6)],
-                  one_per_batch=True)
+    await produce(bootstrap_servers, topic_name, [b"%d" % i for i in range(6)], one_per_batch=True)
     tp = TopicPartition(topic_name, 0)
-    async with assigned_consumer(bootstrap_servers, [tp], group_id=f"g-{topic_name}",
-                                 enable_auto_commit=False) as c:
+    async with assigned_consumer(
+        bootstrap_servers, [tp], group_id=f"g-{topic_name}", enable_auto_commit=False
+    ) as c:
         assert [r.value for r in await drain(c, 6)] == [b"%d" % i for i in range(6)]
         c.seek(tp, 2)
         assert (await c.getone(timeout_ms=5000)).offset == 2
@@ -408,8 +438,13 @@ async def test_headers_null_keys_and_null_values(
     bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
 ) -> None:
     create_topic(topic_name, 1)
-    await produce(bootstrap_servers, topic_name, [b"v", None, b""], keys=[None, b"k", b""],
-                  headers=[("trace", b"1"), ("empty", b"")])
+    await produce(
+        bootstrap_servers,
+        topic_name,
+        [b"v", None, b""],
+        keys=[None, b"k", b""],
+        headers=[("trace", b"1"), ("empty", b"")],
+    )
     tp = TopicPartition(topic_name, 0)
     async with assigned_consumer(bootstrap_servers, [tp]) as c:
         got = await drain(c, 3)
@@ -442,8 +477,9 @@ async def test_deserializers(
     tp = TopicPartition(topic_name, 0)
     import json
 
-    async with assigned_consumer(bootstrap_servers, [tp], key_deserializer=bytes.decode,
-                                 value_deserializer=json.loads) as c:
+    async with assigned_consumer(
+        bootstrap_servers, [tp], key_deserializer=bytes.decode, value_deserializer=json.loads
+    ) as c:
         got = await drain(c, 2)
     assert [(r.key, r.value) for r in got] == [(None, {"n": 1}), ("key", None)]
 
@@ -457,8 +493,9 @@ async def test_offsets_for_times(
     create_topic(topic_name, 1)
     base = int(time.time() * 1000) - 60_000
     stamps = [base, base + 1000, base + 2000]
-    await produce(bootstrap_servers, topic_name, [b"a", b"b", b"c"], timestamps=stamps,
-                  one_per_batch=True)
+    await produce(
+        bootstrap_servers, topic_name, [b"a", b"b", b"c"], timestamps=stamps, one_per_batch=True
+    )
     tp = TopicPartition(topic_name, 0)
     async with Consumer(bootstrap_servers=bootstrap_servers, auto_offset_reset="earliest") as c:
         c.assign([tp])
@@ -476,8 +513,9 @@ async def test_offsets_for_times(
 def transactional_producer(bootstrap: str, txn_id: str) -> Any:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
-                         "linger.ms": 5})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5}
+    )
     producer.init_transactions(20)
     return producer
 
@@ -534,8 +572,9 @@ async def test_manual_commit_of_positions_and_explicit_offsets(
     await produce(bootstrap_servers, topic_name, [b"%d" % i for i in range(10)])
     tp = TopicPartition(topic_name, 0)
     group = f"g-{topic_name}"
-    async with assigned_consumer(bootstrap_servers, [tp], group_id=group,
-                                 enable_auto_commit=False) as c:
+    async with assigned_consumer(
+        bootstrap_servers, [tp], group_id=group, enable_auto_commit=False
+    ) as c:
         assert await c.committed(tp) is None
         got = await c.getmany(timeout_ms=5000, max_records=4)
         assert len(got[tp]) == 4
@@ -571,8 +610,7 @@ async def test_commit_on_stop_with_auto_commit(
     await produce(bootstrap_servers, topic_name, [b"%d" % i for i in range(5)])
     tp = TopicPartition(topic_name, 0)
     group = f"g-{topic_name}"
-    c = assigned_consumer(bootstrap_servers, [tp], group_id=group,
-                          auto_commit_interval_ms=60000)
+    c = assigned_consumer(bootstrap_servers, [tp], group_id=group, auto_commit_interval_ms=60000)
     await c.start()
     await drain(c, 5)
     await c.stop()
@@ -586,8 +624,9 @@ async def test_auto_commit_on_interval(
     create_topic(topic_name, 1)
     await produce(bootstrap_servers, topic_name, [b"%d" % i for i in range(5)])
     tp = TopicPartition(topic_name, 0)
-    async with assigned_consumer(bootstrap_servers, [tp], group_id=f"g-{topic_name}",
-                                 auto_commit_interval_ms=200) as c:
+    async with assigned_consumer(
+        bootstrap_servers, [tp], group_id=f"g-{topic_name}", auto_commit_interval_ms=200
+    ) as c:
         await drain(c, 5)
         deadline = time.monotonic() + 5
         while c.health().partitions[tp].committed != 5:

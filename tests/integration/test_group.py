@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from aiokafka_lite import errors
 from aiokafka_lite.consumer import (
     CommitFailedError,
     Consumer,
@@ -36,8 +37,9 @@ class Recorder(ConsumerRebalanceListener):
         if self.consumer is not None and revoked:
             positions = {}
             for tp in revoked:
-                with contextlib.suppress(Exception):
-                    positions[tp] = await self.consumer.position(tp, timeout_ms=2000)
+                # A partition revoked before it ever got a position has nothing to commit.
+                with contextlib.suppress(errors.KafkaTimeoutError):
+                    positions[tp] = await self.consumer.position(tp, timeout_ms=500)
             with contextlib.suppress(CommitFailedError):
                 await self.consumer.commit(positions, timeout_ms=5000)
         self.events.append(("revoked", frozenset(revoked)))
@@ -88,8 +90,10 @@ async def settled(consumers: list[Consumer], topic: str, timeout: float = 45.0) 
         ):
             return
         if time.monotonic() > deadline:
-            pytest.fail(f"group did not settle: {[(h.group_state, h.generation_id) for h in healths]}"
-                        f" owned={owned}")
+            pytest.fail(
+                f"group did not settle: {[(h.group_state, h.generation_id) for h in healths]}"
+                f" owned={owned}"
+            )
         await asyncio.sleep(0.05)
 
 
@@ -129,7 +133,7 @@ async def test_scale_from_one_to_three_members_and_back(
                 for i, old in enumerate(before):
                     revoked = {
                         tp
-                        for kind, parts in listeners[i].events[marks[i]:]
+                        for kind, parts in listeners[i].events[marks[i] :]
                         if kind in ("revoked", "lost")
                         for tp in parts
                     }
@@ -146,8 +150,7 @@ async def test_scale_from_one_to_three_members_and_back(
             TopicPartition(topic_name, p) for p in range(PARTITIONS)
         }
     finally:
-        await asyncio.gather(*(c.stop(timeout_ms=5000) for c in consumers),
-                             return_exceptions=True)
+        await asyncio.gather(*(c.stop(timeout_ms=5000) for c in consumers), return_exceptions=True)
 
 
 async def test_static_member_restart_within_session_timeout_causes_no_rebalance(
@@ -177,8 +180,7 @@ async def test_static_member_restart_within_session_timeout_causes_no_rebalance(
         assert b.health().generation_id == generation
         assert rec_b.events[b_events:] == []
     finally:
-        await asyncio.gather(*(c.stop(timeout_ms=5000) for c in consumers),
-                             return_exceptions=True)
+        await asyncio.gather(*(c.stop(timeout_ms=5000) for c in consumers), return_exceptions=True)
 
 
 async def produce_all(bootstrap: str, topic: str, count: int) -> None:
@@ -206,8 +208,14 @@ async def test_group_consumes_every_record_exactly_once_with_clean_leaves(
     stop_flags: dict[int, asyncio.Event] = {}
 
     async def run_member(index: int) -> None:
-        consumer = member(bootstrap_servers, group, topic_name, strategy,
-                          enable_auto_commit=False, max_poll_records=50)
+        consumer = member(
+            bootstrap_servers,
+            group,
+            topic_name,
+            strategy,
+            enable_auto_commit=False,
+            max_poll_records=50,
+        )
         listener = Recorder(consumer)
         await start_member(consumer, topic_name, listener)
         stop = stop_flags[index] = asyncio.Event()
@@ -235,7 +243,7 @@ async def test_group_consumes_every_record_exactly_once_with_clean_leaves(
         stop_flags[1].set()
         await tasks[1]
         deadline = time.monotonic() + 40
-        while len(set(seen)) < total and time.monotonic() < deadline:
+        while len(set(seen)) < total and time.monotonic() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(0.1)
         stop_flags[0].set()
         await tasks[0]

@@ -139,17 +139,27 @@ async def test_transaction_api_needs_transactional_id(bootstrap_servers: str) ->
 
 
 async def test_second_producer_fences_the_first(
-    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Callable[..., str],
+    xfail_on: Callable[..., None],
 ) -> None:
     create_topic(topic_name, 1)
     txn_id = f"fence-{uuid.uuid4().hex[:8]}"
-    first = Producer(bootstrap_servers=bootstrap_servers, transactional_id=txn_id)
+    first = Producer(
+        bootstrap_servers=bootstrap_servers, transactional_id=txn_id, max_block_ms=5000
+    )
     second = Producer(bootstrap_servers=bootstrap_servers, transactional_id=txn_id)
     await first.start()
     try:
         await first.begin_transaction()
         await (await first.send(topic_name, b"zombie"))
         await second.start()  # InitProducerId bumps the epoch: the first is fenced
+        xfail_on(
+            "tansu",
+            "Tansu 0.6 closes the connection on EndTxn with a fenced epoch instead of "
+            "answering PRODUCER_FENCED/INVALID_PRODUCER_EPOCH (the client then times out)",
+        )
         with pytest.raises(errors.ProducerFencedError):
             await first.commit_transaction()
         async with second.transaction():

@@ -29,15 +29,15 @@ pytest.importorskip("pyarrow")
 if shutil.which("java") is None:
     pytest.skip("Spark needs Java (java not on PATH)", allow_module_level=True)
 
-from pyspark.errors import PySparkException  # noqa: E402
-from pyspark.sql import DataFrame, SparkSession  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from aiokafka_lite.client import KafkaClient  # noqa: E402
-from aiokafka_lite.consumer import Consumer  # noqa: E402
-from aiokafka_lite.producer import Producer  # noqa: E402
-from aiokafka_lite.spark import FORMAT, local_session  # noqa: E402
-from aiokafka_lite.structs import TopicPartition  # noqa: E402
+from aiokafka_lite.client import KafkaClient
+from aiokafka_lite.consumer import Consumer
+from aiokafka_lite.producer import Producer
+from aiokafka_lite.spark import FORMAT, local_session
+from aiokafka_lite.structs import TopicPartition
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -49,7 +49,9 @@ TANSU_LATEST = (
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    session = local_session("aiokafka_lite-tests", conf={"spark.sql.streaming.pollingDelay": "50ms"})
+    session = local_session(
+        "aiokafka_lite-tests", conf={"spark.sql.streaming.pollingDelay": "50ms"}
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -109,8 +111,9 @@ def log_end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
             numbers = sorted(await client.wait_for_metadata(topic, 30_000))
         finally:
             await client.close()
-        consumer = Consumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                            auto_offset_reset="earliest")
+        consumer = Consumer(
+            bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+        )
         await consumer.start()
         try:
             tps = [TopicPartition(topic, p) for p in numbers]
@@ -142,7 +145,9 @@ def summary(df: DataFrame) -> dict[int, tuple[int, int, int, int, int]]:
     """Per partition: (count, distinct offsets, min offset, max offset, checksum)."""
     row_sum = F.crc32(
         F.concat_ws(
-            ":", F.col("partition").cast("string"), F.col("offset").cast("string"),
+            ":",
+            F.col("partition").cast("string"),
+            F.col("offset").cast("string"),
             F.col("value").cast("string"),
         )
     )
@@ -160,8 +165,9 @@ def summary(df: DataFrame) -> dict[int, tuple[int, int, int, int, int]]:
     return {r["partition"]: (r["n"], r["distinct"], r["lo"], r["hi"], r["checksum"]) for r in rows}
 
 
-def expected_summary(per_partition: int, partitions: int,
-                     value: Callable[[int, int], bytes]) -> dict[int, tuple[int, ...]]:
+def expected_summary(
+    per_partition: int, partitions: int, value: Callable[[int, int], bytes]
+) -> dict[int, tuple[int, ...]]:
     result = {}
     for p in range(partitions):
         checksum = sum(zlib.crc32(b"%d:%d:" % (p, i) + value(p, i)) for i in range(per_partition))
@@ -184,7 +190,9 @@ def test_batch_read_3x100k_exactly(
     ends = produce(bootstrap_servers, topic_name, n, 3, value)
     assert ends == {0: n, 1: n, 2: n}
     df = reader(
-        spark, bootstrap_servers, subscribe=topic_name,
+        spark,
+        bootstrap_servers,
+        subscribe=topic_name,
         endingOffsets=offsets_json(topic_name, ends),
         maxRecordsPerPartition="60000",  # so large partitions are split across tasks
     ).load()
@@ -193,7 +201,10 @@ def test_batch_read_3x100k_exactly(
 
 
 def test_batch_read_defaults_read_to_the_log_end(
-    spark: SparkSession, bootstrap_servers: str, topic_name: str, create_topic: Any,
+    spark: SparkSession,
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Any,
     xfail_on: Callable[..., None],
 ) -> None:
     create_topic(topic_name, 2)
@@ -214,15 +225,20 @@ def test_batch_read_offset_ranges_headers_and_assign(
         try:
             for i in range(10):
                 await producer.send_and_wait(
-                    topic_name, b"v%d" % i, key=b"k%d" % i, partition=1,
-                    timestamp_ms=1_700_000_000_000 + i, headers=[("n", b"%d" % i), ("z", None)],
+                    topic_name,
+                    b"v%d" % i,
+                    key=b"k%d" % i,
+                    partition=1,
+                    timestamp_ms=1_700_000_000_000 + i,
+                    headers=[("n", b"%d" % i), ("z", None)],
                 )
         finally:
             await producer.stop(timeout=30)
 
     asyncio.run(run())
     df = reader(
-        spark, bootstrap_servers,
+        spark,
+        bootstrap_servers,
         assign=json.dumps({topic_name: [1]}),
         startingOffsets=json.dumps({topic_name: {"1": 3}}),
         endingOffsets=json.dumps({topic_name: {"1": 7}}),
@@ -232,7 +248,10 @@ def test_batch_read_offset_ranges_headers_and_assign(
     assert [r["offset"] for r in rows] == [3, 4, 5, 6]
     first = rows[0]
     assert (first["key"], first["value"], first["topic"], first["partition"]) == (
-        b"k3", b"v3", topic_name, 1,
+        b"k3",
+        b"v3",
+        topic_name,
+        1,
     )
     assert first["timestamp"].timestamp() == pytest.approx(1_700_000_000.003)
     assert first["timestampType"] == 0
@@ -249,34 +268,47 @@ def test_bad_options_fail_at_planning_with_clear_messages(
         with pytest.raises(PySparkException, match=match):
             reader(spark, bootstrap_servers, **options).load()
 
-    load_fails("exactly one of the options subscribe, subscribePattern and assign",
-               subscribe="a", subscribePattern="a.*")
+    load_fails(
+        "exactly one of the options subscribe, subscribePattern and assign",
+        subscribe="a",
+        subscribePattern="a.*",
+    )
     load_fails("unknown option 'subcribe'", subcribe="a")
     load_fails("startingOffsets cannot be latest", subscribe="a", startingOffsets="latest")
     load_fails("kafka.group.id is not supported", subscribe="a", **{"kafka.group.id": "g"})
-    load_fails("unknown option kafka.fetch.max.bites", subscribe="a",
-               **{"kafka.fetch.max.bites": "1"})
+    load_fails(
+        "unknown option kafka.fetch.max.bites", subscribe="a", **{"kafka.fetch.max.bites": "1"}
+    )
     with pytest.raises(PySparkException, match="fixed and cannot be set"):
         spark.read.format(FORMAT).schema("value string").option(
-            "kafka.bootstrap.servers", bootstrap_servers).option("subscribe", "a").load().collect()
+            "kafka.bootstrap.servers", bootstrap_servers
+        ).option("subscribe", "a").load().collect()
 
-    stream = (spark.readStream.format(FORMAT).option("kafka.bootstrap.servers", bootstrap_servers)
-              .option("subscribe", "a").option("endingOffsets", "latest").load())
+    stream = (
+        spark.readStream.format(FORMAT)
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("subscribe", "a")
+        .option("endingOffsets", "latest")
+        .load()
+    )
     with pytest.raises(PySparkException, match="endingOffsets applies to batch reads only"):
         stream.writeStream.format("noop").option(
-            "checkpointLocation", str(tmp_path / "c1")).start().processAllAvailable()
+            "checkpointLocation", str(tmp_path / "c1")
+        ).start().processAllAvailable()
 
     df = spark.createDataFrame([("x",)], "value string")
     with pytest.raises(PySparkException, match="can only be appended to"):
         df.write.format(FORMAT).mode("overwrite").option(
-            "kafka.bootstrap.servers", bootstrap_servers).option("topic", "t").save()
+            "kafka.bootstrap.servers", bootstrap_servers
+        ).option("topic", "t").save()
     with pytest.raises(PySparkException, match="topic option or a 'topic' column"):
         df.write.format(FORMAT).mode("append").option(
-            "kafka.bootstrap.servers", bootstrap_servers).save()
+            "kafka.bootstrap.servers", bootstrap_servers
+        ).save()
     with pytest.raises(PySparkException, match="option subscribe does not apply to writes"):
         df.write.format(FORMAT).mode("append").option(
-            "kafka.bootstrap.servers", bootstrap_servers).option("topic", "t").option(
-            "subscribe", "t").save()
+            "kafka.bootstrap.servers", bootstrap_servers
+        ).option("topic", "t").option("subscribe", "t").save()
 
 
 # --- streaming reads --------------------------------------------------------------------------
@@ -290,8 +322,10 @@ class BatchCollector:
         self.lock = threading.Lock()
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        rows = [(r["partition"], r["offset"], bytes(r["value"]))
-                for r in df.select("partition", "offset", "value").collect()]
+        rows = [
+            (r["partition"], r["offset"], bytes(r["value"]))
+            for r in df.select("partition", "offset", "value").collect()
+        ]
         with self.lock:
             self.batches[batch_id] = rows
 
@@ -316,7 +350,10 @@ def stream(spark: SparkSession, bootstrap: str, **options: str) -> DataFrame:
 
 
 def test_streaming_read_picks_up_records_produced_after_start(
-    spark: SparkSession, bootstrap_servers: str, topic_name: str, create_topic: Any,
+    spark: SparkSession,
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Any,
     tmp_path: Path,
 ) -> None:
     create_topic(topic_name, 2)
@@ -334,8 +371,7 @@ def test_streaming_read_picks_up_records_produced_after_start(
         while not query.recentProgress:  # the start offsets are fixed by the first batch
             assert time.monotonic() < deadline and query.exception() is None
             time.sleep(0.1)
-        produce(bootstrap_servers, topic_name, 20, 2, lambda p, i: b"new-%d-%d" % (p, i),
-                seal=True)
+        produce(bootstrap_servers, topic_name, 20, 2, lambda p, i: b"new-%d-%d" % (p, i), seal=True)
         sink.wait_for(40, 60, query)
         time.sleep(1)  # nothing more may come
     finally:
@@ -348,7 +384,10 @@ def test_streaming_read_picks_up_records_produced_after_start(
 
 
 def test_streaming_restart_with_max_offsets_per_trigger_neither_skips_nor_repeats(
-    spark: SparkSession, bootstrap_servers: str, topic_name: str, create_topic: Any,
+    spark: SparkSession,
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Any,
     tmp_path: Path,
 ) -> None:
     create_topic(topic_name, 3)
@@ -359,8 +398,13 @@ def test_streaming_restart_with_max_offsets_per_trigger_neither_skips_nor_repeat
 
     def start(**trigger: Any) -> Any:
         return (
-            stream(spark, bootstrap_servers, subscribe=topic_name, startingOffsets="earliest",
-                   maxOffsetsPerTrigger="100")
+            stream(
+                spark,
+                bootstrap_servers,
+                subscribe=topic_name,
+                startingOffsets="earliest",
+                maxOffsetsPerTrigger="100",
+            )
             .writeStream.foreachBatch(sink)
             .option("checkpointLocation", checkpoint)
             .trigger(**trigger)
@@ -384,8 +428,9 @@ def test_streaming_restart_with_max_offsets_per_trigger_neither_skips_nor_repeat
     assert len(keys) == len(set(keys)), "a record was read twice"
     assert sorted(keys) == [(p, o) for p in range(3) for o in range(n)], "records were skipped"
     assert all(len(batch) <= 100 for batch in sink.batches.values())
-    assert sorted(v for _, _, v in rows) == sorted(b"p%d-%d" % (p, i)
-                                                   for p in range(3) for i in range(n))
+    assert sorted(v for _, _, v in rows) == sorted(
+        b"p%d-%d" % (p, i) for p in range(3) for i in range(n)
+    )
 
 
 # --- writes -----------------------------------------------------------------------------------
@@ -393,8 +438,9 @@ def test_streaming_restart_with_max_offsets_per_trigger_neither_skips_nor_repeat
 
 def read_back(spark: SparkSession, bootstrap: str, topic: str, **options: str) -> DataFrame:
     ends = log_end_offsets(bootstrap, topic)
-    return reader(spark, bootstrap, subscribe=topic, endingOffsets=offsets_json(topic, ends),
-                  **options).load()
+    return reader(
+        spark, bootstrap, subscribe=topic, endingOffsets=offsets_json(topic, ends), **options
+    ).load()
 
 
 def test_batch_write_lands_every_row_once(
@@ -402,14 +448,20 @@ def test_batch_write_lands_every_row_once(
 ) -> None:
     create_topic(topic_name, 3)
     n = 20_000
-    df = spark.range(n).selectExpr(
-        "cast(id as string) as key",
-        "cast(concat('value-', id) as binary) as value",
-        "cast(id % 3 as int) as partition",
-        "array(named_struct('key', 'id', 'value', cast(cast(id as string) as binary))) as headers",
-    ).repartition(4)
+    df = (
+        spark.range(n)
+        .selectExpr(
+            "cast(id as string) as key",
+            "cast(concat('value-', id) as binary) as value",
+            "cast(id % 3 as int) as partition",
+            "array(named_struct('key', 'id', 'value', cast(cast(id as string) as binary)))"
+            " as headers",
+        )
+        .repartition(4)
+    )
     df.write.format(FORMAT).mode("append").option(
-        "kafka.bootstrap.servers", bootstrap_servers).option("topic", topic_name).save()
+        "kafka.bootstrap.servers", bootstrap_servers
+    ).option("topic", topic_name).save()
 
     back = read_back(spark, bootstrap_servers, topic_name, includeHeaders="true")
     rows = back.select(
@@ -426,7 +478,10 @@ def test_batch_write_lands_every_row_once(
 
 
 def test_streaming_write_lands_every_row_once(
-    spark: SparkSession, bootstrap_servers: str, topic_name: str, create_topic: Any,
+    spark: SparkSession,
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Any,
     tmp_path: Path,
 ) -> None:
     source, sink = topic_name + "-in", topic_name + "-out"
@@ -434,8 +489,13 @@ def test_streaming_write_lands_every_row_once(
     create_topic(sink, 2)
     produce(bootstrap_servers, source, 1500, 2, seal=True)
     query = (
-        stream(spark, bootstrap_servers, subscribe=source, startingOffsets="earliest",
-               maxOffsetsPerTrigger="1000")
+        stream(
+            spark,
+            bootstrap_servers,
+            subscribe=source,
+            startingOffsets="earliest",
+            maxOffsetsPerTrigger="1000",
+        )
         .select("key", F.upper(F.col("value").cast("string")).alias("value"))
         .writeStream.format(FORMAT)
         .option("kafka.bootstrap.servers", bootstrap_servers)
@@ -447,7 +507,33 @@ def test_streaming_write_lands_every_row_once(
     assert query.awaitTermination(120)
     assert query.exception() is None
     assert len(query.recentProgress) >= 3  # 3000 rows in batches of at most 1000
-    values = [r["value"] for r in read_back(spark, bootstrap_servers, sink)
-              .select(F.col("value").cast("string").alias("value")).collect()]
+    values = [
+        r["value"]
+        for r in read_back(spark, bootstrap_servers, sink)
+        .select(F.col("value").cast("string").alias("value"))
+        .collect()
+    ]
     assert len(values) == 3000
     assert sorted(values) == sorted(f"P{p}-{i}" for p in range(2) for i in range(1500))
+
+
+def test_write_partitions_like_the_producer(
+    spark: SparkSession, bootstrap_servers: str, topic_name: str, create_topic: Any
+) -> None:
+    from aiokafka_lite.producer import murmur2_partition
+
+    create_topic(topic_name, 3)
+    keyed = spark.range(3000).selectExpr("concat('user-', id % 97) as key", "'x' as value")
+    keyless = spark.range(3000).selectExpr("'y' as value")
+    for df in (keyed, keyless):
+        df.write.format(FORMAT).mode("append").option(
+            "kafka.bootstrap.servers", bootstrap_servers
+        ).option("topic", topic_name).option("kafka.batch.size", "4096").save()
+    rows = read_back(spark, bootstrap_servers, topic_name).select("key", "value", "partition")
+    collected = rows.collect()
+    assert len(collected) == 6000
+    for r in collected:
+        if r["value"] == b"x":
+            assert r["partition"] == murmur2_partition(r["key"], 3)
+    spread = {r["partition"] for r in collected if r["value"] == b"y"}
+    assert len(spread) >= 2  # keyless rows stick to a partition per batch, then move on

@@ -44,7 +44,9 @@ def member(
     generation: int = -1,
     instance: str | None = None,
 ) -> GroupMember:
-    return GroupMember(member_id, instance, Subscription(tuple(topics), None, tuple(owned), generation))
+    return GroupMember(
+        member_id, instance, Subscription(tuple(topics), None, tuple(owned), generation)
+    )
 
 
 # --- strategies -------------------------------------------------------------------------
@@ -74,7 +76,9 @@ def all_partitions(counts: Mapping[str, int], members: Mapping[str, GroupMember]
     return {TP(t, p) for t, n in counts.items() if t in subscribed for p in range(n)}
 
 
-def check_valid(result: Result, counts: Mapping[str, int], members: Mapping[str, GroupMember]) -> None:
+def check_valid(
+    result: Result, counts: Mapping[str, int], members: Mapping[str, GroupMember]
+) -> None:
     assert set(result) == set(members)
     seen: list[TP] = [tp for parts in result.values() for tp in parts]
     assert len(seen) == len(set(seen)), "a partition was assigned twice"
@@ -137,13 +141,16 @@ def test_range_gives_contiguous_near_equal_ranges_per_topic(
     result = RangeAssignor().assign(counts, members)
     for topic, n in counts.items():
         subscribers = sorted(m for m, mm in members.items() if topic in mm.subscription.topics)
+        assert sum(len([tp for tp in result[m] if tp.topic == topic]) for m in subscribers) == (
+            n if subscribers else 0
+        )
         if not subscribers:
             continue
         sizes = [len([tp for tp in result[m] if tp.topic == topic]) for m in subscribers]
         assert max(sizes) - min(sizes) <= 1
         assert sizes == sorted(sizes, reverse=True)  # extra ones go to the first members
         start = 0
-        for m, size in zip(subscribers, sizes):
+        for m, size in zip(subscribers, sizes, strict=True):
             assert sorted(tp.partition for tp in result[m] if tp.topic == topic) == list(
                 range(start, start + size)
             )
@@ -229,8 +236,12 @@ def test_cooperative_two_phase_never_revokes_partitions_that_stay(
     after_revoke = {m: [tp for tp in owned.get(m, []) if tp in round1[m]] for m in after_ids}
 
     # Round 2: after revoking, the assignment completes and keeps round 1's partitions.
-    round2_members = {m: member(m, topics, after_revoke[m] + [
-        tp for tp in round1[m] if tp not in after_revoke[m]], 2) for m in after_ids}
+    round2_members = {
+        m: member(
+            m, topics, after_revoke[m] + [tp for tp in round1[m] if tp not in after_revoke[m]], 2
+        )
+        for m in after_ids
+    }
     round2 = assignor.assign(counts, round2_members)
     check_valid(round2, counts, round2_members)
     sizes = [len(p) for p in round2.values()]
@@ -266,8 +277,12 @@ def test_sticky_prefers_claim_of_highest_generation() -> None:
         "b": member("b", ["t"], [TP("t", 0), TP("t", 1)], 4),
     }
     result = sticky_assign(
-        counts, members, {m: (g.subscription.owned_partitions, g.subscription.generation_id)
-                          for m, g in members.items()}
+        counts,
+        members,
+        {
+            m: (g.subscription.owned_partitions, g.subscription.generation_id)
+            for m, g in members.items()
+        },
     )
     assert result == {"a": [TP("t", 0)], "b": [TP("t", 1)]}
 
@@ -320,7 +335,12 @@ def test_topics_without_metadata_are_skipped() -> None:
 def test_resolve_assignors_accepts_names_classes_instances_and_java_names() -> None:
     custom = RoundRobinAssignor()
     resolved = resolve_assignors(
-        ["range", StickyAssignor, custom, "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"]
+        [
+            "range",
+            StickyAssignor,
+            custom,
+            "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+        ]
     )
     assert [a.name for a in resolved] == ["range", "sticky", "roundrobin", "cooperative-sticky"]
     assert resolved[2] is custom
@@ -340,8 +360,13 @@ def test_resolve_assignors_rejects_bad_specs(bad: list[object]) -> None:
 
 
 def test_common_protocol() -> None:
-    assert common_protocol(resolve_assignors(["range", "cooperative-sticky"])) is RebalanceProtocol.EAGER
-    assert common_protocol(resolve_assignors(["cooperative-sticky"])) is RebalanceProtocol.COOPERATIVE
+    assert (
+        common_protocol(resolve_assignors(["range", "cooperative-sticky"]))
+        is RebalanceProtocol.EAGER
+    )
+    assert (
+        common_protocol(resolve_assignors(["cooperative-sticky"])) is RebalanceProtocol.COOPERATIVE
+    )
 
 
 # --- the embedded consumer protocol ----------------------------------------------------------
@@ -365,7 +390,11 @@ def test_subscription_roundtrip(
     version: int,
 ) -> None:
     sub = Subscription(
-        tuple(topics), user_data, tuple(sorted(TP(t, p) for t, p in owned)), generation, rack,
+        tuple(topics),
+        user_data,
+        tuple(sorted(TP(t, p) for t, p in owned)),
+        generation,
+        rack,
         version,
     )
     decoded = decode_subscription(encode_subscription(sub))

@@ -33,8 +33,12 @@ def batch(
         max_size=1 << 20,
     )
     for i in range(n):
-        builder.append(1000 + base + i, None if i % 2 else b"k%d" % (base + i), b"v%d" % (base + i),
-                       [("h", b"x")] if i == 0 else None)
+        builder.append(
+            1000 + base + i,
+            None if i % 2 else b"k%d" % (base + i),
+            b"v%d" % (base + i),
+            [("h", b"x")] if i == 0 else None,
+        )
     return builder.build()
 
 
@@ -42,8 +46,9 @@ def marker(kind: int, offset: int, pid: int) -> bytes:
     return build_control_batch(kind, producer_id=pid, producer_epoch=0, base_offset=offset)
 
 
-def completed(data: bytes, start: int = 0, aborted: list[tuple[int, int]] | None = None,
-              **config: object) -> tuple[_CompletedFetch, PartitionState]:
+def completed(
+    data: bytes, start: int = 0, aborted: list[tuple[int, int]] | None = None, **config: object
+) -> tuple[_CompletedFetch, PartitionState]:
     state = PartitionState()
     state.seek(start)
     cfg = ConsumerConfig.from_kwargs(**config)
@@ -79,6 +84,7 @@ def test_take_decodes_and_advances_position(compression: str | None) -> None:
 def test_records_before_the_fetch_offset_are_skipped() -> None:
     cf, state = completed(batch(0, 10, compression="lz4"), start=4)
     assert [r.offset for r in cf.take(100)] == list(range(4, 10))
+    assert state.position == 10
 
 
 def test_next_one_matches_take() -> None:

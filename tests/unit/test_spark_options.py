@@ -83,7 +83,7 @@ def test_bad_topic_selection(options: dict[str, str], match: str) -> None:
 
 
 def test_bootstrap_servers_required() -> None:
-    with pytest.raises(errors.ConfigurationError, match="kafka.bootstrap.servers is required"):
+    with pytest.raises(errors.ConfigurationError, match=r"kafka\.bootstrap\.servers is required"):
         parse_read_options({"subscribe": "t"}, streaming=False)
 
 
@@ -124,8 +124,11 @@ def test_bad_batch_offsets(options: dict[str, str], match: str) -> None:
 
 
 def test_assign_offsets_must_name_exactly_the_assigned_partitions() -> None:
-    fails(r"exactly the assigned partitions \(missing: t-1", assign='{"t":[0,1]}',
-          startingOffsets='{"t":{"0":1}}')
+    fails(
+        r"exactly the assigned partitions \(missing: t-1",
+        assign='{"t":[0,1]}',
+        startingOffsets='{"t":{"0":1}}',
+    )
 
 
 def test_streaming_refuses_ending_offsets() -> None:
@@ -134,8 +137,9 @@ def test_streaming_refuses_ending_offsets() -> None:
 
 
 def test_streaming_options() -> None:
-    opts = read(streaming=True, subscribe="t", maxOffsetsPerTrigger="100",
-                startingTimestamp="1700000000000")
+    opts = read(
+        streaming=True, subscribe="t", maxOffsetsPerTrigger="100", startingTimestamp="1700000000000"
+    )
     assert opts.max_offsets_per_trigger == 100
     assert opts.starting == OffsetSpec("timestamp", timestamp=1700000000000)
 
@@ -157,8 +161,7 @@ def test_write_option_on_a_read_and_back() -> None:
 
 
 def test_spark_added_options_are_accepted() -> None:
-    opts = parse_write_options({**BS, "topic": "t", "checkpointLocation": "/tmp/x"},
-                               streaming=True)
+    opts = parse_write_options({**BS, "topic": "t", "checkpointLocation": "/tmp/x"}, streaming=True)
     assert opts.topic == "t"
     fails("a path", subscribe="t", path="/data/x")
 
@@ -184,13 +187,22 @@ def test_kafka_options_reach_the_right_client() -> None:
     assert kwargs["bootstrap_servers"] == "localhost:9092"
 
     wopts = parse_write_options(
-        {**BS, "topic": "t", "kafka.acks": "all", "kafka.compression.type": "lz4",
-         "kafka.linger.ms": "20", "kafka.batch.size": "65536"},
+        {
+            **BS,
+            "topic": "t",
+            "kafka.acks": "all",
+            "kafka.compression.type": "lz4",
+            "kafka.linger.ms": "20",
+            "kafka.batch.size": "65536",
+        },
         streaming=False,
     )
     pkw = wopts.client.producer_kwargs()
     assert (pkw["acks"], pkw["compression_type"], pkw["linger_ms"], pkw["max_batch_size"]) == (
-        "all", "lz4", 20.0, 65536,
+        "all",
+        "lz4",
+        20.0,
+        65536,
     )
 
 
@@ -214,7 +226,7 @@ def test_bad_kafka_options(option: str, value: str, match: str) -> None:
 
 
 def test_producer_values_are_checked_by_the_producer_config() -> None:
-    with pytest.raises(errors.ConfigurationError, match="invalid kafka.\\* option: acks"):
+    with pytest.raises(errors.ConfigurationError, match=r"invalid kafka\.\* option: acks"):
         parse_write_options({**BS, "topic": "t", "kafka.acks": "some"}, streaming=False)
     with pytest.raises(errors.ConfigurationError, match="idempotence"):
         parse_write_options(
@@ -242,13 +254,18 @@ def test_sasl_from_jaas_config_and_no_secret_in_repr() -> None:
 
 
 def test_sasl_needs_credentials() -> None:
-    fails("needs kafka.sasl.jaas.config or kafka.sasl.username", subscribe="t",
-          **{"kafka.security.protocol": "SASL_SSL"})
+    fails(
+        "needs kafka.sasl.jaas.config or kafka.sasl.username",
+        subscribe="t",
+        **{"kafka.security.protocol": "SASL_SSL"},
+    )
 
 
 def test_parsed_options_pickle() -> None:
-    opts = read(subscribe="t", **{"kafka.security.protocol": "SSL",
-                                   "kafka.ssl.endpoint.identification.algorithm": ""})
+    opts = read(
+        subscribe="t",
+        **{"kafka.security.protocol": "SSL", "kafka.ssl.endpoint.identification.algorithm": ""},
+    )
     again = pickle.loads(pickle.dumps(opts))
     assert again == opts
     assert isinstance(again.client, ClientOptions)

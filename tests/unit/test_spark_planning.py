@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import itertools
 import pickle
 from collections.abc import AsyncIterator
 
@@ -38,8 +39,8 @@ from aiokafka_lite.spark.offsets import (  # noqa: E402
     report_data_loss,
     to_json,
 )
-from aiokafka_lite.spark.reader import KafkaInputPartition, KafkaStreamReader  # noqa: E402
 from aiokafka_lite.spark.options import parse_read_options  # noqa: E402
+from aiokafka_lite.spark.reader import KafkaInputPartition, KafkaStreamReader  # noqa: E402
 from aiokafka_lite.spark.schema import (  # noqa: E402
     RecordBatchBuilder,
     arrow_schema,
@@ -73,8 +74,9 @@ def test_offset_json_refuses_garbage() -> None:
 
 
 def test_one_range_per_partition_and_empty_ranges_dropped() -> None:
-    ranges = plan_ranges({A0: 0, A1: 5, B0: 4}, {A0: 10, A1: 5, B0: 6},
-                         max_records_per_partition=100)
+    ranges = plan_ranges(
+        {A0: 0, A1: 5, B0: 4}, {A0: 10, A1: 5, B0: 6}, max_records_per_partition=100
+    )
     assert ranges == [OffsetRange("a", 0, 0, 10), OffsetRange("b", 0, 4, 6)]
 
 
@@ -85,13 +87,14 @@ def test_large_ranges_are_split_into_contiguous_pieces() -> None:
 
 
 def test_min_partitions_splits_proportionally() -> None:
-    ranges = plan_ranges({A0: 0, B0: 0}, {A0: 300, B0: 100}, max_records_per_partition=10**6,
-                         min_partitions=4)
+    ranges = plan_ranges(
+        {A0: 0, B0: 0}, {A0: 300, B0: 100}, max_records_per_partition=10**6, min_partitions=4
+    )
     assert len(ranges) >= 4
     for tp, end in ((A0, 300), (B0, 100)):
         mine = [r for r in ranges if (r.topic, r.partition) == tp]
         assert mine[0].start == 0 and mine[-1].end == end
-        assert all(x.end == y.start for x, y in zip(mine, mine[1:], strict=False))
+        assert all(x.end == y.start for x, y in itertools.pairwise(mine))
 
 
 # --- rate limiting ----------------------------------------------------------------------------
@@ -187,11 +190,20 @@ def test_write_schema_columns() -> None:
         None,
     )
     assert (cols.value, cols.key, cols.topic, cols.partition, cols.headers) == (
-        "value", "key", "topic", "partition", None,
+        "value",
+        "key",
+        "topic",
+        "partition",
+        None,
     )
     # The topic option wins over a topic column.
-    assert check_write_schema(_write_schema(StructField("value", StringType()),
-                                            StructField("topic", StringType())), "x").topic is None
+    assert (
+        check_write_schema(
+            _write_schema(StructField("value", StringType()), StructField("topic", StringType())),
+            "x",
+        ).topic
+        is None
+    )
 
 
 @pytest.mark.parametrize(
@@ -199,10 +211,14 @@ def test_write_schema_columns() -> None:
     [
         ([StructField("key", StringType())], "need a 'value' column"),
         ([StructField("value", LongType())], "'value' must be string or binary"),
-        ([StructField("value", StringType()), StructField("partition", LongType())],
-         "'partition' must be int"),
-        ([StructField("value", StringType()), StructField("headers", ArrayType(StringType()))],
-         "'headers' must be array<struct<key:string,value:binary>>"),
+        (
+            [StructField("value", StringType()), StructField("partition", LongType())],
+            "'partition' must be int",
+        ),
+        (
+            [StructField("value", StringType()), StructField("headers", ArrayType(StringType()))],
+            "'headers' must be array<struct<key:string,value:binary>>",
+        ),
     ],
 )
 def test_bad_write_schema(fields: list[StructField], match: str) -> None:
@@ -221,8 +237,7 @@ def test_write_needs_a_topic() -> None:
 def test_input_partitions_and_stream_reader_pickle_without_state() -> None:
     part = KafkaInputPartition("t", 1, 5, 10)
     assert pickle.loads(pickle.dumps(part)) == part
-    opts = parse_read_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t"},
-                              streaming=True)
+    opts = parse_read_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t"}, streaming=True)
     reader = KafkaStreamReader(opts)
     reader._target = {A0: 1}
     again = pickle.loads(pickle.dumps(reader))

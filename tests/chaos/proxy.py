@@ -1,0 +1,279 @@
+"""A :class:`~aiokafka_lite.testing.FaultProxy` in a child process, with scripted chaos.
+
+The proxy forwards every byte between the clients and the broker; running it in its own
+process keeps it off the client's CPU (the machines this runs on have few cores) and off
+its event loop, so a client stall cannot hide a proxy stall or the reverse.
+
+On top of the proxy's controls, :meth:`RemoteFaultProxy.start_chaos` runs a schedule in
+the child that fires one fault every ``interval_ms`` (+-50 %), picked among:
+
+* ``before_request``: the next chunk a client sends is dropped and its connection cut,
+  so the request never reaches the broker;
+* ``after_request``: the next chunk a client sends is forwarded, and the connection is
+  cut when the broker's answer comes back: the broker acted, the client never hears;
+* ``mid_response``: a connection is cut after 1-3000 more bytes from the broker, which
+  is in the middle of a response most of the time;
+* ``drop_all``: every open connection is reset at once;
+* ``latency``: 20-80 ms +- jitter on every chunk for about a second;
+* ``stall``: a black hole (connections open, nothing forwarded) for 0.5-2 s;
+* ``refuse``: new connections refused for about a second.
+
+Every fault is logged with its wall-clock time (``fault_log()``), which the scenarios
+use to measure recovery times.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import random
+import threading
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import asdict
+from types import TracebackType
+from typing import Any
+
+from aiokafka_lite.testing import Direction, FaultProxy, find_free_port
+
+__all__ = ["ALL_MODES", "DROP_MODES", "RemoteFaultProxy"]
+
+DROP_MODES = ("before_request", "after_request", "mid_response", "drop_all")
+ALL_MODES = (*DROP_MODES, "latency", "stall", "refuse")
+
+
+class _ChaosHook:
+    """The proxy hook that carries out the armed request/response cuts."""
+
+    def __init__(self, log: list[tuple[float, str]], lock: threading.Lock) -> None:
+        self.lock = lock
+        self.log = log
+        self.cut_next_request = False
+        self.cut_after_request = False
+        self.cut_response_of: set[int] = set()
+
+    def __call__(self, link: int, direction: Direction, data: bytes) -> bytes | None:
+        if direction == "upstream":
+            if self.cut_next_request:
+                with self.lock:
+                    if self.cut_next_request:
+                        self.cut_next_request = False
+                        self.log.append((time.time(), "before_request"))
+                        return None
+            if self.cut_after_request:
+                with self.lock:
+                    if self.cut_after_request:
+                        self.cut_after_request = False
+                        self.cut_response_of.add(link)
+            return data
+        if link in self.cut_response_of:
+            with self.lock:
+                self.cut_response_of.discard(link)
+                self.log.append((time.time(), "after_request"))
+            return None
+        return data
+
+
+class _Child:
+    def __init__(self, upstream_host: str, upstream_port: int, port: int) -> None:
+        self.proxy = FaultProxy(upstream_host, upstream_port, port=port)
+        self.lock = threading.Lock()
+        self.log: list[tuple[float, str]] = []
+        self.hook = _ChaosHook(self.log, self.lock)
+        self.chaos_thread: threading.Thread | None = None
+        self.chaos_stop = threading.Event()
+
+    def fire(self, mode: str, rng: random.Random) -> None:
+        proxy = self.proxy
+        now = time.time()
+        if mode == "before_request":
+            self.hook.cut_next_request = True  # logged when it fires
+        elif mode == "after_request":
+            self.hook.cut_after_request = True
+        elif mode == "mid_response":
+            proxy.drop_after_bytes(rng.randint(1, 3000), "downstream")
+            self._note(now, mode)
+        elif mode == "drop_all":
+            proxy.drop_connections()
+            self._note(now, mode)
+        elif mode == "latency":
+            proxy.set_latency(rng.uniform(20, 80), rng.uniform(5, 20))
+            self._note(now, mode)
+            self._later(rng.uniform(0.5, 1.5), lambda: proxy.set_latency(0))
+        elif mode == "stall":
+            proxy.blackhole(rng.uniform(0.5, 2.0))
+            self._note(now, mode)
+        elif mode == "refuse":
+            proxy.refuse(True)
+            self._note(now, mode)
+            self._later(rng.uniform(0.5, 1.5), lambda: proxy.refuse(False))
+        else:
+            raise ValueError(f"unknown fault mode {mode!r}")
+
+    def _note(self, when: float, mode: str) -> None:
+        with self.lock:
+            self.log.append((when, mode))
+
+    def _later(self, delay: float, fn: Any) -> None:
+        timer = threading.Timer(delay, fn)
+        timer.daemon = True
+        timer.start()
+
+    def chaos(self, interval_ms: float, modes: Sequence[str], seed: int) -> None:
+        rng = random.Random(seed)
+        while not self.chaos_stop.wait(interval_ms / 1000 * rng.uniform(0.5, 1.5)):
+            self.fire(rng.choice(list(modes)), rng)
+
+    # -- commands --
+
+    def start_chaos(self, interval_ms: float, modes: Sequence[str], seed: int) -> None:
+        self.stop_chaos()
+        self.chaos_stop.clear()
+        self.chaos_thread = threading.Thread(
+            target=self.chaos, args=(interval_ms, tuple(modes), seed), daemon=True
+        )
+        self.chaos_thread.start()
+
+    def stop_chaos(self) -> None:
+        if self.chaos_thread is not None:
+            self.chaos_stop.set()
+            self.chaos_thread.join()
+            self.chaos_thread = None
+        with self.lock:
+            self.hook.cut_next_request = False
+            self.hook.cut_after_request = False
+            self.hook.cut_response_of.clear()
+        self.proxy.reset()
+        self.proxy.set_hook(self.hook)
+
+    def fault_log(self) -> list[tuple[float, str]]:
+        with self.lock:
+            return list(self.log)
+
+    def stats(self) -> dict[str, int]:
+        return asdict(self.proxy.stats)
+
+
+def _child_main(
+    conn: multiprocessing.connection.Connection, upstream: tuple[str, int], port: int
+) -> None:
+    child = _Child(upstream[0], upstream[1], port)
+    child.proxy.start_in_thread()
+    child.proxy.set_hook(child.hook)
+    conn.send(("ready", child.proxy.port))
+    while True:
+        try:
+            method, args = conn.recv()
+        except EOFError:
+            break
+        if method == "close":
+            child.stop_chaos()
+            child.proxy.close()
+            conn.send(("ok", None))
+            break
+        try:
+            target = getattr(child, method, None) or getattr(child.proxy, method)
+            result = target(*args)
+            conn.send(("ok", result))
+        except Exception as exc:
+            conn.send(("error", f"{exc!r}\n{traceback.format_exc()}"))
+
+
+class RemoteFaultProxy:
+    """Client side: ``host:port`` forwards to ``upstream``; methods run in the child."""
+
+    def __init__(self, upstream_host: str, upstream_port: int, *, port: int | None = None) -> None:
+        self.upstream = (upstream_host, upstream_port)
+        self.host = "127.0.0.1"
+        self.port = find_free_port() if port is None else port
+        self._conn: multiprocessing.connection.Connection | None = None
+        self._proc: multiprocessing.process.BaseProcess | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self) -> RemoteFaultProxy:
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe()
+        self._proc = ctx.Process(
+            target=_child_main, args=(child, self.upstream, self.port), daemon=True
+        )
+        self._proc.start()
+        self._conn = parent
+        if not parent.poll(30):
+            raise RuntimeError("fault proxy process did not start")
+        status, port = parent.recv()
+        assert status == "ready" and port == self.port, (status, port)
+        return self
+
+    def call(self, method: str, *args: Any) -> Any:
+        assert self._conn is not None, "proxy not started"
+        with self._lock:
+            self._conn.send((method, args))
+            if not self._conn.poll(60):
+                raise RuntimeError(f"fault proxy did not answer {method}")
+            status, result = self._conn.recv()
+        if status != "ok":
+            raise RuntimeError(f"fault proxy {method} failed: {result}")
+        return result
+
+    # -- controls (see FaultProxy) --
+
+    def drop_connections(self) -> int:
+        return int(self.call("drop_connections"))
+
+    def set_latency(self, ms: float, jitter_ms: float = 0.0) -> None:
+        self.call("set_latency", ms, jitter_ms)
+
+    def blackhole(self, seconds: float | None = None) -> None:
+        self.call("blackhole", seconds)
+
+    def clear_blackhole(self) -> None:
+        self.call("clear_blackhole")
+
+    def refuse(self, on: bool = True) -> None:
+        self.call("refuse", on)
+
+    def start_chaos(
+        self, interval_ms: float, modes: Sequence[str] = DROP_MODES, seed: int = 0
+    ) -> None:
+        self.call("start_chaos", interval_ms, tuple(modes), seed)
+
+    def stop_chaos(self) -> None:
+        """Stop the schedule and clear every fault (latency, black hole, refusal, cuts)."""
+        self.call("stop_chaos")
+
+    def fault_log(self) -> list[tuple[float, str]]:
+        return [tuple(x) for x in self.call("fault_log")]  # type: ignore[misc]
+
+    def stats(self) -> dict[str, int]:
+        return dict(self.call("stats"))
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self.call("close")
+            except (RuntimeError, OSError, EOFError):
+                pass
+            self._conn.close()
+            self._conn = None
+        if self._proc is not None:
+            self._proc.join(10)
+            if self._proc.is_alive():
+                self._proc.kill()
+                self._proc.join()
+            self._proc = None
+
+    def __enter__(self) -> RemoteFaultProxy:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,1029 @@
+"""The four chaos scenarios. Each counts every record and returns a :class:`ScenarioResult`.
+
+1. ``idempotent``: an idempotent producer sends N records over 6 partitions while the
+   proxy drops connections every ~200 ms (before a request, after it, mid-response, all
+   at once). The log must hold each record exactly once, in send order per partition,
+   as read by confluent-kafka and by our consumer; each acknowledged offset must be the
+   record's real offset.
+2. ``transactional``: consume-transform-produce in transactions under the same faults.
+   The output, in the read_committed view, must hold each input's result exactly once.
+3. ``group``: three group members consume and commit after processing while a producer
+   writes, the proxy injects every kind of fault and members are restarted or crash.
+   No record is skipped; a record is consumed again only if no commit had covered it
+   when its new owner got the partition (the at-least-once window); every partition
+   keeps progressing after each fault, as the consumers' ``health()`` shows.
+4. ``outage``: the broker is unreachable (black hole + refused connections) for 30 s.
+   Every bounded call made during the outage ends with a typed error within its bound;
+   afterwards producer and consumer recover on their own and nothing acknowledged is lost.
+
+``SIZES["full"]`` are the figures of the issue (``make chaos``); ``SIZES["short"]`` keep
+each scenario under ~60 s for the default test run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import logging
+import random
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka_lite import errors
+from aiokafka_lite.consumer import Consumer, ConsumerRebalanceListener
+from aiokafka_lite.producer import Producer
+from aiokafka_lite.producer.types import RecordMetadata
+from aiokafka_lite.structs import TopicPartition
+from aiokafka_lite.testing import EmbeddedBroker, find_free_port
+from tests.chaos.proxy import ALL_MODES, DROP_MODES, RemoteFaultProxy
+from tests.chaos.verify import (
+    committed_view,
+    count_sequences,
+    count_values,
+    read_confluent,
+    read_ours,
+    read_raw,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SCENARIOS", "SIZES", "ScenarioResult", "Size", "chaos_cluster"]
+
+
+@dataclass(frozen=True)
+class Size:
+    idempotent_records: int
+    txn_records: int
+    group_seconds: float
+    group_rate: int  # records/s the producer writes during the group scenario
+    group_churn_s: float
+    outage_s: float
+    seed: int = 1
+
+
+SIZES = {
+    "full": Size(
+        idempotent_records=200_000,
+        txn_records=20_000,
+        group_seconds=120,
+        group_rate=400,
+        group_churn_s=12,
+        outage_s=30,
+    ),
+    "short": Size(
+        idempotent_records=20_000,
+        txn_records=2_000,
+        group_seconds=25,
+        group_rate=200,
+        group_churn_s=8,
+        outage_s=10,
+    ),
+}
+
+
+@dataclass
+class ScenarioResult:
+    name: str
+    sent: int
+    verified: int
+    lost: int
+    duplicated: int
+    #: Whether duplicates are within the promise (0 promised for idempotence/transactions).
+    duplicates_promised_zero: bool
+    max_recovery_s: float | None
+    faults: int
+    seconds: float
+    #: Violations of the promise; empty when the scenario passed.
+    failures: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "sent": self.sent,
+            "verified": self.verified,
+            "lost": self.lost,
+            "duplicated": self.duplicated,
+            "duplicates_promised_zero": self.duplicates_promised_zero,
+            "max_recovery_s": self.max_recovery_s,
+            "faults": self.faults,
+            "seconds": round(self.seconds, 1),
+            "ok": self.ok,
+            "failures": self.failures,
+            "details": self.details,
+        }
+
+
+# --- the cluster: Tansu behind the fault proxy (in its own process) ----------------------
+
+
+@contextlib.contextmanager
+def chaos_cluster() -> Iterator[tuple[EmbeddedBroker, RemoteFaultProxy]]:
+    proxy_port = find_free_port()
+    broker = EmbeddedBroker("tansu", advertised_port=proxy_port)
+    broker.start()
+    try:
+        with RemoteFaultProxy("127.0.0.1", broker.port, port=proxy_port) as proxy:
+            yield broker, proxy
+    finally:
+        broker.stop()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, timeout: float = 30.0) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin: Any = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1)],
+        operation_timeout=timeout,
+        request_timeout=timeout,
+    )
+    futures[name].result(timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(topic=name, timeout=5).topics.get(name)
+        if meta is not None and meta.error is None and len(meta.partitions) == partitions:
+            if all(p.leader >= 0 for p in meta.partitions.values()):
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"topic {name} not ready")
+
+
+def recovery_times(faults: list[float], progress: list[float]) -> list[float]:
+    """For each fault time, the wait until the next progress event (faults with none after
+    them are left out: they came after the work finished)."""
+    progress = sorted(progress)
+    out = []
+    for t in faults:
+        i = bisect.bisect_right(progress, t)
+        if i < len(progress):
+            out.append(progress[i] - t)
+    return out
+
+
+def _on_ack(times: list[float]) -> Callable[[asyncio.Future[Any]], None]:
+    def done(fut: asyncio.Future[Any]) -> None:
+        if not fut.cancelled() and fut.exception() is None:
+            times.append(time.time())
+
+    return done
+
+
+async def _produce_plain(bootstrap: str, topic: str, values: dict[int, list[bytes]]) -> None:
+    async with Producer(bootstrap_servers=bootstrap, enable_idempotence=True) as producer:
+        futures = [
+            await producer.send(topic, value, partition=partition)
+            for partition, vals in values.items()
+            for value in vals
+        ]
+        await asyncio.gather(*futures)
+
+
+# --- 1. idempotent producer -------------------------------------------------------------
+
+
+async def scenario_idempotent(size: Size) -> ScenarioResult:
+    partitions, n = 6, size.idempotent_records
+    topic = "chaos-idempotent"
+    with chaos_cluster() as (_broker, proxy):
+        bootstrap = proxy.address
+        await asyncio.to_thread(create_topic, bootstrap, topic, partitions)
+        sent: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+        acks: list[float] = []
+        futures: list[asyncio.Future[RecordMetadata]] = []
+        started = time.time()
+        async with Producer(
+            bootstrap_servers=bootstrap,
+            enable_idempotence=True,
+            acks="all",
+            linger_ms=5,
+            request_timeout_ms=10_000,
+            delivery_timeout_ms=600_000,
+            max_block_ms=600_000,
+        ) as producer:
+            proxy.start_chaos(200, DROP_MODES, seed=size.seed)
+            for i in range(n):
+                partition = i % partitions
+                value = b"%d-%08d" % (partition, i // partitions)
+                sent[partition].append(value)
+                fut = await producer.send(topic, value, partition=partition)
+                fut.add_done_callback(_on_ack(acks))
+                futures.append(fut)
+            results = await asyncio.gather(*futures, return_exceptions=True)
+            finished = time.time()
+            proxy.stop_chaos()
+        faults = [t for t, _ in proxy.fault_log() if started <= t <= finished]
+        send_errors = [r for r in results if isinstance(r, BaseException)]
+        peer = await asyncio.to_thread(read_confluent, bootstrap, topic, range(partitions))
+        ours = await read_ours(bootstrap, topic, range(partitions))
+    # values in the order they were sent (partitions interleaved)
+    order = [sent[i % partitions][i // partitions] for i in range(n)]
+    acked: dict[tuple[int, int], bytes] = {}
+    for r, value in zip(results, order, strict=True):
+        if isinstance(r, RecordMetadata):
+            acked[(r.partition, r.offset)] = value
+    by_offset = {(p, off): v for p, recs in peer.items() for off, v in recs}
+    wrong_offsets = sum(1 for key, v in acked.items() if by_offset.get(key) != v)
+    c_peer, c_ours = count_sequences(peer, sent), count_sequences(ours, sent)
+    recoveries = recovery_times(faults, acks)
+    result = ScenarioResult(
+        name="1 idempotent producer",
+        sent=n,
+        verified=c_peer.verified,
+        lost=max(c_peer.lost, c_ours.lost),
+        duplicated=max(c_peer.duplicated, c_ours.duplicated),
+        duplicates_promised_zero=True,
+        max_recovery_s=round(max(recoveries), 2) if recoveries else None,
+        faults=len(faults),
+        seconds=finished - started,
+        details={
+            "send_errors": len(send_errors),
+            "send_error_examples": [repr(e) for e in send_errors[:3]],
+            "acked_offset_mismatches": wrong_offsets,
+            "confluent": c_peer.__dict__,
+            "ours": c_ours.__dict__,
+        },
+    )
+    for label, c in (("confluent-kafka", c_peer), ("our consumer", c_ours)):
+        if c.lost or c.duplicated or c.out_of_order or c.unexpected:
+            result.failures.append(
+                f"{label}: lost={c.lost} duplicated={c.duplicated} "
+                f"out_of_order={c.out_of_order} unexpected={c.unexpected} {c.examples[:3]}"
+            )
+    if send_errors:
+        result.failures.append(f"{len(send_errors)} sends failed: {send_errors[:3]!r}")
+    if wrong_offsets:
+        result.failures.append(f"{wrong_offsets} acknowledged offsets differ from the log")
+    return result
+
+
+# --- 2. transactional consume-transform-produce -------------------------------------------
+
+
+async def _committed_offsets(
+    consumer: Consumer, tps: list[TopicPartition], deadline: float
+) -> dict[TopicPartition, int]:
+    """The group's committed offsets, retried through faults until ``deadline``."""
+    while True:
+        try:
+            found = await consumer.committed_offsets(tps, timeout_ms=5000)
+            return {tp: (om.offset if om is not None else 0) for tp, om in found.items()}
+        except errors.KafkaError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+async def scenario_transactional(size: Size) -> ScenarioResult:
+    partitions, n = 6, size.txn_records
+    source, sink, group = "chaos-txn-in", "chaos-txn-out", "chaos-txn-group"
+    inputs = {p: [b"in-%d-%06d" % (p, i) for i in range(n // partitions)] for p in range(6)}
+    expected = [b"out:" + v for vals in inputs.values() for v in vals]
+    total = sum(len(v) for v in inputs.values())
+    tps = [TopicPartition(source, p) for p in range(partitions)]
+    commits: list[float] = []
+    failed: defaultdict[str, int] = defaultdict(int)
+    producers_made = 0
+
+    def make_producer(bootstrap: str) -> Producer:
+        nonlocal producers_made
+        producers_made += 1
+        return Producer(
+            bootstrap_servers=bootstrap,
+            transactional_id="chaos-txn-1",
+            request_timeout_ms=10_000,
+            delivery_timeout_ms=60_000,
+            max_block_ms=30_000,
+            transaction_timeout_ms=30_000,
+        )
+
+    with chaos_cluster() as (_broker, proxy):
+        bootstrap = proxy.address
+        for topic in (source, sink):
+            await asyncio.to_thread(create_topic, bootstrap, topic, partitions)
+        await _produce_plain(bootstrap, source, inputs)
+        started = time.time()
+        deadline = time.monotonic() + 60 + total / 20
+        consumer = Consumer(
+            source,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_poll_records=200,
+            session_timeout_ms=30_000,
+            request_timeout_ms=10_000,
+        )
+        producer = make_producer(bootstrap)
+        await consumer.start()
+        await producer.start()
+        proxy.start_chaos(200, DROP_MODES, seed=size.seed + 1)
+        try:
+            while True:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the transactional pipeline did not finish in time")
+                batch = await consumer.getmany(timeout_ms=500)
+                if not batch:
+                    committed = await _committed_offsets(consumer, tps, deadline)
+                    if sum(committed.values()) >= total:
+                        break
+                    continue
+                try:
+                    await producer.begin_transaction()
+                    for tp, recs in batch.items():
+                        for rec in recs:
+                            await producer.send(sink, b"out:" + rec.value, partition=tp.partition)
+                    offsets = {tp: recs[-1].offset + 1 for tp, recs in batch.items()}
+                    await producer.send_offsets_to_transaction(offsets, group)
+                    await producer.commit_transaction()
+                    commits.append(time.time())
+                except errors.KafkaError as exc:
+                    failed[type(exc).__name__] += 1
+                    try:
+                        if producer.transaction_state == "fatal_error":
+                            raise exc
+                        if producer.transaction_state not in ("ready", None):
+                            await producer.abort_transaction(timeout=30)
+                    except errors.KafkaError as abort_exc:
+                        failed[f"abort:{type(abort_exc).__name__}"] += 1
+                        await producer.stop()
+                        producer = make_producer(bootstrap)
+                        while True:  # a new producer fences the old one and resumes
+                            try:
+                                await producer.start()
+                                break
+                            except errors.KafkaError:
+                                if time.monotonic() > deadline:
+                                    raise
+                                await producer.stop()
+                                producer = make_producer(bootstrap)
+                    # rewind to what the group committed: the aborted work is redone
+                    committed = await _committed_offsets(consumer, tps, deadline)
+                    for tp in consumer.assignment():
+                        consumer.seek(tp, committed.get(tp, 0))
+        finally:
+            finished = time.time()
+            proxy.stop_chaos()
+            await producer.stop()
+            await consumer.stop()
+        faults = [t for t, _ in proxy.fault_log() if started <= t <= finished]
+        raw = await read_raw(bootstrap, sink, range(partitions))
+        marker_view = committed_view(raw)
+        served_peer = await asyncio.to_thread(
+            read_confluent, bootstrap, sink, range(partitions), isolation="read_committed"
+        )
+        served_ours = await read_ours(
+            bootstrap, sink, range(partitions), isolation="read_committed"
+        )
+
+    def values(log_: dict[int, list[tuple[int, bytes | None]]]) -> list[bytes | None]:
+        return [v for recs in log_.values() for _, v in recs]
+
+    c_markers = count_values(values(marker_view), expected)
+    c_peer = count_values(values(served_peer), expected)
+    c_ours = count_values(values(served_ours), expected)
+    aborted = sum(1 for recs in raw.values() for r in recs if r.control == "ABORT")
+    recoveries = recovery_times(faults, commits)
+    result = ScenarioResult(
+        name="2 transactional copy",
+        sent=total,
+        verified=c_markers.verified,
+        lost=c_markers.lost,
+        duplicated=c_markers.duplicated,
+        duplicates_promised_zero=True,
+        max_recovery_s=round(max(recoveries), 2) if recoveries else None,
+        faults=len(faults),
+        seconds=finished - started,
+        details={
+            "transactions_committed": len(commits),
+            "transaction_failures": dict(failed),
+            "abort_markers": aborted,
+            "producers_created": producers_made,
+            "marker_view": c_markers.__dict__,
+            "read_committed_confluent": c_peer.__dict__,
+            "read_committed_ours": c_ours.__dict__,
+        },
+    )
+    if c_markers.lost or c_markers.duplicated or c_markers.unexpected:
+        result.failures.append(
+            f"committed view (from markers): lost={c_markers.lost} "
+            f"duplicated={c_markers.duplicated} {c_markers.examples[:3]}"
+        )
+    if c_ours.__dict__ != c_peer.__dict__:
+        result.failures.append(
+            f"read_committed differs between our consumer {c_ours.__dict__} and "
+            f"confluent-kafka {c_peer.__dict__}"
+        )
+    return result
+
+
+def read_committed_matches_markers(result: ScenarioResult) -> bool:
+    """Whether the broker's read_committed view equals the view computed from markers."""
+    d = result.details
+    keys = ("verified", "lost", "duplicated", "unexpected")
+    return all(
+        d["read_committed_confluent"][k] == d["marker_view"][k]
+        and d["read_committed_ours"][k] == d["marker_view"][k]
+        for k in keys
+    )
+
+
+# --- 3. consumer group under faults and churn ------------------------------------------
+
+
+@dataclass
+class _Consumption:
+    member: int
+    run: int
+    partition: int
+    offset: int
+    at: float
+
+
+@dataclass
+class _Member:
+    task: asyncio.Task[None] | None = None
+    consumer: Consumer | None = None
+    #: Return after the next processed batch without committing it (a crash).
+    crash: bool = False
+
+
+class _GroupLog:
+    def __init__(self) -> None:
+        self.consumed: list[_Consumption] = []
+        #: partition -> [(time the commit returned, offset committed)]
+        self.commits: defaultdict[int, list[tuple[float, int]]] = defaultdict(list)
+        #: (member, partition) -> assignment times, in order
+        self.assigned: defaultdict[tuple[int, int], list[float]] = defaultdict(list)
+        #: (time, member, {partition: position}, problems)
+        self.health: list[tuple[float, int, dict[int, int | None], tuple[str, ...]]] = []
+        self.commit_failures: defaultdict[str, int] = defaultdict(int)
+        self.member_errors: list[str] = []
+        self.restarts = 0
+        self.crashes = 0
+
+
+class _Listener(ConsumerRebalanceListener):
+    def __init__(self, member: int, glog: _GroupLog) -> None:
+        self.member = member
+        self.glog = glog
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        now = time.time()
+        for tp in assigned:
+            self.glog.assigned[(self.member, tp.partition)].append(now)
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        return None
+
+
+async def _member_loop(
+    member: int, state: _Member, bootstrap: str, topic: str, group: str, glog: _GroupLog
+) -> None:
+    consumer = Consumer(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=10_000,
+        heartbeat_interval_ms=1_000,
+        max_poll_records=200,
+        request_timeout_ms=10_000,
+        client_id=f"chaos-member-{member}",
+    )
+    state.consumer = consumer
+    try:
+        while True:  # starting can fail under faults: retry like an application would
+            try:
+                await consumer.start()
+                break
+            except errors.KafkaError as exc:
+                glog.member_errors.append(f"member {member} start: {exc!r}")
+                await consumer.stop()
+                consumer = state.consumer = Consumer(**_member_options(bootstrap, group, member))
+                await asyncio.sleep(0.5)
+        consumer.subscribe([topic], listener=_Listener(member, glog))
+        while True:
+            try:
+                batch = await consumer.getmany(timeout_ms=300)
+            except errors.KafkaError as exc:
+                glog.member_errors.append(f"member {member} getmany: {exc!r}")
+                await asyncio.sleep(0.1)
+                continue
+            now = time.time()
+            for tp, recs in batch.items():
+                run = len(glog.assigned.get((member, tp.partition), []))
+                for rec in recs:
+                    glog.consumed.append(_Consumption(member, run, tp.partition, rec.offset, now))
+            if state.crash and batch:
+                glog.crashes += 1  # processed, not committed: the at-least-once window
+                return
+            if batch:
+                offsets = {tp: recs[-1].offset + 1 for tp, recs in batch.items()}
+                try:
+                    await consumer.commit(offsets, timeout_ms=10_000)
+                except errors.KafkaError as exc:
+                    glog.commit_failures[type(exc).__name__] += 1
+                else:
+                    done = time.time()
+                    for tp, off in offsets.items():
+                        glog.commits[tp.partition].append((done, off))
+    finally:
+        state.consumer = None
+        with contextlib.suppress(Exception):
+            await consumer.stop()
+
+
+def _member_options(bootstrap: str, group: str, member: int) -> dict[str, Any]:
+    return {
+        "bootstrap_servers": bootstrap,
+        "group_id": group,
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": 10_000,
+        "heartbeat_interval_ms": 1_000,
+        "max_poll_records": 200,
+        "request_timeout_ms": 10_000,
+        "client_id": f"chaos-member-{member}",
+    }
+
+
+def _sample_health(members: dict[int, _Member], glog: _GroupLog) -> None:
+    now = time.time()
+    for member, state in members.items():
+        consumer = state.consumer
+        if consumer is None:
+            continue
+        with contextlib.suppress(Exception):
+            health = consumer.health()
+            positions = {tp.partition: ph.position for tp, ph in health.partitions.items()}
+            glog.health.append((now, member, positions, tuple(health.problems)))
+
+
+async def scenario_group(size: Size) -> ScenarioResult:
+    partitions, topic, group = 6, "chaos-group", "chaos-group-g"
+    acked: list[tuple[int, int]] = []
+    glog = _GroupLog()
+    rng = random.Random(size.seed + 2)
+    members: dict[int, _Member] = {}
+    ids = iter(range(1_000_000))
+
+    def spawn() -> None:
+        member, state = next(ids), _Member()
+        state.task = asyncio.create_task(_member_loop(member, state, bootstrap, topic, group, glog))
+        members[member] = state
+
+    def live() -> list[int]:
+        return [
+            m
+            for m, s in members.items()
+            if s.task is not None and not s.task.done() and not s.crash
+        ]
+
+    async def produce(stop: asyncio.Event) -> None:
+        async with Producer(
+            bootstrap_servers=bootstrap,
+            enable_idempotence=True,
+            linger_ms=20,
+            delivery_timeout_ms=300_000,
+            request_timeout_ms=10_000,
+        ) as producer:
+            i = 0
+            pending: list[asyncio.Future[RecordMetadata]] = []
+            while not stop.is_set():
+                for _ in range(max(1, size.group_rate // 20)):
+                    pending.append(
+                        await producer.send(topic, b"g-%08d" % i, partition=i % partitions)
+                    )
+                    i += 1
+                await asyncio.sleep(0.05)
+            for r in await asyncio.gather(*pending, return_exceptions=True):
+                if isinstance(r, RecordMetadata):
+                    acked.append((r.partition, r.offset))
+
+    with chaos_cluster() as (_broker, proxy):
+        bootstrap = proxy.address
+        await asyncio.to_thread(create_topic, bootstrap, topic, partitions)
+        for _ in range(3):
+            spawn()
+        stop_producing = asyncio.Event()
+        producer_task = asyncio.create_task(produce(stop_producing))
+        await asyncio.sleep(3)
+        started = time.time()
+        proxy.start_chaos(500, ALL_MODES, seed=size.seed + 3)
+        end_chaos = time.monotonic() + size.group_seconds
+        next_churn = time.monotonic() + size.group_churn_s
+        try:
+            while time.monotonic() < end_chaos:
+                await asyncio.sleep(0.5)
+                _sample_health(members, glog)
+                if time.monotonic() >= next_churn:
+                    next_churn += size.group_churn_s
+                    victim = members[rng.choice(live())]
+                    if rng.random() < 0.5:  # a clean restart: stop (leave group), start anew
+                        glog.restarts += 1
+                        assert victim.task is not None
+                        victim.task.cancel()
+                        await asyncio.gather(victim.task, return_exceptions=True)
+                    else:  # a crash after processing a batch, before committing it
+                        victim.crash = True
+                while len(live()) < 3:
+                    spawn()
+        finally:
+            chaos_end = time.time()
+            proxy.stop_chaos()
+        # stop producing, let the group settle and consume everything that was produced
+        stop_producing.set()
+        await producer_task
+        want: defaultdict[int, int] = defaultdict(int)
+        for p, off in acked:
+            want[p] = max(want[p], off + 1)
+        settle_deadline = time.monotonic() + 90
+        while time.monotonic() < settle_deadline:
+            await asyncio.sleep(0.5)
+            _sample_health(members, glog)
+            committed = {p: max((o for _, o in glog.commits[p]), default=0) for p in want}
+            if all(committed[p] >= want[p] for p in want):
+                break
+        await asyncio.sleep(1)
+        _sample_health(members, glog)
+        settled = time.time()
+        final_problems = [
+            (m, problems) for t, m, _, problems in glog.health if t >= settled - 0.01 and problems
+        ]
+        for state in members.values():
+            if state.task is not None:
+                state.task.cancel()
+        await asyncio.gather(
+            *(s.task for s in members.values() if s.task is not None), return_exceptions=True
+        )
+        faults = [t for t, _ in proxy.fault_log() if started <= t <= chaos_end]
+    result = _judge_group(glog, acked, faults, started, chaos_end, settled, partitions)
+    if final_problems:
+        result.failures.append(f"health() reports problems after settling: {final_problems}")
+    return result
+
+
+def _judge_group(
+    glog: _GroupLog,
+    acked: list[tuple[int, int]],
+    faults: list[float],
+    started: float,
+    chaos_end: float,
+    settled: float,
+    partitions: int,
+) -> ScenarioResult:
+    produced = set(acked)
+    seen: defaultdict[tuple[int, int], int] = defaultdict(int)
+    for c in glog.consumed:
+        seen[(c.partition, c.offset)] += 1
+    lost = sorted(produced - set(seen))
+    duplicated = sum(n - 1 for n in seen.values() if n > 1)
+    # The at-least-once window: consuming (p, o) again is allowed only if no commit beyond
+    # o had returned when the member consuming it again was assigned p (it then starts
+    # from the committed offset, which may be below o).
+    outside_window = []
+    first_seen: set[tuple[int, int]] = set()
+    for c in sorted(glog.consumed, key=lambda c: c.at):
+        key = (c.partition, c.offset)
+        if key not in first_seen:
+            first_seen.add(key)
+            continue
+        starts = glog.assigned.get((c.member, c.partition), [])
+        run_start = starts[c.run - 1] if 0 < c.run <= len(starts) else c.at
+        committed_before = max(
+            (off for t, off in glog.commits[c.partition] if t < run_start), default=0
+        )
+        if c.offset < committed_before:
+            outside_window.append((c.partition, c.offset, committed_before))
+    # Progress, as the health view shows it: per partition, the highest position any
+    # member reports over time. A fault's recovery time for a partition is the wait until
+    # that position moves past where it was when the fault struck.
+    positions: defaultdict[int, list[tuple[float, int]]] = defaultdict(list)
+    best: dict[int, int] = {}
+    for t, _member, parts, _problems in sorted(glog.health, key=lambda h: h[0]):
+        for p, pos in parts.items():
+            if pos is not None and pos > best.get(p, -1):
+                best[p] = pos
+                positions[p].append((t, pos))
+    recoveries: list[float] = []
+    for p in range(partitions):
+        series = positions[p]
+        times = [t for t, _ in series]
+        for tf in faults:
+            i = bisect.bisect_right(times, tf)
+            if i < len(series):
+                recoveries.append(series[i][0] - tf)
+    stalled = [p for p in range(partitions) if not any(t > chaos_end for t, _ in positions[p])]
+    result = ScenarioResult(
+        name="3 consumer group",
+        sent=len(produced),
+        verified=len(produced & set(seen)),
+        lost=len(lost),
+        duplicated=duplicated,
+        duplicates_promised_zero=False,
+        max_recovery_s=round(max(recoveries), 2) if recoveries else None,
+        faults=len(faults),
+        seconds=chaos_end - started,
+        details={
+            "consumptions": len(glog.consumed),
+            "duplicates_outside_window": len(outside_window),
+            "restarts": glog.restarts,
+            "crashes": glog.crashes,
+            "commit_failures": dict(glog.commit_failures),
+            "member_errors": glog.member_errors[:5],
+            "health_samples": len(glog.health),
+            "settle_seconds": round(settled - chaos_end, 1),
+            "lost_examples": lost[:5],
+        },
+    )
+    if lost:
+        result.failures.append(f"{len(lost)} records never consumed (skipped): {lost[:5]}")
+    if outside_window:
+        result.failures.append(
+            f"{len(outside_window)} re-consumptions below an offset already committed when "
+            f"the partition was assigned: {outside_window[:5]}"
+        )
+    if stalled:
+        result.failures.append(f"no progress in health() after the faults ended: {stalled}")
+    if result.max_recovery_s is None or result.max_recovery_s > 60:
+        result.failures.append(f"partition progress after a fault took {result.max_recovery_s}s")
+    return result
+
+
+# --- 4. broker unreachable --------------------------------------------------------------
+
+
+@dataclass
+class _Bounded:
+    what: str
+    bound_s: float
+    elapsed_s: float = 0.0
+    outcome: str = ""
+    ok: bool = False
+
+
+async def _bounded(
+    what: str, bound_s: float, call: Callable[[], Awaitable[Any]], *, may_return: bool = False
+) -> _Bounded:
+    """Run ``call``; it must end within ``bound_s`` (+ 2 s slack) with a typed error
+    that says something (or, with ``may_return``, return normally)."""
+    check = _Bounded(what, bound_s)
+    started = time.monotonic()
+    try:
+        result = await asyncio.wait_for(call(), bound_s + 30)
+    except asyncio.TimeoutError:
+        check.outcome = f"HUNG: still running {bound_s + 30:.0f}s later"
+    except errors.KafkaError as exc:
+        check.outcome = f"{type(exc).__name__}: {exc}"[:300]
+        check.ok = bool(str(exc).strip())
+    except Exception as exc:
+        check.outcome = f"untyped {type(exc).__name__}: {exc}"[:300]
+    else:
+        check.outcome = f"returned {result!r}"[:300]
+        check.ok = may_return
+    check.elapsed_s = round(time.monotonic() - started, 2)
+    if check.elapsed_s > bound_s + 2:
+        check.ok = False
+    return check
+
+
+@contextlib.asynccontextmanager
+async def _running(coro: Awaitable[None]) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.ensure_future(coro)
+    try:
+        yield task
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def scenario_outage(size: Size) -> ScenarioResult:
+    partitions, topic, group = 3, "chaos-outage", "chaos-outage-g"
+    acked: list[tuple[int, int, bytes]] = []
+    ack_times: list[float] = []
+    consumed: list[tuple[int, int, float]] = []
+    failures_during: list[str] = []
+    with chaos_cluster() as (_broker, proxy):
+        bootstrap = proxy.address
+        await asyncio.to_thread(create_topic, bootstrap, topic, partitions)
+        main = Producer(
+            bootstrap_servers=bootstrap,
+            enable_idempotence=True,
+            request_timeout_ms=5_000,
+            delivery_timeout_ms=180_000,
+            max_block_ms=180_000,
+        )
+        short = Producer(
+            bootstrap_servers=bootstrap,
+            request_timeout_ms=2_000,
+            delivery_timeout_ms=5_000,
+            linger_ms=0,
+            max_block_ms=4_000,
+        )
+        consumer = Consumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=10_000,
+            heartbeat_interval_ms=1_000,
+            request_timeout_ms=5_000,
+        )
+        await main.start()
+        await short.start()
+        await consumer.start()
+        stop = asyncio.Event()
+
+        async def produce() -> None:
+            i = 0
+            pending = []
+            while not stop.is_set():
+                value = b"o-%08d" % i
+                fut = await main.send(topic, value, partition=i % partitions)
+                fut.add_done_callback(_on_ack(ack_times))
+                pending.append((value, fut))
+                i += 1
+                await asyncio.sleep(0.01)
+            for value, fut in pending:
+                with contextlib.suppress(errors.KafkaError):
+                    md = await fut
+                    acked.append((md.partition, md.offset, value))
+
+        async def consume() -> None:
+            while True:
+                try:
+                    batch = await consumer.getmany(timeout_ms=500)
+                except errors.KafkaError as exc:
+                    failures_during.append(f"getmany raised {exc!r}")
+                    continue
+                now = time.time()
+                for tp, recs in batch.items():
+                    consumed.extend((tp.partition, r.offset, now) for r in recs)
+                if batch:
+                    with contextlib.suppress(errors.KafkaError):
+                        await consumer.commit(
+                            {tp: recs[-1].offset + 1 for tp, recs in batch.items()},
+                            timeout_ms=5_000,
+                        )
+
+        tp0 = TopicPartition(topic, 0)
+        async with _running(produce()) as producing, _running(consume()):
+            await asyncio.sleep(4)
+            outage_start = time.time()
+            proxy.blackhole()  # connections stay open, nothing moves
+            proxy.refuse(True)  # and new connections are refused
+            await asyncio.sleep(1)
+            checks = await asyncio.gather(
+                _bounded("producer.flush(timeout=3)", 3, lambda: main.flush(3)),
+                _bounded(
+                    "send_and_wait, delivery_timeout_ms=5000",
+                    5,
+                    lambda: short.send_and_wait(topic, b"during-outage", partition=0),
+                ),
+                _bounded(
+                    "partitions_for(unknown topic), max_block_ms=4000",
+                    4,
+                    lambda: short.partitions_for("chaos-outage-new-topic"),
+                ),
+                _bounded(
+                    "consumer.commit(timeout_ms=3000)",
+                    3,
+                    lambda: consumer.commit({tp0: 0}, timeout_ms=3000),
+                ),
+                _bounded(
+                    "consumer.committed(timeout_ms=3000)",
+                    3,
+                    lambda: consumer.committed(tp0, timeout_ms=3000),
+                ),
+                _bounded(
+                    "consumer.end_offsets(timeout_ms=3000)",
+                    3,
+                    lambda: consumer.end_offsets([tp0], timeout_ms=3000),
+                ),
+                _bounded(
+                    "consumer.topics(timeout_ms=3000)",
+                    3,
+                    lambda: consumer.topics(timeout_ms=3000),
+                ),
+                _bounded(
+                    "new Producer.start(), request_timeout_ms=3000",
+                    3,
+                    lambda: _start_and_stop(
+                        Producer(bootstrap_servers=bootstrap, request_timeout_ms=3000)
+                    ),
+                ),
+                _bounded(
+                    "new Consumer.start(), request_timeout_ms=3000",
+                    3,
+                    lambda: _start_and_stop(
+                        Consumer(bootstrap_servers=bootstrap, request_timeout_ms=3000)
+                    ),
+                ),
+            )
+            await asyncio.sleep(max(0.0, outage_start + size.outage_s - time.time()))
+            proxy.drop_connections()  # after such an outage the old connections are dead
+            proxy.clear_blackhole()
+            proxy.refuse(False)
+            outage_end = time.time()
+            # recovery: the first acknowledgement and the first consumption afterwards
+            recovered_deadline = time.monotonic() + 90
+            while time.monotonic() < recovered_deadline:
+                if any(t > outage_end for t in ack_times) and any(
+                    t > outage_end for _, _, t in consumed
+                ):
+                    break
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(3)
+            stop.set()
+            await producing
+            # let the consumer catch up with everything acknowledged
+            want = defaultdict(int)
+            for p, off, _ in acked:
+                want[p] = max(want[p], off + 1)
+            catch_up = time.monotonic() + 60
+            while time.monotonic() < catch_up:
+                got = defaultdict(int)
+                for p, off, _ in consumed:
+                    got[p] = max(got[p], off + 1)
+                if all(got[p] >= want[p] for p in want):
+                    break
+                await asyncio.sleep(0.2)
+            health = consumer.health()
+        await main.stop()
+        await short.stop()
+        await consumer.stop()
+        log_ = await asyncio.to_thread(read_confluent, bootstrap, topic, range(partitions))
+    sent: dict[int, list[bytes]] = defaultdict(list)
+    for p, off, value in sorted(acked):
+        sent[p].append(value)
+    counts = count_sequences(log_, sent)
+    consumed_set = {(p, o) for p, o, _ in consumed}
+    not_consumed = [(p, o) for p, o, _ in acked if (p, o) not in consumed_set]
+    first_ack = min((t for t in ack_times if t > outage_end), default=None)
+    first_consumed = min((t for _, _, t in consumed if t > outage_end), default=None)
+    recovery = [t - outage_end for t in (first_ack, first_consumed) if t is not None]
+    result = ScenarioResult(
+        name="4 broker unreachable",
+        sent=len(acked),
+        verified=counts.verified,
+        lost=counts.lost,
+        duplicated=counts.duplicated,
+        duplicates_promised_zero=True,
+        max_recovery_s=round(max(recovery), 2) if len(recovery) == 2 else None,
+        faults=1,
+        seconds=outage_end - outage_start,
+        details={
+            "outage_s": size.outage_s,
+            "bounded_calls": [c.__dict__ for c in checks],
+            "producer_recovered_after_s": None if first_ack is None else first_ack - outage_end,
+            "consumer_recovered_after_s": (
+                None if first_consumed is None else first_consumed - outage_end
+            ),
+            "acknowledged_not_consumed": len(not_consumed),
+            "consumer_problems_at_end": list(health.problems),
+            "consumer_errors": failures_during[:5],
+        },
+    )
+    for c in checks:
+        if not c.ok:
+            result.failures.append(f"bounded call {c.what}: {c.outcome} after {c.elapsed_s}s")
+    if counts.lost or counts.duplicated or counts.out_of_order:
+        result.failures.append(
+            f"log: lost={counts.lost} duplicated={counts.duplicated} "
+            f"out_of_order={counts.out_of_order} {counts.examples[:3]}"
+        )
+    if first_ack is None:
+        result.failures.append("the producer did not recover after the outage")
+    if first_consumed is None:
+        result.failures.append("the consumer did not recover after the outage")
+    if not_consumed:
+        result.failures.append(f"{len(not_consumed)} acknowledged records never consumed")
+    if health.problems:
+        result.failures.append(f"consumer health still reports problems: {health.problems}")
+    return result
+
+
+async def _start_and_stop(client: Producer | Consumer) -> None:
+    try:
+        await client.start()
+    finally:
+        await client.stop()
+
+
+SCENARIOS: dict[str, Callable[[Size], Awaitable[ScenarioResult]]] = {
+    "idempotent": scenario_idempotent,
+    "transactional": scenario_transactional,
+    "group": scenario_group,
+    "outage": scenario_outage,
+}
