@@ -27,6 +27,7 @@ import datetime
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -95,8 +96,13 @@ def describe_error(exc: BaseException) -> str:
             return f"{detail}: {description.rstrip('.')} [{name}]"
         return f"{detail or description} [{name}]"
     if isinstance(exc, errors.KafkaError):
-        return exc.message or type(exc).__name__
+        text = exc.message or type(exc).__name__
+        # Attempts skipped during reconnect backoff repeat the address and say nothing.
+        return _BACKOFF_NOISE.sub("", text)
     return str(exc) or type(exc).__name__
+
+
+_BACKOFF_NOISE = re.compile(r"; [^;]*? is in reconnect backoff for [\d.]+s")
 
 
 _AUTH_CODES = frozenset({29, 30, 31, 53, 58})  # topic/group/cluster/txn authz, SASL auth

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import io
 import json
+import os
+import stat
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -108,14 +111,55 @@ def producer_kwargs(conn: Connection, args: argparse.Namespace) -> dict[str, Any
 # --- produce -----------------------------------------------------------------------------
 
 
+async def _read_chunks(stream: IO[bytes], stop: StopSignal) -> AsyncIterator[bytes]:
+    """Chunks of a binary stream until its end or a stop signal.
+
+    Terminals and pipes are watched by the event loop, so Ctrl-C works while nothing is
+    typed; regular files never block and are read directly.
+    """
+    try:
+        fd = stream.fileno()
+        waitable = not stat.S_ISREG(os.fstat(fd).st_mode) and sys.platform != "win32"
+    except (OSError, ValueError, io.UnsupportedOperation):
+        waitable = False
+    if not waitable:
+        read = getattr(stream, "read1", stream.read)
+        while not stop.stopped:
+            chunk: bytes = read(_READ_CHUNK)
+            if not chunk:
+                return
+            yield chunk
+            await asyncio.sleep(0)
+        return
+    loop = asyncio.get_running_loop()
+    stopped: asyncio.Future[Any] = asyncio.ensure_future(stop.event.wait())
+
+    def wake(future: asyncio.Future[Any]) -> None:
+        if not future.done():
+            future.set_result(None)
+
+    try:
+        while not stop.stopped:
+            readable: asyncio.Future[Any] = loop.create_future()
+            loop.add_reader(fd, wake, readable)
+            try:
+                await asyncio.wait({readable, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                loop.remove_reader(fd)
+            if stop.stopped:
+                return
+            chunk = os.read(fd, _READ_CHUNK)
+            if not chunk:
+                return
+            yield chunk
+    finally:
+        stopped.cancel()
+
+
 async def _read_lines(stream: IO[bytes], stop: StopSignal) -> AsyncIterator[bytes]:
-    """Lines of a binary stream (without the newline), read off the event loop."""
+    """Lines of a binary stream (without the newline and a trailing carriage return)."""
     pending = b""
-    read = getattr(stream, "read1", stream.read)
-    while not stop.stopped:
-        chunk: bytes = await asyncio.to_thread(read, _READ_CHUNK)
-        if not chunk:
-            break
+    async for chunk in _read_chunks(stream, stop):
         pending += chunk
         *lines, pending = pending.split(b"\n")
         for line in lines:

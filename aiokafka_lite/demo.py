@@ -46,6 +46,8 @@ USERS = 500
 #: event-time watermark beyond every window, so the last windows are closed and written.
 MARKER_AHEAD_MS = 60_000
 WATERMARK_DELAY = "10 seconds"
+#: Bound of each status call into Spark's JVM.
+SPARK_CALL_TIMEOUT_S = 60
 
 _started = time.monotonic()
 
@@ -250,7 +252,9 @@ async def watch_query(query: StreamingQuery, stop: asyncio.Event) -> dict[str, f
     seen: set[str] = set()
     totals = {"batches": 0.0, "rows": 0.0, "peak": 0.0}
     while True:
-        progress = await asyncio.to_thread(lambda: list(query.recentProgress))
+        progress = await asyncio.wait_for(
+            asyncio.to_thread(lambda: list(query.recentProgress)), SPARK_CALL_TIMEOUT_S
+        )
         for p in progress:
             if p["id"] + str(p["batchId"]) in seen or p["id"] is None:
                 continue
@@ -266,7 +270,7 @@ async def watch_query(query: StreamingQuery, stop: asyncio.Event) -> dict[str, f
                     f"micro-batch {p['batchId']:>3}: {rows:>6,} events read, "
                     f"{rate:>8,.0f} rows/s, {totals['rows']:>8,.0f} so far",
                 )
-        exc = await asyncio.to_thread(query.exception)
+        exc = await asyncio.wait_for(asyncio.to_thread(query.exception), SPARK_CALL_TIMEOUT_S)
         if exc is not None:
             raise RuntimeError(f"the Spark query failed: {exc}")
         if stop.is_set():

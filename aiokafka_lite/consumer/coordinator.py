@@ -628,6 +628,9 @@ class GroupCoordinator:
         )
         log.warning("group %s: %s", self.group_id, reason)
         self._poll_expired = True
+        # The partitions are no longer ours: stop fetching and returning their records.
+        # They are reported lost when the member rejoins.
+        self._subs.mark_pending_revocation(self._subs.assigned_partitions())
         self.membership._note_error(reason)
         task = asyncio.get_running_loop().create_task(self._leave_after_poll_timeout(reason))
         self._tasks.add(task)

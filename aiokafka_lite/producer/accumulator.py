@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 __all__ = ["ProducerBatch", "RecordAccumulator"]
 
 _new_tuple = tuple.__new__
+# The C Future, created directly: loop.create_future() adds a Python-level call per record.
+_Future = asyncio.Future
 _monotonic = time.monotonic
 
 
@@ -62,6 +64,7 @@ class ProducerBatch:
         "max_ts",
         "memory",
         "on_complete",
+        "open",
         "producer_epoch",
         "producer_id",
         "record_count",
@@ -90,6 +93,8 @@ class ProducerBatch:
         self.compression = compression
         self.transactional = transactional
         self.buf = bytearray()
+        #: Whether records may still be appended (False once full, drained or user-built).
+        self.open = True
         self.record_count = 0
         self.base_ts = -1
         self.max_ts = -1
@@ -125,62 +130,60 @@ class ProducerBatch:
     def append(self, timestamp: int, key: bytes | None, value: bytes | None, headers: Any) -> int:
         """Encode one record into the batch; returns its size, or 0 if it does not fit.
 
-        The first record always fits. This is the producer's per-record hot path: the
-        common shapes (no headers, small sizes and deltas) are one concatenation.
+        The first record always fits; a refused record closes the batch (``open`` turns
+        False). This is the producer's per-record hot path: the common shapes (no
+        headers, sizes and deltas under ``SMALL``) are a few table lookups and one
+        concatenation.
         """
         n = self.record_count
-        ts_delta = timestamp - self.base_ts if n else 0
-        if headers is None and 0 <= ts_delta < SMALL and n < SMALL:
-            zz = ZZ
+        if n:
+            ts_delta = timestamp - self.base_ts
+        else:
+            ts_delta = 0
+            self.base_ts = self.max_ts = timestamp
+        if headers is None and value is not None and 0 <= ts_delta < SMALL and n < SMALL:
+            vlen = len(value)
             if key is None:
-                if value is not None and len(value) < SMALL:
-                    zt = zz[ts_delta]
-                    zo = zz[n]
-                    zv = zz[len(value)]
-                    blen = len(zt) + len(zo) + len(zv) + len(value) + 3
+                if vlen < SMALL:
+                    # attributes | ts delta | offset delta | key length -1 | value | 0 headers
+                    head = ZZ[ts_delta] + ZZ[n] + b"\x01" + ZZ[vlen]
+                    blen = len(head) + vlen + 2
                     record = (
-                        (zz[blen] if blen < SMALL else varint(blen))
+                        (ZZ[blen] if blen < SMALL else varint(blen))
                         + b"\x00"
-                        + zt
-                        + zo
-                        + b"\x01"
-                        + zv
+                        + head
                         + value
                         + b"\x00"
                     )
                 else:
                     record = encode_record(n, ts_delta, key, value, headers)
-            elif value is not None and len(key) < SMALL and len(value) < SMALL:
-                zt = zz[ts_delta]
-                zo = zz[n]
-                zk = zz[len(key)]
-                zv = zz[len(value)]
-                blen = len(zt) + len(zo) + len(zk) + len(key) + len(zv) + len(value) + 2
-                record = (
-                    (zz[blen] if blen < SMALL else varint(blen))
-                    + b"\x00"
-                    + zt
-                    + zo
-                    + zk
-                    + key
-                    + zv
-                    + value
-                    + b"\x00"
-                )
             else:
-                record = encode_record(n, ts_delta, key, value, headers)
+                klen = len(key)
+                if klen < SMALL and vlen < SMALL:
+                    head = ZZ[ts_delta] + ZZ[n] + ZZ[klen]
+                    tail = ZZ[vlen]
+                    blen = len(head) + klen + len(tail) + vlen + 2
+                    record = (
+                        (ZZ[blen] if blen < SMALL else varint(blen))
+                        + b"\x00"
+                        + head
+                        + key
+                        + tail
+                        + value
+                        + b"\x00"
+                    )
+                else:
+                    record = encode_record(n, ts_delta, key, value, headers)
         else:
             record = encode_record(n, ts_delta, key, value, headers)
         buf = self.buf
         size = len(record)
-        if n:
-            if len(buf) + size > self.max_size:
-                return 0
-            if timestamp > self.max_ts:
-                self.max_ts = timestamp
-        else:
-            self.base_ts = self.max_ts = timestamp
+        if n and len(buf) + size > self.max_size:
+            self.open = False
+            return 0
         buf += record
+        if timestamp > self.max_ts:
+            self.max_ts = timestamp
         self.record_count = n + 1
         return size
 
@@ -247,16 +250,20 @@ class ProducerBatch:
             step = 1 if base_offset >= 0 else 0
             if log_append_time < 0:
                 for fut, ts in zip(self.futures, self.timestamps, strict=True):
-                    if not fut.done():
+                    try:
                         fut.set_result(
                             new(cls, (topic, partition, tp, offset, ts, 0, log_start_offset))
                         )
+                    except asyncio.InvalidStateError:
+                        pass  # cancelled by the caller
                     offset += step
             else:
                 meta = (log_append_time, 1, log_start_offset)
                 for fut in self.futures:
-                    if not fut.done():
+                    try:
                         fut.set_result(new(cls, (topic, partition, tp, offset, *meta)))
+                    except asyncio.InvalidStateError:
+                        pass
                     offset += step
         self._finish()
 
@@ -344,11 +351,11 @@ class RecordAccumulator:
         dq = self.batches.get(tp)
         if dq:
             batch = dq[-1]
-            if not batch.user_batch and not batch.in_flight and not batch.has_sequence:
+            if batch.open:
                 if batch.append(timestamp, key, value, headers):
                     loop = self._loop
                     assert loop is not None
-                    fut: asyncio.Future[RecordMetadata] = loop.create_future()
+                    fut: asyncio.Future[RecordMetadata] = _Future(loop=loop)
                     batch.futures.append(fut)
                     batch.timestamps.append(timestamp)
                     if reserved:
@@ -388,7 +395,7 @@ class RecordAccumulator:
             memory=memory,
         )
         batch.append(timestamp, key, value, headers)
-        fut: asyncio.Future[RecordMetadata] = loop.create_future()
+        fut: asyncio.Future[RecordMetadata] = _Future(loop=loop)
         batch.futures.append(fut)
         batch.timestamps.append(timestamp)
         self._enqueue(tp, dq, batch)
@@ -436,6 +443,7 @@ class RecordAccumulator:
         batch.deadline = now + self.delivery_timeout
         batch.memory = memory
         batch.user_batch = True
+        batch.open = False
         fut: asyncio.Future[RecordMetadata] = loop.create_future()
         batch.user_future = fut
         self._enqueue(tp, None, batch)

@@ -19,6 +19,7 @@ class ProducerMetrics:
         "_batches_completed",
         "_batches_sent",
         "_bytes_sent",
+        "_duplicates",
         "_latency_count",
         "_latency_max",
         "_latency_total",
@@ -38,6 +39,7 @@ class ProducerMetrics:
         self._records_completed = 0
         self._records_failed = 0
         self._records_retried = 0
+        self._duplicates = 0
         self._latency_total = 0.0
         self._latency_max = 0.0
         self._latency_count = 0
@@ -60,6 +62,9 @@ class ProducerMetrics:
     def retried(self, records: int) -> None:
         self._records_retried += records
 
+    def duplicate(self) -> None:
+        self._duplicates += 1
+
     def failed(self, records: int) -> None:
         self._records_failed += records
 
@@ -73,6 +78,7 @@ class ProducerMetrics:
             "records_sent": self._records_completed,
             "records_failed": self._records_failed,
             "records_retried": self._records_retried,
+            "duplicate_batches": self._duplicates,
             "batches_sent": self._batches_sent,
             "requests_sent": self._requests_sent,
             "bytes_sent": self._bytes_sent,

@@ -16,6 +16,7 @@ ended its delivery.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,7 +31,7 @@ from aiokafka_lite.producer._errors import (
     SerializationError,
     TransactionAbortedError,
 )
-from aiokafka_lite.producer.accumulator import BufferExhausted, RecordAccumulator
+from aiokafka_lite.producer.accumulator import BufferExhausted, ProducerBatch, RecordAccumulator
 from aiokafka_lite.producer.batch import BatchBuilder
 from aiokafka_lite.producer.config import ProducerConfig, Serializer, build_config, client_kwargs
 from aiokafka_lite.producer.metrics import ProducerMetrics
@@ -59,6 +60,7 @@ log = logging.getLogger(__name__)
 __all__ = ["AIOKafkaProducer", "Producer", "TransactionContext"]
 
 _time = time.time
+_Future = asyncio.Future
 _BYTES_TYPES = (bytes, bytearray)
 #: Batch header plus the largest framing of one record besides key, value and headers.
 _RECORD_OVERHEAD = records.V2_HEADER_SIZE + 31
@@ -176,6 +178,7 @@ class Producer:
         self._key_serializer = config.key_serializer
         self._value_serializer = config.value_serializer
         self._interceptors = config.interceptors
+        self._serializers = self._key_serializer is not None or self._value_serializer is not None
         self._max_block = config.max_block_ms / 1000
         self._max_record = min(config.max_request_size, config.buffer_memory)
         # Any record whose key + value is under this fits (framing included): no need
@@ -187,6 +190,8 @@ class Producer:
         #: Fast check in send(): True whenever send() must look more closely.
         self._send_guard = True
         self._stop_lock: asyncio.Lock | None = None
+        self._batches: dict[TopicPartition, collections.deque[ProducerBatch]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -247,6 +252,8 @@ class Producer:
         )
         self.client.add_metadata_listener(self._on_metadata)
         self._sender.start()
+        self._batches = self._accumulator.batches
+        self._loop = asyncio.get_running_loop()
         self._update_guard()
 
     def _wakeup(self, delay: float) -> None:
@@ -456,7 +463,8 @@ class Producer:
         ``max_request_size`` (RecordTooLargeError), for keys/values that are not bytes
         without a serializer (SerializationError) and for a bad partition.
         """
-        if self._send_guard:
+        guard = self._send_guard
+        if guard:
             self._check_send()
             if self._interceptors:
                 record = run_on_send(
@@ -469,18 +477,15 @@ class Producer:
                     record.timestamp_ms,
                     record.headers,
                 )
-        if self._key_serializer is not None:
-            key = self._serialize(self._key_serializer, key, "key", topic)
-        elif key is not None and type(key) is not bytes:
-            key = _as_bytes(key, "key")
-        if self._value_serializer is not None:
-            value = self._serialize(self._value_serializer, value, "value", topic)
-        elif value is not None and type(value) is not bytes:
-            value = _as_bytes(value, "value")
-        if headers:
-            headers = _check_headers(headers)
-        size_hint = (0 if key is None else len(key)) + (0 if value is None else len(value))
-        if headers or size_hint > self._quick_size_limit:
+        if value.__class__ is bytes and key is None and not self._serializers:
+            size_hint = len(value)  # the most common shape, checked in one step
+        else:
+            key, value = self._prepare(topic, key, value)
+            size_hint = (0 if key is None else len(key)) + (0 if value is None else len(value))
+        if headers is not None:
+            headers = _check_headers(headers) if headers else None
+            self._check_size(key, value, headers)
+        elif size_hint > self._quick_size_limit:
             self._check_size(key, value, headers)
 
         info = self._topics.get(topic)
@@ -493,7 +498,7 @@ class Producer:
             elif self._sticky and key is None:
                 self._partitioner.on_append(topic, partition, size_hint + 8)
         tps = info.tps
-        if type(partition) is not int or not 0 <= partition < len(tps):
+        if partition.__class__ is not int or not 0 <= partition < len(tps):
             info = await self._check_partition(topic, partition, info)
             tps = info.tps
         tp = tps[partition]
@@ -503,18 +508,47 @@ class Producer:
             )
         if timestamp_ms is None:
             timestamp_ms = int(_time() * 1000)
-        txn = self._txn
-        if txn is not None and txn.transactional:
-            txn.maybe_add_partition(tp)
+        if guard:
+            txn = self._txn
+            if txn is not None and txn.transactional:
+                txn.maybe_add_partition(tp)
+        # Fast path: the partition's open batch takes the record (see RecordAccumulator).
+        dq = self._batches.get(tp)
+        if dq:
+            batch = dq[-1]
+            if batch.open and batch.append(timestamp_ms, key, value, headers):
+                fut: asyncio.Future[RecordMetadata] = _Future(loop=self._loop)
+                batch.futures.append(fut)
+                batch.timestamps.append(timestamp_ms)
+                if guard and self._interceptors:
+                    fut.add_done_callback(self._acknowledge)
+                return fut
         acc = self._accumulator
         assert acc is not None
         try:
             fut = acc.try_append(tp, timestamp_ms, key, value, headers)
         except BufferExhausted as exc:
             fut = await self._append_when_memory(tp, timestamp_ms, key, value, headers, exc)
+        else:
+            if dq is not None and len(dq) > 1:
+                # A batch just filled up: give the sender a turn to ship it, so that a
+                # caller producing in a tight loop overlaps with the network.
+                await asyncio.sleep(0)
         if self._interceptors:
             fut.add_done_callback(self._acknowledge)
         return fut
+
+    def _prepare(self, topic: str, key: Any, value: Any) -> tuple[bytes | None, bytes | None]:
+        """Serialize (or type-check) a record's key and value."""
+        if self._key_serializer is not None:
+            key = self._serialize(self._key_serializer, key, "key", topic)
+        elif key is not None and type(key) is not bytes:
+            key = _as_bytes(key, "key")
+        if self._value_serializer is not None:
+            value = self._serialize(self._value_serializer, value, "value", topic)
+        elif value is not None and type(value) is not bytes:
+            value = _as_bytes(value, "value")
+        return key, value
 
     async def _append_when_memory(
         self,

@@ -349,6 +349,7 @@ class Sender:
             if self.guarantee_order:
                 self._muted.add(tp)
             batch.in_flight = True
+            batch.open = False
             batch.drained_at = now
             size += batch.size()
             batches.append(batch)
@@ -436,6 +437,11 @@ class Sender:
                     )
                     continue
                 code = part["error_code"]
+                if code == _DUPLICATE:
+                    # A retry of a batch the broker already has, too old for it to
+                    # remember the offset: delivered, offset unknown (as in Java).
+                    log.debug("%r was a duplicate of a batch already written", batch)
+                    self.metrics.duplicate()
                 if code == 0 or code == _DUPLICATE:
                     self._batch_done(
                         batch,

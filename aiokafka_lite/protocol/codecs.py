@@ -91,7 +91,7 @@ def codec_id(codec: int | str | None) -> int:
             return _NAMES[codec.lower()]
         except KeyError:
             raise UnsupportedCodecError(f"unknown compression codec {codec!r}") from None
-    if isinstance(codec, int) and 0 <= codec <= ZSTD:
+    if isinstance(codec, int) and not isinstance(codec, bool) and 0 <= codec <= ZSTD:
         return int(codec)
     raise UnsupportedCodecError(f"unknown compression codec {codec!r}")
 

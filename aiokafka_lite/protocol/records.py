@@ -8,6 +8,9 @@ Producer side::
     builder.set_producer_state(producer_id, producer_epoch, base_sequence)  # at drain time
     data = builder.build()
 
+(``encode_record`` + ``build_batch`` do the same for callers with their own record loop;
+``patch_batch`` rewrites header fields of built bytes, fixing the CRC.)
+
 Consumer side::
 
     for batch in iter_batches(fetch_records_bytes):
@@ -977,7 +980,7 @@ class RecordBatch(_BatchBase):
 
     def __init__(
         self,
-        buf: bytes,
+        buf: BytesLike,
         start: int = 0,
         end: int | None = None,
         *,
@@ -986,6 +989,9 @@ class RecordBatch(_BatchBase):
     ) -> None:
         if end is None:
             end = len(buf)
+        if type(buf) is not bytes:  # records are sliced out of it: they must be bytes
+            buf = bytes(memoryview(buf)[start:end])
+            start, end = 0, len(buf)
         if end - start < V2_HEADER_SIZE:
             raise CorruptRecordError("record batch shorter than its header")
         self._buf = buf
@@ -1165,7 +1171,7 @@ class LegacyRecordBatch(_BatchBase):
 
     def __init__(
         self,
-        buf: bytes,
+        buf: BytesLike,
         start: int = 0,
         end: int | None = None,
         *,
@@ -1174,6 +1180,9 @@ class LegacyRecordBatch(_BatchBase):
     ) -> None:
         if end is None:
             end = len(buf)
+        if type(buf) is not bytes:  # records are sliced out of it: they must be bytes
+            buf = bytes(memoryview(buf)[start:end])
+            start, end = 0, len(buf)
         msg = _read_legacy_message(buf, start, end, check_crc)
         if msg.end != end:
             raise CorruptRecordError("legacy message size does not match the data")
@@ -1237,6 +1246,10 @@ class LegacyRecordBatch(_BatchBase):
 
     def __iter__(self) -> Iterator[Record]:
         return iter(self.records())
+
+    def control_record(self) -> ControlRecord | None:
+        """Always None: control batches exist only in magic 2."""
+        return None
 
     def _decode(self) -> list[Record]:
         msg = self._message
@@ -1401,7 +1414,7 @@ Batch = RecordBatch | LegacyRecordBatch
 
 
 def iter_batches(
-    data: BytesLike,
+    data: BytesLike | None,
     *,
     check_crc: bool = True,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
@@ -1412,6 +1425,8 @@ def iter_batches(
     partial batch at the end (a broker cuts responses at the fetch size) ends the
     iteration silently; a malformed complete batch raises CorruptRecordError.
     """
+    if not data:
+        return  # a fetch response's records may be null or empty
     buf = data if type(data) is bytes else bytes(data)
     n = len(buf)
     pos = 0
@@ -1437,7 +1452,7 @@ def iter_batches(
 
 
 def decode_records(
-    data: BytesLike,
+    data: BytesLike | None,
     *,
     check_crc: bool = True,
     include_control: bool = False,

@@ -49,15 +49,10 @@ class KafkaDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> StructType:
-        # Called when a read is defined (load()): the options are checked here already.
-        # A read does not yet know whether it is batch or streaming, so check the
-        # options both accept; the rest is checked by reader() / streamReader().
-        opts = dict(self.options)
-        streaming_only = {"maxoffsetspertrigger"}
-        batch_only = {"endingoffsets", "endingtimestamp"}
-        keys = {k.lower() for k in opts}
-        streaming = bool(keys & streaming_only) and not keys & batch_only
-        parsed = parse_read_options(opts, streaming=streaming)
+        # Called when a read is defined (load()), before Spark says whether it is a batch
+        # or a streaming read: everything else is checked here already, the rest by
+        # reader() / streamReader() when the query is planned.
+        parsed = parse_read_options(dict(self.options), streaming=None)
         return read_schema(parsed.include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:

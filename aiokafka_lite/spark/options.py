@@ -604,14 +604,18 @@ def _tps(tps: Iterable[TopicPartition]) -> str:
     return text or "none"
 
 
-def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
-    """Validate the options of ``spark.read`` (``streaming=False``) or ``spark.readStream``."""
+def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) -> ReadOptions:
+    """Validate the options of ``spark.read`` (``streaming=False``) or ``spark.readStream``.
+
+    ``streaming=None`` (not known yet, as when Spark asks for the schema) checks
+    everything but what depends on the kind of read.
+    """
     opts = _lower(options)
     _check_names(opts, READ_OPTION_NAMES, WRITE_OPTION_NAMES, "reads")
     for key in opts:
-        if streaming and key in _BATCH_ONLY:
+        if streaming is True and key in _BATCH_ONLY:
             raise _fail(f"option {READ_OPTION_NAMES[key]} applies to batch reads only")
-        if not streaming and key in _STREAMING_ONLY:
+        if streaming is False and key in _STREAMING_ONLY:
             raise _fail(f"option {READ_OPTION_NAMES[key]} applies to streaming reads only")
     client = _client_options(opts, purpose="read")
     selection = _selection(opts)
@@ -639,7 +643,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     else:
         ending = OffsetSpec("latest")
 
-    if not streaming:
+    if streaming is False:
         if starting.kind == "latest" or any(o == LATEST for _, o in starting.offsets):
             raise _fail("startingOffsets cannot be latest (-1) for batch reads")
         if ending.kind == "earliest" or any(o == EARLIEST for _, o in ending.offsets):
@@ -690,7 +694,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         selection=selection,
         starting=starting,
         ending=ending,
-        streaming=streaming,
+        streaming=bool(streaming),
         include_headers=_to_bool("includeHeaders", opts.get("includeheaders", "false")),
         fail_on_data_loss=_to_bool("failOnDataLoss", opts.get("failondataloss", "true")),
         max_offsets_per_trigger=max_per_trigger,

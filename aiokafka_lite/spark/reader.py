@@ -329,10 +329,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         opts = self.opts
         if start is not None:
             starts = from_json(start)
-        elif self._last_end is not None:  # Spark < 4.2 passes no start
-            starts = dict(self._last_end)
-        else:
-            raise errors.IllegalStateError("latestOffset() called before initialOffset()")
+        else:  # Spark < 4.2 passes no start (and no limit): the latest offsets it is
+            starts = dict(self._last_end or {})
 
         async def fetch(resolver: OffsetResolver) -> tuple[Offsets, Offsets]:
             tps = await resolver.partitions(opts.selection)

@@ -440,6 +440,7 @@ async def consumer_in_group(bootstrap: str, topic: str, group: str) -> AIOKafkaC
         auto_offset_reset="earliest",
         enable_auto_commit=False,
         client_id="admin-test-member",
+        session_timeout_ms=6000,  # the broker may wait half of it before answering a join
     )
     await consumer.start()
     deadline = time.monotonic() + 20

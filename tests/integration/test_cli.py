@@ -81,11 +81,14 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-async def produce_one_by_one(bootstrap: str, topic: str, count: int) -> None:
+async def produce_one_by_one(
+    bootstrap: str, topic: str, count: int, base_ts: int | None = None
+) -> None:
     """Records in batches of one each (setup for lag tests; see the Tansu note)."""
     async with Producer(bootstrap_servers=bootstrap, linger_ms=0) as producer:
         for i in range(count):
-            await producer.send_and_wait(topic, f"r{i}".encode(), partition=0)
+            ts = None if base_ts is None else base_ts + 1000 * i
+            await producer.send_and_wait(topic, f"r{i}".encode(), partition=0, timestamp_ms=ts)
 
 
 # --- produce | consume --------------------------------------------------------------------
@@ -190,6 +193,22 @@ def test_produce_files_to_a_partition_with_a_codec(
     assert later.stdout.splitlines() == ["three", "four"]
     empty = run(cli, "consume", topic, "-p", "0", "--offset", "earliest", "--idle-timeout", "1", *b)
     assert empty.returncode == 0 and empty.stdout == ""
+
+
+def test_consume_from_the_end_and_from_a_time(
+    cli: list[str], bootstrap_servers: str, xfail_on: Any
+) -> None:
+    topic = unique("when")
+    b = ("-b", bootstrap_servers)
+    assert run(cli, "topics", "create", topic, "-p", "1", *b).returncode == 0
+    base = 1_700_000_000_000
+    asyncio.run(produce_one_by_one(bootstrap_servers, topic, 6, base_ts=base))
+    last_two = run(cli, "consume", topic, "--offset=-2", "-n", "2", *b)
+    assert last_two.stdout.splitlines() == ["r4", "r5"], last_two.stderr
+    xfail_on("tansu", "Tansu 0.6.0 ignores the timestamp of ListOffsets (answers the earliest)")
+    iso = "2023-11-14T22:13:22.500Z"  # base + 2.5 s
+    since = run(cli, "consume", topic, "--timestamp", iso, "-n", "3", *b)
+    assert since.stdout.splitlines() == ["r3", "r4", "r5"], since.stderr
 
 
 def test_produce_line_without_key_separator_fails(cli: list[str], bootstrap_servers: str) -> None:

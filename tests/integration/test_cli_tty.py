@@ -208,6 +208,34 @@ def test_ctrl_c_stops_consume_and_commits_what_it_printed(
     assert row["committed_offset"] == 5
 
 
+def test_typing_records_then_ctrl_c(bootstrap_servers: str, terminals: list[Terminal]) -> None:
+    topic = unique("typed")
+    create_topic(bootstrap_servers, topic)
+    term = Terminal(CLI, "produce", topic, "-k", ":", "-b", bootstrap_servers)
+    terminals.append(term)
+    time.sleep(1.0)  # let it connect; what is typed meanwhile waits in the terminal anyway
+    os.write(term.fd, b"k1:first\rk2:second\r")  # Enter sends a carriage return
+    term.read_until(r"k2:second")
+    time.sleep(0.5)
+    term.press_ctrl_c()  # nothing more is typed: the tool must not wait for a line
+    assert term.wait(timeout=15) == 130
+    assert "Produced 2 records" in term.text and "Traceback" not in term.text
+    rows = cli_json(
+        "consume",
+        topic,
+        "--offset",
+        "earliest",
+        "-n",
+        "2",
+        "-f",
+        "json",
+        "-q",
+        "-b",
+        bootstrap_servers,
+    )
+    assert [(r["key"], r["value"]) for r in rows] == [("k1", "first"), ("k2", "second")]
+
+
 def test_ctrl_c_stops_the_embedded_broker(terminals: list[Terminal]) -> None:
     term = Terminal(CLI, "broker", "--port", "0")
     terminals.append(term)

@@ -256,3 +256,37 @@ async def test_group_consumes_every_record_exactly_once_with_clean_leaves(
         counts[p] = counts.get(p, 0) + 1
     assert len(set(seen)) == total, f"missing records: got {len(set(seen))}/{total}"
     assert len(seen) == total, f"{len(seen) - total} records were delivered twice"
+
+
+async def test_max_poll_interval_leaves_the_group_and_commit_says_why(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, PARTITIONS)
+    await produce_all(bootstrap_servers, topic_name, 12)
+    consumer = member(
+        bootstrap_servers,
+        f"g-{topic_name}",
+        topic_name,
+        ["cooperative-sticky"],
+        max_poll_interval_ms=1500,
+        enable_auto_commit=False,
+    )
+    listener = Recorder()
+    await start_member(consumer, topic_name, listener)
+    try:
+        first = await consumer.getmany(timeout_ms=15000, max_records=1)
+        assert first
+        await asyncio.sleep(3)  # "processing" longer than max_poll_interval_ms
+        health = consumer.health()
+        assert "left the group: max_poll_interval_ms exceeded" in health.problems
+        assert health.group_state is not GroupState.STABLE
+        assert "max_poll_interval_ms" in (health.last_group_error or "")
+        with pytest.raises(CommitFailedError, match="not a member of an active generation"):
+            await consumer.commit(timeout_ms=2000)
+        # Polling again rejoins; the partitions were lost, not revoked cleanly.
+        got = await consumer.getmany(timeout_ms=20000)
+        assert got
+        assert any(kind == "lost" for kind, _ in listener.events), listener.events
+        assert consumer.health().healthy
+    finally:
+        await consumer.stop(timeout_ms=5000)

@@ -165,8 +165,8 @@ async def test_second_producer_fences_the_first(
         async with second.transaction():
             await second.send(topic_name, b"live")
     finally:
-        await first.stop()
-        await second.stop()
+        await first.stop(timeout=5)
+        await second.stop(timeout=5)
 
 
 async def test_send_offsets_to_transaction(

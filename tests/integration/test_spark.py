@@ -360,7 +360,7 @@ def test_streaming_read_picks_up_records_produced_after_start(
     produce(bootstrap_servers, topic_name, 5, 2, lambda p, i: b"old-%d-%d" % (p, i), seal=True)
     sink = BatchCollector()
     query = (
-        stream(spark, bootstrap_servers, subscribe=topic_name)  # startingOffsets=latest
+        stream(spark, bootstrap_servers, subscribe=topic_name, startingOffsets="latest")
         .writeStream.foreachBatch(sink)
         .option("checkpointLocation", str(tmp_path / "ckpt"))
         .trigger(processingTime="200 milliseconds")
@@ -537,3 +537,117 @@ def test_write_partitions_like_the_producer(
             assert r["partition"] == murmur2_partition(r["key"], 3)
     spread = {r["partition"] for r in collected if r["value"] == b"y"}
     assert len(spread) >= 2  # keyless rows stick to a partition per batch, then move on
+
+
+# --- timestamps and data loss -----------------------------------------------------------------
+
+
+def produce_one_by_one(bootstrap: str, topic: str, values: list[bytes], base_ts: int) -> None:
+    async def run() -> None:
+        producer = Producer(bootstrap_servers=bootstrap, linger_ms=0)
+        await producer.start()
+        try:
+            for i, value in enumerate(values):
+                await producer.send_and_wait(
+                    topic, value, partition=0, timestamp_ms=base_ts + 1000 * i
+                )
+        finally:
+            await producer.stop(timeout=30)
+
+    asyncio.run(run())
+
+
+def test_starting_timestamp(
+    spark: SparkSession,
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Any,
+    xfail_on: Callable[..., None],
+) -> None:
+    create_topic(topic_name, 1)
+    base = int(time.time() * 1000) - 60_000  # recent: old records may fall to retention
+    produce_one_by_one(bootstrap_servers, topic_name, [b"r%d" % i for i in range(6)], base)
+    df = reader(
+        spark, bootstrap_servers, subscribe=topic_name, startingTimestamp=str(base + 2500)
+    ).load()
+    xfail_on("tansu", "Tansu 0.6.0 ignores the timestamp of ListOffsets and answers earliest")
+    assert sorted(r["offset"] for r in df.collect()) == [3, 4, 5]
+
+
+def delete_records_before(bootstrap: str, topic: str, offset: int) -> None:
+    from aiokafka_lite.admin import AdminClient
+
+    async def run() -> None:
+        async with AdminClient(bootstrap) as admin:
+            results = await admin.delete_records(
+                {TopicPartition(topic, 0): offset}, timeout_ms=10_000
+            )
+            results.raise_for_errors()
+
+    asyncio.run(run())
+
+
+def test_deleted_records_follow_fail_on_data_loss(
+    spark: SparkSession,
+    bootstrap_servers: str,
+    broker_kind: str,
+    topic_name: str,
+    create_topic: Any,
+    tmp_path: Path,
+) -> None:
+    if broker_kind == "tansu":
+        pytest.skip("Tansu 0.6.0 panics on DeleteRecords (and would take the session broker)")
+    create_topic(topic_name, 1)
+    produce(bootstrap_servers, topic_name, 100, 1, seal=True)
+
+    # A streaming query reads [0, 100) and checkpoints.
+    checkpoint = str(tmp_path / "ckpt")
+    sink = BatchCollector()
+
+    def run_stream(fail: str) -> Any:
+        query = (
+            stream(
+                spark,
+                bootstrap_servers,
+                subscribe=topic_name,
+                startingOffsets="earliest",
+                failOnDataLoss=fail,
+            )
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+        return query
+
+    assert run_stream("true").exception() is None
+    assert len(sink.rows()) == 100
+
+    produce(bootstrap_servers, topic_name, 100, 1, lambda p, i: b"late-%d" % i, seal=True)
+    delete_records_before(bootstrap_servers, topic_name, 150)  # [100, 150) never read
+
+    ends = offsets_json(topic_name, {0: 200})
+    with pytest.raises(PySparkException, match="failOnDataLoss=false"):
+        reader(
+            spark,
+            bootstrap_servers,
+            subscribe=topic_name,
+            startingOffsets=json.dumps({topic_name: {"0": 120}}),
+            endingOffsets=ends,
+        ).load().collect()
+    batch = reader(
+        spark,
+        bootstrap_servers,
+        subscribe=topic_name,
+        failOnDataLoss="false",
+        startingOffsets=json.dumps({topic_name: {"0": 120}}),
+        endingOffsets=ends,
+    ).load()
+    assert sorted(r["offset"] for r in batch.collect()) == list(range(150, 200))
+
+    with pytest.raises(PySparkException, match="were deleted before they were read"):
+        run_stream("true")
+    sink.batches.clear()
+    assert run_stream("false").exception() is None
+    assert sorted(o for _, o, _ in sink.rows()) == list(range(150, 200))

@@ -60,7 +60,7 @@ def test_codec_id(given_: object, expected: int) -> None:
     assert codecs.codec_id(given_) == expected  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("bad", ["brotli", "", 5, -1, 7, 1.0, b"gzip"])
+@pytest.mark.parametrize("bad", ["brotli", "", 5, -1, 7, 1.0, b"gzip", True])
 def test_unknown_codec(bad: object) -> None:
     with pytest.raises(UnsupportedCodecError):
         codecs.codec_id(bad)  # type: ignore[arg-type]

@@ -4,11 +4,20 @@ data (positions, read_committed filtering, deserializers)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from aiokafka_lite.consumer import ConsumerConfig, RecordDeserializationError
+from aiokafka_lite import errors
+from aiokafka_lite.consumer import ConsumerConfig, ConsumerRecord, RecordDeserializationError
 from aiokafka_lite.consumer.fetcher import FetchSessionHandler, _CompletedFetch, scan_next_offset
+from aiokafka_lite.consumer.records import decode_v2_records
 from aiokafka_lite.consumer.subscription import PartitionState
-from aiokafka_lite.protocol.records import BatchBuilder, ControlRecordType, build_control_batch
+from aiokafka_lite.protocol.records import (
+    BatchBuilder,
+    ControlRecordType,
+    build_control_batch,
+    iter_batches,
+)
 from aiokafka_lite.structs import TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -171,3 +180,84 @@ def test_fetch_session_stays_full_when_broker_makes_none() -> None:
         send, _, sid, epoch = session.build({a: (offset, 100, -1)})
         assert (sid, epoch) == (0, 0) and set(send) == {a}
         assert session.handle_response(0, 0)
+
+
+# --- the fused decoder and ConsumerRecord -------------------------------------------------
+
+
+record_st = st.tuples(
+    st.integers(0, 2**40),  # timestamp
+    st.none() | st.binary(max_size=300),
+    st.none() | st.binary(max_size=3000),
+    st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=20)), max_size=3),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    records=st.lists(record_st, min_size=1, max_size=40),
+    base=st.integers(0, 2**40),
+    start=st.integers(0, 45),
+)
+def test_fused_decoder_matches_the_protocol_decoder(
+    records: list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+    base: int,
+    start: int,
+) -> None:
+    builder = BatchBuilder(base_offset=base, max_size=1 << 24, partition_leader_epoch=3)
+    for ts, key, value, headers in records:
+        builder.append(ts, key, value, headers)
+    data = builder.build()
+    (rb,) = list(iter_batches(data))
+    expected = [r for r in rb.records() if r.offset >= base + start]
+    got = decode_v2_records(
+        data,
+        61,
+        len(data),
+        rb.record_count,
+        rb.base_offset,
+        rb.base_timestamp,
+        None,
+        "t",
+        7,
+        0,
+        3,
+        base + start,
+    )
+    assert [(g.offset, g.timestamp, g.key, g.value, tuple(g.headers)) for g in got] == [
+        (e.offset, e.timestamp, e.key, e.value, tuple(e.headers)) for e in expected
+    ]
+    for g in got:
+        assert g.serialized_key_size == (-1 if g.key is None else len(g.key))
+        assert g.serialized_value_size == (-1 if g.value is None else len(g.value))
+        assert (g.topic, g.partition, g.leader_epoch, g.checksum) == ("t", 7, 3, None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(garbage=st.binary(max_size=200), count=st.integers(0, 30))
+def test_fused_decoder_rejects_garbage_with_corrupt_record_error(
+    garbage: bytes, count: int
+) -> None:
+    try:
+        decode_v2_records(garbage, 0, len(garbage), count, 0, 0, None, "t", 0, 0, -1)
+    except errors.CorruptRecordError:
+        pass
+
+
+def test_consumer_record_is_a_named_typed_tuple() -> None:
+    rec: ConsumerRecord[str, int] = ConsumerRecord("t", 1, 5, 1000, 0, "k", 9, None, 1, 1, (), 2)
+    assert (rec.topic, rec.partition, rec.offset, rec.key, rec.value, rec.leader_epoch) == (
+        "t",
+        1,
+        5,
+        "k",
+        9,
+        2,
+    )
+    assert rec._replace(value=10).value == 10
+    assert rec._asdict()["timestamp"] == 1000
+    assert "offset=5" in repr(rec)
+    assert rec == ConsumerRecord("t", 1, 5, 1000, 0, "k", 9, None, 1, 1, (), 2)
+    import pickle
+
+    assert pickle.loads(pickle.dumps(rec)) == rec

@@ -521,6 +521,7 @@ def test_records_are_named_tuples() -> None:
 
 
 def test_input_types_and_decode_records() -> None:
+    assert list(iter_batches(None)) == list(iter_batches(b"")) == decode_records(None) == []
     blob = _build(SAMPLE[:3]) + _build(SAMPLE[3:5], base_offset=3)
     for data in (blob, bytearray(blob), memoryview(blob)):
         assert _as_tuples(decode_records(data)) == _expected(SAMPLE[:5])
@@ -992,3 +993,124 @@ def test_truncations_never_raise(seed: bytes, cut: int) -> None:
     assert sum(map(len, got)) <= cut < sum(map(len, whole[: len(got) + 1])) or cut == len(blob)
     for batch in iter_batches(blob[:cut]):
         batch.records()
+
+
+def test_batch_classes_accept_any_buffer() -> None:
+    data = _build(SAMPLE[:3], compression="snappy")
+    for buf in (data, bytearray(data), memoryview(b"junk" + data)[4:]):
+        batch = RecordBatch(buf)
+        recs = batch.records()
+        assert all(type(r.key) in (bytes, type(None)) for r in recs)
+        assert _as_tuples(recs) == _expected(SAMPLE[:3])
+    legacy = LegacyBatchBuilder(1)
+    legacy.append(5, b"k", b"v")
+    lb = LegacyRecordBatch(memoryview(legacy.build()))
+    assert lb.records()[0].key == b"k" and type(lb.records()[0].key) is bytes
+    assert lb.control_record() is None
+    assert "LegacyRecordBatch(" in repr(lb)
+
+
+def _long_varint(value: int, width: int) -> bytes:
+    """A zigzag varint padded to ``width`` bytes (valid, just not the shortest form)."""
+    z = (value << 1) ^ (value >> 63)
+    out = [((z >> (7 * i)) & 0x7F) | 0x80 for i in range(width - 1)]
+    out.append(z >> (7 * (width - 1)))
+    assert out[-1] < 0x80
+    return bytes(out)
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 5])
+def test_non_canonical_varints_decode(width: int) -> None:
+    # Readers must accept any varint width: every field below uses ``width`` bytes.
+    def v(n: int) -> bytes:
+        return _long_varint(n, max(width, 1 if -64 <= n < 64 else 2))
+
+    body = b"\x00" + v(7) + v(3) + v(2) + b"ab" + v(3) + b"xyz" + v(1) + v(1) + b"h" + v(-1)
+    rec = v(len(body)) + body
+    batch = _only_batch(build_batch(rec, 1, 1000, 1007, base_offset=10))
+    assert _as_tuples(batch.records()) == [(13, 1007, b"ab", b"xyz", [("h", None)])]
+
+
+def test_corrupt_records_name_the_problem() -> None:
+    cases = {
+        # attrs ts off key(-1) value(-1) headers(1): key "\xff" (not UTF-8), value null
+        b"\x12\x00\x00\x00\x01\x01\x02\x02\xff\x01": "UTF-8",
+        b"\x0c\x00\x00\x00\x01\x01\x40": "header count",
+        b"\x12\x00\x00\x00\x01\x01\x02\x02a\x05": "header value length",
+        b"\x10\x00\x00\x00\x01\x01\x02\x01\x01": "header key length",
+        b"\x0c\x00\x00\x00\x01\x05\x00": "value length",
+        b"\x0c\x00\x00\x00\x05\x01\x00": "key length",
+        b"\x0e\x00\x00\x00\x01\x01\x00\x00": "does not match",
+        b"\x18\x00" + b"\xff" * 11: "varint",
+        b"\x04" + b"\x00" * 10: "record length",
+    }
+    for body, message in cases.items():
+        with pytest.raises(CorruptRecordError, match=message):
+            _only_batch(build_batch(body, 1, 0, 0)).records()
+
+
+def test_corrupt_big_records() -> None:
+    # Records over 4 KiB take the general decoder: same checks.
+    good = encode_record(0, 0, b"k" * 5000, b"v" * 10)
+    assert _only_batch(build_batch(good, 1, 0, 0)).records()[0].key == b"k" * 5000
+    keylen_at = 2 + 1 + 1 + 1  # length (2 bytes), attributes, ts delta, offset delta
+    for replacement, message in [
+        (_long_varint(8000, 2), "key length"),
+        (_long_varint(4990, 2), "value length"),  # reads a length from inside the key
+        (_long_varint(-5, 2), "key length"),
+    ]:
+        bad = good[:keylen_at] + replacement + good[keylen_at + 2 :]
+        with pytest.raises(CorruptRecordError, match=message):
+            _only_batch(build_batch(bad, 1, 0, 0)).records()
+    with pytest.raises(CorruptRecordError):
+        _only_batch(build_batch(good[:-1], 1, 0, 0)).records()  # one byte short
+
+
+def test_compressed_batch_with_no_payload() -> None:
+    # What compaction may leave: a batch with a codec bit but no records at all.
+    data = bytearray(build_batch(b"", 0, -1, -1, base_offset=7, last_offset_delta=2))
+    struct.pack_into(">h", data, 21, 3)
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    batch = _only_batch(bytes(data))
+    assert batch.compression == 3 and batch.records() == [] and batch.next_offset == 10
+
+
+def test_batch_length_and_magic_checks() -> None:
+    data = _build(SAMPLE[:1])
+    with pytest.raises(CorruptRecordError, match="length"):
+        RecordBatch(data + b"\x00")  # the header says fewer bytes than given
+    with pytest.raises(CorruptRecordError, match="magic"):
+        RecordBatch(_kafka_python_legacy(1, 0) + b"\x00" * 61)
+    with pytest.raises(CorruptRecordError, match="legacy message size"):
+        LegacyRecordBatch(_kafka_python_legacy(1, 0))  # four messages, not one
+
+
+def test_legacy_inner_set_checks() -> None:
+    def wrapper(inner: bytes) -> bytes:
+        value = codecs.compress("gzip", inner)
+        body = struct.pack(">bbq", 1, 1, 1) + struct.pack(">ii", -1, len(value)) + value
+        return struct.pack(">qiI", 9, len(body) + 4, zlib.crc32(body)) + body
+
+    def msg(magic: int, key_len: int, value_len: int, tail: bytes = b"") -> bytes:
+        body = struct.pack(">bb", magic, 0) + (b"\x00" * 8 if magic == 1 else b"")
+        body += struct.pack(">i", key_len) + struct.pack(">i", value_len) + tail
+        return struct.pack(">qiI", 0, len(body) + 4, zlib.crc32(body)) + body
+
+    cases = {
+        b"\x00" * 10: "shorter than its header",
+        msg(2, -1, -1): "unexpected magic",
+        msg(1, -1, -4): "value length",
+        msg(1, -1, 3, b"ab"): "does not match",
+        msg(1, -1, -1)[:-2]: "size",
+    }
+    for inner, message in cases.items():
+        with pytest.raises(CorruptRecordError, match=message):
+            next(iter_batches(wrapper(inner), check_crc=False)).records()
+    # a good inner set, for contrast; v0 inner messages inside a v1 wrapper are accepted
+    v0_body = struct.pack(">bbi", 0, 0, 1) + b"k" + struct.pack(">i", 1) + b"v"
+    v0 = struct.pack(">qiI", 0, len(v0_body) + 4, zlib.crc32(v0_body)) + v0_body
+    ok = next(iter_batches(wrapper(msg(1, -1, 0) + v0)))
+    assert [(r.offset, r.key, r.value) for r in ok.records()] == [(9, None, b""), (9, b"k", b"v")]
+    assert (ok.base_offset, ok.last_offset, ok.last_offset_delta, ok.record_count) == (9, 9, 0, 2)
+    assert ok.base_timestamp == ok.max_timestamp == 1
+    assert [r.timestamp for r in ok] == [0, -1]

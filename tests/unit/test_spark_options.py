@@ -136,6 +136,18 @@ def test_streaming_refuses_ending_offsets() -> None:
         read(streaming=True, subscribe="t", endingOffsets="latest")
 
 
+def test_schema_time_parse_accepts_what_either_kind_accepts() -> None:
+    # Spark asks for the schema before it says whether the read is batch or streaming.
+    opts = parse_read_options(
+        {**BS, "subscribe": "t", "startingOffsets": "latest", "maxOffsetsPerTrigger": "5"},
+        streaming=None,
+    )
+    assert opts.max_offsets_per_trigger == 5
+    parse_read_options({**BS, "subscribe": "t", "endingOffsets": "latest"}, streaming=None)
+    with pytest.raises(errors.ConfigurationError, match="unknown option"):
+        parse_read_options({**BS, "subscribe": "t", "endingOffset": "latest"}, streaming=None)
+
+
 def test_streaming_options() -> None:
     opts = read(
         streaming=True, subscribe="t", maxOffsetsPerTrigger="100", startingTimestamp="1700000000000"

@@ -1,0 +1,91 @@
+"""Run the chaos scenarios and print the table (``make chaos``).
+
+    python -m tests.chaos.run [--size full|short] [--scenarios idempotent,transactional,...]
+                              [--json PATH]
+
+Columns: scenario, records sent, records verified, lost, duplicated, max recovery time.
+Exit status 1 when a scenario broke its promise (details printed under the table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from tests.chaos.scenarios import SCENARIOS, SIZES, ScenarioResult
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def table(results: Sequence[ScenarioResult]) -> str:
+    header = (
+        f"{'scenario':<26} {'sent':>9} {'verified':>9} {'lost':>5} {'duplicated':>10} "
+        f"{'max recovery':>12} {'faults':>7} {'result':>6}"
+    )
+    lines = [header, "-" * len(header)]
+    for r in results:
+        dup = f"{r.duplicated}" + ("" if r.duplicates_promised_zero else "*")
+        rec = "-" if r.max_recovery_s is None else f"{r.max_recovery_s:.2f} s"
+        lines.append(
+            f"{r.name:<26} {r.sent:>9,} {r.verified:>9,} {r.lost:>5} {dup:>10} {rec:>12} "
+            f"{r.faults:>7} {'ok' if r.ok else 'FAIL':>6}"
+        )
+    if any(not r.duplicates_promised_zero for r in results):
+        lines.append("* at-least-once: duplicates allowed inside the documented window")
+    return "\n".join(lines)
+
+
+async def _run(names: Sequence[str], size_name: str) -> list[ScenarioResult]:
+    size = SIZES[size_name]
+    results = []
+    for name in names:
+        sys.stderr.write(f"== scenario {name} ({size_name})\n")
+        started = time.monotonic()
+        result = await SCENARIOS[name](size)
+        sys.stderr.write(
+            f"   {'ok' if result.ok else 'FAIL'} in {time.monotonic() - started:.0f}s\n"
+        )
+        results.append(result)
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.chaos.run", description=__doc__)
+    parser.add_argument("--size", choices=sorted(SIZES), default="full")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=_ROOT / "benchmarks" / "results" / "chaos-latest.json",
+        help="where to write the figures",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    names = [n.strip() for n in args.scenarios.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(SCENARIOS))
+    if unknown:
+        parser.error(f"unknown scenarios {unknown}; known: {list(SCENARIOS)}")
+    results = asyncio.run(_run(names, args.size))
+    sys.stdout.write(table(results) + "\n")
+    for r in results:
+        for failure in r.failures:
+            sys.stdout.write(f"\n{r.name}: {failure}\n")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(
+        json.dumps(
+            {"size": args.size, "results": [r.as_json() for r in results]}, indent=2, default=str
+        )
+        + "\n"
+    )
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

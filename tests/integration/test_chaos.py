@@ -1,0 +1,171 @@
+"""The chaos scenarios, short versions (``make chaos`` runs the full ones).
+
+Every scenario runs against its own Tansu broker behind a fault proxy in a child process
+(``tests/chaos``), so the broker the rest of the session uses does not matter here, and
+broker deviations are Tansu's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from aiokafka_lite.connection import connect
+from aiokafka_lite.producer import Producer
+from aiokafka_lite.protocol.api import ApiKey
+from tests.chaos.proxy import ALL_MODES, RemoteFaultProxy
+from tests.chaos.scenarios import (
+    SIZES,
+    ScenarioResult,
+    chaos_cluster,
+    create_topic,
+    read_committed_matches_markers,
+    scenario_group,
+    scenario_idempotent,
+    scenario_outage,
+    scenario_transactional,
+)
+
+SHORT = SIZES["short"]
+pytestmark = pytest.mark.timeout(240)
+
+
+def _explain(result: ScenarioResult) -> str:
+    return f"{result.as_json()}"
+
+
+# --- the harness does what it says ----------------------------------------------------
+
+
+def test_every_fault_mode_fires() -> None:
+    with chaos_cluster() as (broker, proxy):
+
+        async def traffic() -> None:
+            deadline = time.monotonic() + 8
+            while time.monotonic() < deadline:
+                try:
+                    conn = await connect("127.0.0.1", proxy.port, connect_timeout_ms=2000)
+                    for _ in range(20):
+                        await conn.send(int(ApiKey.METADATA), {"topics": []}, timeout_ms=2000)
+                    conn.close()
+                except Exception:
+                    await asyncio.sleep(0.02)
+
+        proxy.start_chaos(60, ALL_MODES, seed=4)
+        asyncio.run(traffic())
+        proxy.stop_chaos()
+        fired = {mode for _, mode in proxy.fault_log()}
+        stats = proxy.stats()
+        assert broker.running
+    assert fired == set(ALL_MODES), fired
+    assert stats["connections_cut"] > 0
+
+
+def test_remote_proxy_forwards_and_refuses() -> None:
+    with chaos_cluster() as (_broker, proxy):
+        assert isinstance(proxy, RemoteFaultProxy)
+
+        async def probe() -> bool:
+            try:
+                conn = await connect("127.0.0.1", proxy.port, connect_timeout_ms=1000)
+            except Exception:
+                return False
+            conn.close()
+            return True
+
+        assert asyncio.run(probe())
+        proxy.refuse(True)
+        assert not asyncio.run(probe())
+        proxy.refuse(False)
+        assert asyncio.run(probe())
+
+
+# --- 1. idempotent producer --------------------------------------------------------------
+
+
+async def test_idempotent_producer_under_connection_drops() -> None:
+    result = await scenario_idempotent(SHORT)
+    assert result.faults >= 10, "the proxy injected too few faults for the run to count"
+    assert result.sent == SHORT.idempotent_records
+    assert result.lost == 0 and result.duplicated == 0, _explain(result)
+    assert result.verified == result.sent, _explain(result)
+    assert result.failures == [], _explain(result)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="[tansu] a retried batch (one of the producer's last 5) is answered with "
+    "DUPLICATE_SEQUENCE_NUMBER and base_offset -1, measured on Tansu 0.6.0; Kafka returns "
+    "the original batch's offsets, so the acknowledgement carries the real offset",
+)
+async def test_retried_batch_is_acknowledged_with_its_real_offset() -> None:
+    with chaos_cluster() as (_broker, proxy):
+        await asyncio.to_thread(create_topic, proxy.address, "retry-offset", 1)
+        async with Producer(
+            bootstrap_servers=proxy.address, enable_idempotence=True, linger_ms=0
+        ) as producer:
+            await producer.send_and_wait("retry-offset", b"first", partition=0)
+            # The broker writes the next batch; its answer is cut, so the producer retries.
+            proxy.call("fire", "after_request", None)  # arms the cut in the child
+            metadata = await producer.send_and_wait("retry-offset", b"second", partition=0)
+            assert [mode for _, mode in proxy.fault_log()] == ["after_request"]
+    assert metadata.offset == 1
+
+
+# --- 2. transactions ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def transactional_result() -> Iterator[ScenarioResult]:
+    yield asyncio.run(scenario_transactional(SHORT))
+
+
+def test_transactional_copy_is_exactly_once(transactional_result: ScenarioResult) -> None:
+    result = transactional_result
+    assert result.faults >= 5, _explain(result)
+    assert result.details["transactions_committed"] > 0
+    # the committed view of the output, computed from the transaction markers
+    assert result.lost == 0 and result.duplicated == 0, _explain(result)
+    assert result.verified == result.sent, _explain(result)
+    assert result.failures == [], _explain(result)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="[tansu] read_committed fetches return the records of aborted transactions "
+    "(confluent-kafka sees them too; Tansu 0.6.0 sends no aborted_transactions), measured",
+)
+def test_transactional_output_read_committed_as_served(
+    transactional_result: ScenarioResult,
+) -> None:
+    if transactional_result.details["abort_markers"] == 0:
+        pytest.skip("no transaction was aborted in this run: nothing to tell apart")
+    assert read_committed_matches_markers(transactional_result), _explain(transactional_result)
+
+
+# --- 3. consumer group ---------------------------------------------------------------------
+
+
+async def test_consumer_group_under_faults_and_churn() -> None:
+    result = await scenario_group(SHORT)
+    details = result.details
+    assert result.faults >= 10 and details["restarts"] + details["crashes"] >= 1, _explain(result)
+    assert result.lost == 0, _explain(result)
+    assert details["duplicates_outside_window"] == 0, _explain(result)
+    assert result.failures == [], _explain(result)
+
+
+# --- 4. outage -----------------------------------------------------------------------------
+
+
+async def test_broker_unreachable_then_back() -> None:
+    result = await scenario_outage(SHORT)
+    calls = result.details["bounded_calls"]
+    assert len(calls) >= 8
+    bad = [c for c in calls if not c["ok"]]
+    assert bad == [], bad
+    assert result.lost == 0 and result.duplicated == 0, _explain(result)
+    assert result.failures == [], _explain(result)

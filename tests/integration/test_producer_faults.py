@@ -1,0 +1,151 @@
+"""Network faults through the FaultProxy: exactly-once delivery, bounded waits."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import pytest
+
+from aiokafka_lite import errors
+from aiokafka_lite.producer import Producer, RecordMetadata
+from aiokafka_lite.testing import FaultProxy
+
+from .test_producer_helpers import read_all
+
+pytestmark = pytest.mark.timeout(180)
+
+PARTITIONS = 2
+PER_PARTITION = 3000
+
+
+async def test_dropped_connections_deliver_exactly_once_in_order(
+    proxied_broker: tuple[FaultProxy, str], topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    proxy, bootstrap = proxied_broker
+    create_topic(topic_name, PARTITIONS, bootstrap=bootstrap)
+    producer = Producer(
+        bootstrap_servers=bootstrap,
+        enable_idempotence=True,
+        linger_ms=1,
+        max_batch_size=1024,  # many small batches: several requests in flight at a drop
+        request_timeout_ms=5000,
+        retry_backoff_ms=20,
+        delivery_timeout_ms=90_000,
+    )
+    await producer.start()
+    drops = 0
+    producing = True
+
+    async def chaos() -> None:
+        nonlocal drops
+        while producing and drops < 12:
+            await asyncio.sleep(0.05)
+            if producer.metrics()["requests_in_flight"]:
+                drops += proxy.drop_connections() > 0
+
+    chaos_task = asyncio.create_task(chaos())
+    futures: list[asyncio.Future[RecordMetadata]] = []
+    try:
+        for i in range(PER_PARTITION):
+            for p in range(PARTITIONS):
+                futures.append(await producer.send(topic_name, b"%d" % i, partition=p))
+            if i % 20 == 0:
+                await asyncio.sleep(0.01)  # spread the load so that the drops hit mid-stream
+        results = await asyncio.gather(*futures)
+    finally:
+        producing = False
+        await chaos_task
+        await producer.stop()
+    metrics = producer.metrics()
+    assert drops >= 3, "the proxy never cut a connection with requests in flight"
+    assert metrics["records_retried"] > 0
+    got = await asyncio.to_thread(
+        read_all, bootstrap, topic_name, PARTITIONS, expect=PARTITIONS * PER_PARTITION
+    )
+    for p in range(PARTITIONS):
+        values = [int(r[3]) for r in got[p]]
+        assert values == list(range(PER_PARTITION)), f"partition {p}: duplicates or gaps"
+    for p in range(PARTITIONS):
+        offsets = [r.offset for r in results if r.partition == p]
+        # A retried batch the broker already had is acknowledged as a duplicate; when
+        # the broker no longer remembers its offset the record's offset is -1 (as in
+        # the Java client). Every other offset is exact.
+        assert all(o in (i, -1) for i, o in enumerate(offsets))
+        unknown = offsets.count(-1)
+        assert unknown == 0 or metrics["duplicate_batches"] > 0
+
+
+def _unreachable(proxy: FaultProxy, how: str) -> None:
+    if how == "blackhole":
+        proxy.blackhole()
+    else:
+        proxy.refuse()
+    proxy.drop_connections()
+
+
+@pytest.mark.parametrize("how", ["blackhole", "refuse"])
+async def test_unreachable_broker_send_and_wait_flush_and_stop_end_in_time(
+    proxied_broker: tuple[FaultProxy, str],
+    topic_name: str,
+    create_topic: Callable[..., str],
+    how: str,
+) -> None:
+    proxy, bootstrap = proxied_broker
+    create_topic(topic_name, 1, bootstrap=bootstrap)
+    producer = Producer(
+        bootstrap_servers=bootstrap,
+        linger_ms=0,
+        request_timeout_ms=1000,
+        delivery_timeout_ms=2500,
+        max_block_ms=2000,
+    )
+    await producer.start()
+    await producer.send_and_wait(topic_name, b"before")
+    _unreachable(proxy, how)
+    # Each call must end by its own timeout (the outer wait_for only catches a hang).
+    start = time.monotonic()
+    with pytest.raises(errors.KafkaTimeoutError, match="delivery_timeout_ms"):
+        await asyncio.wait_for(producer.send_and_wait(topic_name, b"lost"), 30)
+    assert time.monotonic() - start < 25
+
+    pending = await producer.send(topic_name, b"pending")
+    with pytest.raises(errors.KafkaTimeoutError, match="flush"):
+        await asyncio.wait_for(producer.flush(timeout=0.5), 30)
+
+    # A topic never seen before: its metadata cannot arrive.
+    with pytest.raises(errors.KafkaTimeoutError):
+        await asyncio.wait_for(producer.send(topic_name + "-new", b"v"), 30)
+
+    await asyncio.wait_for(producer.stop(timeout=0.5), 30)
+    assert pending.done()
+    with pytest.raises(errors.KafkaTimeoutError):
+        pending.result()
+
+
+async def test_start_with_no_reachable_broker_fails_clearly() -> None:
+    producer = Producer(bootstrap_servers="127.0.0.1:1", request_timeout_ms=1000)
+    with pytest.raises(errors.KafkaConnectionError):
+        await asyncio.wait_for(producer.start(), 30)
+    with pytest.raises(errors.IllegalStateError):
+        await producer.send("t", b"v")
+
+
+async def test_recovers_after_the_broker_comes_back(
+    proxied_broker: tuple[FaultProxy, str], topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    proxy, bootstrap = proxied_broker
+    create_topic(topic_name, 1, bootstrap=bootstrap)
+    async with Producer(
+        bootstrap_servers=bootstrap, request_timeout_ms=1000, retry_backoff_ms=50
+    ) as producer:
+        await producer.send_and_wait(topic_name, b"0")
+        proxy.refuse()
+        proxy.drop_connections()
+        futures = [await producer.send(topic_name, b"%d" % i) for i in range(1, 50)]
+        await asyncio.sleep(0.5)
+        assert not any(f.done() for f in futures)
+        proxy.refuse(False)
+        results = await asyncio.wait_for(asyncio.gather(*futures), 60)
+    assert [r.offset for r in results] == list(range(1, 50))
