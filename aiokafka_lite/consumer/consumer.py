@@ -824,6 +824,13 @@ class Consumer:
             elif m.state is GroupState.NO_COORDINATOR:
                 problems.append(f"no group coordinator: {m.last_error}")
             elif (
+                m.state is GroupState.REBALANCING
+                and (now - m.state_since) * 1000 > self._config.session_timeout_ms
+            ):
+                problems.append(
+                    f"rebalancing for {now - m.state_since:.1f}s (last error: {m.last_error})"
+                )
+            elif (
                 m.state is GroupState.STABLE
                 and last_hb is not None
                 and (now - last_hb) * 1000 > self._config.session_timeout_ms

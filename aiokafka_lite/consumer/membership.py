@@ -153,6 +153,8 @@ class GroupMembership:
         self.last_heartbeat_time: float | None = None
         self.joined_at: float | None = None
         self.state_changes: list[tuple[float, GroupState, str]] = []
+        #: When the current state began (``time.time()``).
+        self.state_since = time.time()
 
     # --- helpers --------------------------------------------------------------------
 
@@ -161,7 +163,8 @@ class GroupMembership:
             return
         log.debug("group %s: %s -> %s (%s)", self.group_id, self.state.value, state.value, reason)
         self.state = state
-        self.state_changes.append((time.time(), state, reason))
+        self.state_since = time.time()
+        self.state_changes.append((self.state_since, state, reason))
         del self.state_changes[:-50]
 
     def _note_error(self, message: str) -> None:

@@ -15,7 +15,6 @@ __all__ = ["BatchBuilder", "BatchRecordMetadata"]
 _new_tuple = tuple.__new__
 _time = time.time
 _NO_TP = TopicPartition("", -1)
-_TS0 = ZZ[0]  # timestamp delta 0
 
 
 class BatchRecordMetadata(NamedTuple):
@@ -59,29 +58,25 @@ class BatchBuilder:
             timestamp = int(_time() * 1000)
         batch = self._batch
         offset = batch.record_count
-        if (
-            offset
-            and headers is None
-            and key is None
-            and value.__class__ is bytes
-            and timestamp == batch.base_ts
-            and offset < SMALL
-            and len(value) < SMALL
-        ):
-            # The batch path's common shape (keyless, same millisecond as the first
-            # record): encoded right here, saving a call per record. Everything else,
-            # and every size check this shortcut cannot make, goes through
-            # ProducerBatch.append.
-            head = _TS0 + ZZ[offset] + b"\x01" + ZZ[len(value)]
-            blen = len(head) + len(value) + 2
-            if blen < SMALL:
-                prefix = ZZ[blen]
-                buf = batch.buf
-                size = len(prefix) + blen
-                if len(buf) + size <= batch.max_size:
-                    buf += prefix + b"\x00" + head + value + b"\x00"
-                    batch.record_count = offset + 1
-                    return _new_tuple(BatchRecordMetadata, (offset, size, timestamp))
+        if offset and headers is None and key is None and value.__class__ is bytes:
+            # The batch path's common shape (keyless, small): encoded right here, saving
+            # a call per record. Everything else, and every check this shortcut cannot
+            # make, goes through ProducerBatch.append.
+            ts_delta = timestamp - batch.base_ts
+            vlen = len(value)
+            if 0 <= ts_delta < SMALL and offset < SMALL and vlen < SMALL:
+                head = ZZ[ts_delta] + ZZ[offset] + b"\x01" + ZZ[vlen]
+                blen = len(head) + vlen + 2
+                if blen < SMALL:
+                    prefix = ZZ[blen]
+                    buf = batch.buf
+                    size = len(prefix) + blen
+                    if len(buf) + size <= batch.max_size:
+                        buf += prefix + b"\x00" + head + value + b"\x00"
+                        batch.record_count = offset + 1
+                        if timestamp > batch.max_ts:
+                            batch.max_ts = timestamp
+                        return _new_tuple(BatchRecordMetadata, (offset, size, timestamp))
         size = self._append(timestamp, key, value, headers or None)
         if not size:
             return None

@@ -703,11 +703,14 @@ class Producer:
         acc = self._accumulator
         assert acc is not None
         try:
-            return acc.append_user_batch(tp, taken)
+            fut = acc.append_user_batch(tp, taken)
         except BufferExhausted as exc:
             needed = int(exc.args[0])
             await acc.wait_for_memory(needed, self._max_block)
             return acc.append_user_batch(tp, taken, reserved=needed)
+        # Give the sender a turn to ship it while the caller builds the next batch.
+        await asyncio.sleep(0)
+        return fut
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered now and wait until it is delivered (or failed).

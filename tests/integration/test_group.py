@@ -216,6 +216,7 @@ async def test_group_consumes_every_record_exactly_once_with_clean_leaves(
             enable_auto_commit=False,
             max_poll_records=50,
         )
+        live.append(consumer)
         listener = Recorder(consumer)
         await start_member(consumer, topic_name, listener)
         stop = stop_flags[index] = asyncio.Event()
@@ -230,16 +231,34 @@ async def test_group_consumes_every_record_exactly_once_with_clean_leaves(
                         await consumer.commit(timeout_ms=5000)
                     await asyncio.sleep(0.005)
         finally:
+            live.remove(consumer)
             await consumer.stop(timeout_ms=10000)
 
+    async def group_stable(count: int) -> None:
+        # Members leave one at a time, each once the group has settled after the last
+        # change (Tansu 0.6 can keep a leader that left mid-rebalance forever).
+        deadline = time.monotonic() + 30
+        while True:
+            healths = [c.health() for c in live]
+            if (
+                len(healths) == count
+                and all(h.group_state is GroupState.STABLE for h in healths)
+                and len({h.generation_id for h in healths}) == 1
+            ):
+                return
+            assert time.monotonic() < deadline, [(h.group_state, h.generation_id) for h in healths]
+            await asyncio.sleep(0.05)
+
+    live: list[Consumer] = []
     producer = asyncio.ensure_future(produce_all(bootstrap_servers, topic_name, total))
     tasks = [asyncio.ensure_future(run_member(i)) for i in range(3)]
     try:
-        await asyncio.sleep(6)
+        await group_stable(3)
+        await asyncio.sleep(1)
         stop_flags[2].set()  # one member leaves cleanly mid-stream
         await tasks[2]
         await producer
-        await asyncio.sleep(3)
+        await group_stable(2)
         stop_flags[1].set()
         await tasks[1]
         deadline = time.monotonic() + 40

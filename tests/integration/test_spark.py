@@ -218,6 +218,7 @@ def test_batch_read_offset_ranges_headers_and_assign(
     spark: SparkSession, bootstrap_servers: str, topic_name: str, create_topic: Any
 ) -> None:
     create_topic(topic_name, 2)
+    base_ts = int(time.time() * 1000) - 60_000
 
     async def run() -> None:
         producer = Producer(bootstrap_servers=bootstrap_servers, linger_ms=0)
@@ -229,7 +230,7 @@ def test_batch_read_offset_ranges_headers_and_assign(
                     b"v%d" % i,
                     key=b"k%d" % i,
                     partition=1,
-                    timestamp_ms=1_700_000_000_000 + i,
+                    timestamp_ms=base_ts + i,
                     headers=[("n", b"%d" % i), ("z", None)],
                 )
         finally:
@@ -253,7 +254,7 @@ def test_batch_read_offset_ranges_headers_and_assign(
         topic_name,
         1,
     )
-    assert first["timestamp"].timestamp() == pytest.approx(1_700_000_000.003)
+    assert first["timestamp"].timestamp() == pytest.approx((base_ts + 3) / 1000)
     assert first["timestampType"] == 0
     assert [(h["key"], h["value"]) for h in first["headers"]] == [("n", b"3"), ("z", None)]
 
@@ -265,8 +266,10 @@ def test_bad_options_fail_at_planning_with_clear_messages(
     spark: SparkSession, bootstrap_servers: str, tmp_path: Path
 ) -> None:
     def load_fails(match: str, **options: str) -> None:
+        # Checked when the read is defined or, at the latest, when it is planned: before
+        # any task runs (count() plans the query).
         with pytest.raises(PySparkException, match=match):
-            reader(spark, bootstrap_servers, **options).load()
+            reader(spark, bootstrap_servers, **options).load().count()
 
     load_fails(
         "exactly one of the options subscribe, subscribePattern and assign",
