@@ -67,6 +67,10 @@ def _parse_port(item: str, text: str) -> int:
     return port
 
 
+class _InReconnectBackoff(errors.KafkaConnectionError):
+    """A node was skipped because its reconnect backoff outlasts the caller's deadline."""
+
+
 class _NodeState:
     """Reconnect bookkeeping for one node."""
 
@@ -341,7 +345,8 @@ class KafkaClient:
         self, topics: list[str] | None, full: bool, deadline: float
     ) -> ClusterMetadata:
         """One Metadata round trip, retried over other nodes until ``deadline``."""
-        failures: list[str] = []
+        # The last real error per node: a skip for backoff must not hide the cause.
+        failures: dict[int, str] = {}
         while True:
             node_id = self.least_loaded_node()
             try:
@@ -365,7 +370,8 @@ class KafkaClient:
             except errors.KafkaError as exc:
                 if not exc.retriable and not isinstance(exc, errors.KafkaConnectionError):
                     raise
-                failures.append(f"{self._describe_node(node_id)}: {exc}")
+                if not isinstance(exc, _InReconnectBackoff) or node_id not in failures:
+                    failures[node_id] = f"{self._describe_node(node_id)}: {exc}"
                 if time.monotonic() >= deadline:
                     raise self._no_brokers(failures) from exc
                 await asyncio.sleep(
@@ -378,17 +384,15 @@ class KafkaClient:
             self._install(meta)
             return meta
 
-    def _no_brokers(self, failures: list[str]) -> errors.KafkaError:
+    def _no_brokers(self, failures: dict[int, str]) -> errors.KafkaError:
+        tried = "; ".join(failures.values())
         if not self.cluster.brokers:
             servers = ", ".join(f"{h}:{p}" for h, p in self._bootstrap)
-            tried = "; ".join(dict.fromkeys(failures[-5:]))
             return errors.NoBrokersAvailableError(
                 f"no bootstrap server answered ({servers}) within "
                 f"{self.request_timeout_ms} ms: {tried}"
             )
-        return errors.KafkaTimeoutError(
-            "metadata request failed on every broker: " + "; ".join(failures[-5:])
-        )
+        return errors.KafkaTimeoutError(f"metadata request failed on every broker: {tried}")
 
     def _install(self, meta: ClusterMetadata) -> None:
         first = not self.cluster.brokers
@@ -487,7 +491,7 @@ class KafkaClient:
                 raise errors.KafkaConnectionError(f"node {node_id} is not in the cluster metadata")
             delay = state.next_attempt - time.monotonic()
             if delay > deadline - time.monotonic():
-                raise errors.KafkaConnectionError(
+                raise _InReconnectBackoff(
                     f"{self._describe_node(node_id)} is in reconnect backoff for {delay:.2f}s"
                 )
             task = asyncio.get_running_loop().create_task(

@@ -1,6 +1,6 @@
 """The producer: awaitable sends, per-partition batching, idempotence and transactions."""
 
-from aiokafka_lite.producer._errors import (
+from aiokafka_lite.errors import (
     ProducerClosedError,
     SerializationError,
     TransactionAbortedError,

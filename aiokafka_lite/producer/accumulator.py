@@ -22,10 +22,15 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from aiokafka_lite import errors
-from aiokafka_lite.producer.encoding import SMALL, ZZ, encode_record, frame_batch, varint
+from aiokafka_lite.producer.encoding import SMALL, ZZ, varint
 from aiokafka_lite.producer.types import RecordMetadata
-from aiokafka_lite.protocol import codecs
-from aiokafka_lite.protocol.records import NO_SEQUENCE, V2_HEADER_SIZE, estimate_batch_size
+from aiokafka_lite.protocol.records import (
+    NO_SEQUENCE,
+    V2_HEADER_SIZE,
+    build_batch,
+    encode_record,
+    estimate_batch_size,
+)
 from aiokafka_lite.structs import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -50,7 +55,6 @@ class ProducerBatch:
         "base_sequence",
         "base_ts",
         "buf",
-        "compressed",
         "compression",
         "created",
         "deadline",
@@ -98,7 +102,6 @@ class ProducerBatch:
         self.record_count = 0
         self.base_ts = -1
         self.max_ts = -1
-        self.compressed: bytes | None = None
         self.producer_id = -1
         self.producer_epoch = -1
         self.base_sequence = NO_SEQUENCE
@@ -188,9 +191,8 @@ class ProducerBatch:
         return size
 
     def size(self) -> int:
-        """Bytes of the batch as it would be sent (uncompressed until built)."""
-        compressed = self.compressed
-        return V2_HEADER_SIZE + (len(self.buf) if compressed is None else len(compressed))
+        """Bytes of the batch (uncompressed: the bound ``max_request_size`` applies to)."""
+        return V2_HEADER_SIZE + len(self.buf)
 
     @property
     def has_sequence(self) -> bool:
@@ -203,20 +205,16 @@ class ProducerBatch:
 
     def build(self) -> bytes:
         """The batch as sent: header with the current producer state, compressed, CRC."""
-        compression = self.compression
-        if compression and self.compressed is None:
-            self.compressed = codecs.compress(compression, self.buf)
-        return frame_batch(
+        return build_batch(
             self.buf,
             self.record_count,
             self.base_ts,
             self.max_ts,
-            compression=compression,
+            compression=self.compression,
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             base_sequence=self.base_sequence,
-            transactional=self.transactional,
-            compressed=self.compressed,
+            is_transactional=self.transactional,
         )
 
     def wait(self) -> asyncio.Future[None]:
@@ -285,7 +283,6 @@ class ProducerBatch:
 
     def _finish(self) -> None:
         self.buf = bytearray()
-        self.compressed = None
         fut = self.done_future
         if fut is not None and not fut.done():
             fut.set_result(None)

@@ -26,7 +26,7 @@ from typing import Any
 from aiokafka_lite import errors
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.cluster import ClusterMetadata
-from aiokafka_lite.producer._errors import (
+from aiokafka_lite.errors import (
     ProducerClosedError,
     SerializationError,
     TransactionAbortedError,

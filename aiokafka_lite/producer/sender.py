@@ -29,7 +29,7 @@ from typing import Any
 from aiokafka_lite import errors
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.connection import BrokerConnection
-from aiokafka_lite.producer._errors import TransactionAbortedError
+from aiokafka_lite.errors import TransactionAbortedError
 from aiokafka_lite.producer.accumulator import ProducerBatch, RecordAccumulator
 from aiokafka_lite.producer.metrics import ProducerMetrics
 from aiokafka_lite.producer.transaction_manager import TransactionManager

@@ -234,18 +234,24 @@ async def test_group_consumes_every_record_exactly_once_with_clean_leaves(
             live.remove(consumer)
             await consumer.stop(timeout_ms=10000)
 
-    async def group_stable(count: int) -> None:
-        # Members leave one at a time, each once the group has settled after the last
-        # change (Tansu 0.6 can keep a leader that left mid-rebalance forever).
+    async def group_stable(count: int, after_generation: int = -1) -> int:
+        """Wait until ``count`` members are stable in one generation newer than the given
+        one and own every partition; members leave one at a time, each once the group
+        has settled after the last change (Tansu 0.6 can keep a leader that left in the
+        middle of a rebalance forever)."""
+        everything = {TopicPartition(topic_name, p) for p in range(PARTITIONS)}
         deadline = time.monotonic() + 30
         while True:
             healths = [c.health() for c in live]
+            generations = {h.generation_id for h in healths}
             if (
                 len(healths) == count
                 and all(h.group_state is GroupState.STABLE for h in healths)
-                and len({h.generation_id for h in healths}) == 1
+                and len(generations) == 1
+                and min(generations) > after_generation
+                and set().union(*(h.assigned_partitions for h in healths)) == everything
             ):
-                return
+                return generations.pop()
             assert time.monotonic() < deadline, [(h.group_state, h.generation_id) for h in healths]
             await asyncio.sleep(0.05)
 
@@ -253,12 +259,12 @@ async def test_group_consumes_every_record_exactly_once_with_clean_leaves(
     producer = asyncio.ensure_future(produce_all(bootstrap_servers, topic_name, total))
     tasks = [asyncio.ensure_future(run_member(i)) for i in range(3)]
     try:
-        await group_stable(3)
+        generation = await group_stable(3)
         await asyncio.sleep(1)
         stop_flags[2].set()  # one member leaves cleanly mid-stream
         await tasks[2]
+        await group_stable(2, generation)
         await producer
-        await group_stable(2)
         stop_flags[1].set()
         await tasks[1]
         deadline = time.monotonic() + 40

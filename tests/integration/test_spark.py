@@ -654,3 +654,20 @@ def test_deleted_records_follow_fail_on_data_loss(
     sink.batches.clear()
     assert run_stream("false").exception() is None
     assert sorted(o for _, o, _ in sink.rows()) == list(range(150, 200))
+
+
+def test_batch_read_of_a_missing_topic_is_empty_and_creates_nothing(
+    spark: SparkSession, bootstrap_servers: str, topic_name: str
+) -> None:
+    assert reader(spark, bootstrap_servers, subscribe=topic_name).load().count() == 0
+
+    async def exists() -> bool:
+        client = KafkaClient(bootstrap_servers, allow_auto_create_topics=False)
+        await client.start()
+        try:
+            cluster = await client.refresh_metadata([topic_name], timeout_ms=10_000)
+            return bool(cluster.partitions_for_topic(topic_name))
+        finally:
+            await client.close()
+
+    assert not asyncio.run(exists())

@@ -77,7 +77,7 @@ def test_compressed_batch_round_trips(codec: str) -> None:
     assert meta.is_transactional
     assert [r.value for r in decoded] == values
     assert len(data) < sum(map(len, values))  # it did compress
-    # A retry under a new sequence reuses the compressed payload.
+    # A retry under a new sequence is framed again with the new producer state.
     batch.set_producer_state(5, 2, 400)
     meta2, decoded2 = decode(batch.build())
     assert (meta2.producer_epoch, meta2.base_sequence) == (2, 400)
@@ -180,7 +180,7 @@ async def test_memory_waiters_are_served_fifo_when_batches_complete() -> None:
     await asyncio.sleep(0.01)
     assert order == [0, 1]
     assert acc.used_memory == 2000
-    acc.batches[TopicPartition("u", 0)][0].fail(RuntimeError("x"))
+    acc.batches[TopicPartition("u", 0)][0].complete(0, -1, -1)
     await asyncio.gather(*tasks)
     assert order == [0, 1, 2]
 
@@ -213,3 +213,20 @@ async def test_abort_undrained_fails_queued_batches() -> None:
     with pytest.raises(errors.KafkaError, match="gone"):
         fut.result()
     assert not acc.batches and not acc.incomplete and acc.used_memory == 0
+
+
+def test_batch_builder_fast_path_decodes_like_the_general_path() -> None:
+    builder = BatchBuilder(max_size=1 << 20, compression=0, transactional=False)
+    expected = []
+    for i in range(300):
+        ts = 1_000 + i // 7  # several records per millisecond, then a later one
+        value = b"v%d" % i * (i % 5 + 1)
+        key = None if i % 3 else b"k%d" % i
+        headers = [("h", b"%d" % i)] if i % 11 == 0 else None
+        meta = builder.append(timestamp=ts, key=key, value=value, headers=headers)
+        assert meta is not None and meta.offset == i and meta.timestamp == ts
+        expected.append((ts, key, value, headers or []))
+    batch = builder._take()
+    batch_meta, decoded = decode(batch.build())
+    assert batch_meta.max_timestamp == 1_000 + 299 // 7
+    assert [(r.timestamp, r.key, r.value, list(r.headers)) for r in decoded] == expected
