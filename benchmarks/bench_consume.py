@@ -351,30 +351,51 @@ def run(args: argparse.Namespace) -> int:
                         measure(client, bootstrap, topic, total, mode) for _ in range(args.repeat)
                     ]
                     rates = [r["rate"] for r in runs if "rate" in r]
+                    cpus = [r["cpu_us_per_record"] for r in runs if "rate" in r]
                     if rates:
                         case[client] = {
                             "rate": max(rates),
                             "median": statistics.median(rates),
                             "runs": rates,
+                            "cpu_us_per_record": min(cpus),
                         }
                     else:
                         case[client] = {"error": runs[-1].get("error")}
-                    shown = f"{max(rates):>12,.0f} msg/s" if rates else f"  failed: {case[client]}"
+                    shown = (
+                        f"{max(rates):>12,.0f} msg/s  {min(cpus):5.2f} us CPU/record"
+                        if rates
+                        else f"  failed: {case[client]}"
+                    )
                     print(f"  {mode:6} {codec:4} {client:16} {shown}", flush=True)
                 results["cases"][f"{mode}/{codec}"] = case
     print()
+    print("msg/s (best run); ratios: aiokafka_lite's rate / the peer's")
     print(f"{'case':14} " + " ".join(f"{c:>16}" for c in clients) + "   vs aiokafka  vs confluent")
     for key, case in results["cases"].items():
         rates = {c: case.get(c, {}).get("rate") for c in clients}
+        cpus = {c: case.get(c, {}).get("cpu_us_per_record") for c in clients}
         ours = rates.get("aiokafka_lite")
+        ours_cpu = cpus.get("aiokafka_lite")
         ratios = {
             peer: (ours / rates[peer]) if ours and rates.get(peer) else None
             for peer in ("aiokafka", "confluent_kafka")
         }
+        cpu_ratios = {
+            peer: (cpus[peer] / ours_cpu) if ours_cpu and cpus.get(peer) else None
+            for peer in ("aiokafka", "confluent_kafka")
+        }
         case["ratios"] = ratios
+        case["cpu_ratios"] = cpu_ratios
         cells = " ".join(f"{(r or 0):>16,.0f}" for r in rates.values())
         ra = ratios["aiokafka"]
         rc = ratios["confluent_kafka"]
+        print(f"{key:14} {cells}   {ra or 0:>10.2f}x {rc or 0:>11.2f}x")
+    print("\nCPU us per record (lowest run); ratios: the peer's CPU / aiokafka_lite's")
+    for key, case in results["cases"].items():
+        cpus = {c: case.get(c, {}).get("cpu_us_per_record") for c in clients}
+        cells = " ".join(f"{(c or 0):>16.2f}" for c in cpus.values())
+        ra = case["cpu_ratios"]["aiokafka"]
+        rc = case["cpu_ratios"]["confluent_kafka"]
         print(f"{key:14} {cells}   {ra or 0:>10.2f}x {rc or 0:>11.2f}x")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "consume.json").write_text(json.dumps(results, indent=2) + "\n")

@@ -39,6 +39,7 @@ from aiokafka_lite.structs import TopicPartition
 __all__ = [
     "ASSIGNORS",
     "DEFAULT_ASSIGNORS",
+    "AssignorSpec",
     "CooperativeStickyAssignor",
     "GroupMember",
     "PartitionAssignor",
@@ -359,6 +360,7 @@ _JAVA_NAMES = {
 #: The Java client's default: range, with cooperative-sticky ready for an upgrade.
 DEFAULT_ASSIGNORS: tuple[str, ...] = ("range", "cooperative-sticky")
 
+#: What ``partition_assignment_strategy`` takes: a name, a class or an instance.
 AssignorSpec = str | PartitionAssignor | type[PartitionAssignor]
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import ssl
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -25,6 +26,7 @@ from aiokafka_lite import errors
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.cluster import ClusterMetadata
 from aiokafka_lite.consumer._errors import ConsumerStoppedError
+from aiokafka_lite.consumer.assignors import AssignorSpec
 from aiokafka_lite.consumer.config import ConsumerConfig, Deserializer
 from aiokafka_lite.consumer.coordinator import GroupCoordinator
 from aiokafka_lite.consumer.fetcher import Fetcher
@@ -95,7 +97,10 @@ class Consumer:
         session_timeout_ms: int = 45000,
         heartbeat_interval_ms: int = 3000,
         rebalance_timeout_ms: int | None = None,
-        partition_assignment_strategy: Any = ("range", "cooperative-sticky"),
+        partition_assignment_strategy: AssignorSpec | Sequence[AssignorSpec] = (
+            "range",
+            "cooperative-sticky",
+        ),
         check_crcs: bool = True,
         request_timeout_ms: int = 40000,
         connect_timeout_ms: int = 10000,
@@ -107,7 +112,7 @@ class Consumer:
         allow_auto_create_topics: bool = True,
         client_rack: str | None = None,
         security_protocol: str = "PLAINTEXT",
-        ssl_context: Any = None,
+        ssl_context: ssl.SSLContext | None = None,
         sasl_mechanism: str | None = None,
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,

@@ -203,7 +203,6 @@ class GroupCoordinator:
     # --- main task ------------------------------------------------------------------
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         backoff = self._config.retry_backoff_ms / 1000
         while not self._closing:
             self._wakeup.clear()
@@ -227,7 +226,7 @@ class GroupCoordinator:
                 raise
             except errors.KafkaError as exc:
                 log.warning("group %s: %s", self.group_id, exc)
-                self.membership._note_error(str(exc))
+                self.membership.note_error(str(exc))
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
                 continue
@@ -251,7 +250,6 @@ class GroupCoordinator:
                 await asyncio.wait_for(self._wakeup.wait(), timeout)
             except asyncio.TimeoutError:
                 pass
-        del loop
 
     async def _ensure_coordinator(self, deadline: float | None = None) -> int:
         """The coordinator's node id, looking it up (with retries) when unknown."""
@@ -265,7 +263,7 @@ class GroupCoordinator:
                 GroupState.FAILED,
                 GroupState.UNJOINED,
             ):
-                self.membership._set_state(GroupState.NO_COORDINATOR, "looking up coordinator")
+                self.membership.set_state(GroupState.NO_COORDINATOR, "looking up coordinator")
             timeout_ms = self._config.request_timeout_ms
             if deadline is not None:
                 timeout_ms = _ms_left(loop, deadline)
@@ -277,7 +275,7 @@ class GroupCoordinator:
                 node = await self._client.find_coordinator(self.group_id, timeout_ms=timeout_ms)
                 await self._client.get_connection(node)
             except errors.KafkaError as exc:
-                self.membership._note_error(f"FindCoordinator: {exc}")
+                self.membership.note_error(f"FindCoordinator: {exc}")
                 if not (exc.retriable or isinstance(exc, errors.KafkaConnectionError)):
                     raise
                 if deadline is not None and loop.time() >= deadline:
@@ -631,7 +629,7 @@ class GroupCoordinator:
         # The partitions are no longer ours: stop fetching and returning their records.
         # They are reported lost when the member rejoins.
         self._subs.mark_pending_revocation(self._subs.assigned_partitions())
-        self.membership._note_error(reason)
+        self.membership.note_error(reason)
         task = asyncio.get_running_loop().create_task(self._leave_after_poll_timeout(reason))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -158,7 +158,7 @@ class GroupMembership:
 
     # --- helpers --------------------------------------------------------------------
 
-    def _set_state(self, state: GroupState, reason: str) -> None:
+    def set_state(self, state: GroupState, reason: str) -> None:
         if state is self.state:
             return
         log.debug("group %s: %s -> %s (%s)", self.group_id, self.state.value, state.value, reason)
@@ -167,7 +167,7 @@ class GroupMembership:
         self.state_changes.append((self.state_since, state, reason))
         del self.state_changes[:-50]
 
-    def _note_error(self, message: str) -> None:
+    def note_error(self, message: str) -> None:
         self.last_error = message
         self.last_error_time = time.time()
 
@@ -189,7 +189,7 @@ class GroupMembership:
     def coordinator_found(self, node_id: int) -> None:
         self.coordinator_id = node_id
         if self.state is GroupState.NO_COORDINATOR:
-            self._set_state(
+            self.set_state(
                 GroupState.STABLE
                 if self.generation.valid and not self.rejoin_needed
                 else GroupState.REBALANCING,
@@ -208,8 +208,8 @@ class GroupMembership:
                 reason,
             )
         self.coordinator_id = None
-        self._note_error(f"coordinator unavailable: {reason}")
-        self._set_state(GroupState.NO_COORDINATOR, reason)
+        self.note_error(f"coordinator unavailable: {reason}")
+        self.set_state(GroupState.NO_COORDINATOR, reason)
 
     # --- rebalance ----------------------------------------------------------------
 
@@ -217,7 +217,7 @@ class GroupMembership:
         """The member wants to be in the group (it has a subscription)."""
         if self.state in (GroupState.UNJOINED,):
             self.rejoin_needed = True
-            self._set_state(
+            self.set_state(
                 GroupState.REBALANCING
                 if self.coordinator_id is not None
                 else GroupState.NO_COORDINATOR,
@@ -232,12 +232,12 @@ class GroupMembership:
         self.rejoin_needed = True
         self.rejoin_reason = reason
         if self.state is GroupState.STABLE:
-            self._set_state(GroupState.REBALANCING, reason)
+            self.set_state(GroupState.REBALANCING, reason)
 
     def join_started(self) -> None:
         self.join_round += 1
         self.rejoin_needed = False
-        self._set_state(GroupState.REBALANCING, self.rejoin_reason)
+        self.set_state(GroupState.REBALANCING, self.rejoin_reason)
 
     def join_succeeded(
         self, generation_id: int, member_id: str, leader_id: str, protocol: str | None
@@ -259,9 +259,9 @@ class GroupMembership:
             self.joined_at = now
         if self.rejoin_needed:
             # Something asked for another round while this one ran.
-            self._set_state(GroupState.REBALANCING, self.rejoin_reason)
+            self.set_state(GroupState.REBALANCING, self.rejoin_reason)
         else:
-            self._set_state(GroupState.STABLE, f"generation {self.generation.generation_id}")
+            self.set_state(GroupState.STABLE, f"generation {self.generation.generation_id}")
 
     def heartbeat_succeeded(self) -> None:
         self.last_heartbeat_time = time.time()
@@ -273,10 +273,10 @@ class GroupMembership:
         self.leader_id = None
         if reset_member_id:
             self.member_id = ""
-        self._note_error(reason)
+        self.note_error(reason)
         self.request_rejoin(reason)
         if self.state is GroupState.STABLE:
-            self._set_state(GroupState.REBALANCING, reason)
+            self.set_state(GroupState.REBALANCING, reason)
 
     def handle_error(self, api: str, code: int, message: str | None = None) -> ErrorAction:
         """Apply the state change an error code implies and return the action."""
@@ -284,7 +284,7 @@ class GroupMembership:
         exc = errors.error_for_code(code, message)
         text = f"{api}: {exc}"
         if action is not ErrorAction.MEMBER_ID_REQUIRED:
-            self._note_error(text)
+            self.note_error(text)
         if action is ErrorAction.FIND_COORDINATOR:
             self.coordinator_dead(text)
         elif action is ErrorAction.REJOIN:
@@ -302,19 +302,19 @@ class GroupMembership:
     def fail(self, exc: errors.KafkaError) -> None:
         log.error("group %s: fatal error: %s", self.group_id, exc)
         self.fatal_error = exc
-        self._note_error(str(exc))
+        self.note_error(str(exc))
         self.generation = NO_GENERATION
-        self._set_state(GroupState.FAILED, str(exc))
+        self.set_state(GroupState.FAILED, str(exc))
 
     def left(self, reason: str) -> None:
         """Left the group on purpose (unsubscribe, poll timeout, stop)."""
         self.generation = NO_GENERATION
         self.leader_id = None
         if self.state not in (GroupState.CLOSED, GroupState.FAILED):
-            self._set_state(GroupState.UNJOINED, reason)
+            self.set_state(GroupState.UNJOINED, reason)
         self.rejoin_needed = True
         self.rejoin_reason = reason
 
     def close(self) -> None:
         self.generation = NO_GENERATION
-        self._set_state(GroupState.CLOSED, "consumer stopped")
+        self.set_state(GroupState.CLOSED, "consumer stopped")

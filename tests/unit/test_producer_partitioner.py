@@ -5,8 +5,9 @@ from __future__ import annotations
 import collections
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from aiokafka_lite import errors
 from aiokafka_lite.producer.partitioner import (
@@ -39,13 +40,13 @@ def test_murmur2_matches_java(key: bytes, expected: int) -> None:
     assert murmur2(key) == expected
 
 
+@settings(deadline=None)
 @given(st.binary(max_size=64))
 def test_murmur2_matches_kafka_python(key: bytes) -> None:
-    from kafka.partitioner.default import murmur2 as kafka_python_murmur2
-
     assert murmur2(key) & 0xFFFFFFFF == kafka_python_murmur2(key) & 0xFFFFFFFF
 
 
+@settings(deadline=None)
 @given(st.binary(max_size=32), st.integers(min_value=1, max_value=500))
 def test_murmur2_partition_in_range_and_positive_hash(key: bytes, n: int) -> None:
     part = murmur2_partition(key, n)
