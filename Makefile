@@ -6,6 +6,8 @@ PY := $(VENV)/bin/python
 PORT ?= 9092
 # Extra arguments for pytest, e.g. `make test PYTEST_ARGS="-x -k proxy"`.
 PYTEST_ARGS ?=
+# Extra arguments for the demo, e.g. `make demo DEMO_ARGS="--duration 60 --rate 1000"`.
+DEMO_ARGS ?=
 # Set when the editable install is done; redone when pyproject.toml changes.
 STAMP := $(VENV)/.aiokafka-lite-installed
 SYSTEM_TOOLS := kcat socat
@@ -45,6 +47,9 @@ system-tools:
 	else \
 		echo "note:$$missing not found; install with: sudo apt-get install$$missing"; \
 	fi
+	@command -v java >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; } \
+		|| echo "note: java not found; Spark (tests/integration/test_spark*.py, make demo) needs Java 17+"
 
 # pytest exits 5 when it ran no test: that is a failure here, never a silent pass.
 define run_pytest
@@ -76,8 +81,12 @@ bench: $(STAMP)
 	done; \
 	[ $$found = 1 ] || echo "no benchmarks/bench_*.py yet"
 
-demo:
-	@echo "demo: not yet (see issue 6)"
+# The data pipeline demo (docs/spark.md): embedded broker (or $KAFKA_BOOTSTRAP_SERVERS),
+# an async producer service, a Spark Structured Streaming query through the aiokafka_lite
+# data source, an async consumer group; checks the totals. Needs Java 17+ for Spark.
+demo: $(STAMP)
+	@command -v java >/dev/null 2>&1 || { echo "make demo: Spark needs Java 17+ (Debian: apt-get install openjdk-17-jre-headless)" >&2; exit 1; }
+	$(PY) -m aiokafka_lite.demo $(DEMO_ARGS)
 
 clean:
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis ./*.egg-info

@@ -314,21 +314,21 @@ async def dashboard(
                     say("dashboard", f"gave up waiting after {timeout:.0f} s")
                     return
             batch = await consumer.getmany(timeout_ms=1000)
-            for records in batch.values():
-                for record in records:
-                    row = json.loads(record.value or b"{}")
-                    key = (int(row["window_start_ms"]), row["url"])
-                    board.records += 1
-                    if key in board.views:
-                        board.duplicates += 1
-                    board.views[key] = int(row["views"])
-                    say(
-                        "dashboard",
-                        f"{row['from']}-{row['to']} {row['url']:<12} "
-                        f"views={row['views']:>5}  users={row['users']:>4}  "
-                        f"avg={row['avg_latency_ms']:>6} ms  "
-                        f"max={row['max_latency_ms']:>5} ms",
-                    )
+            rows = [json.loads(r.value or b"{}") for records in batch.values() for r in records]
+            rows.sort(key=lambda row: (row["window_start_ms"], row["url"]))
+            for row in rows:
+                key = (int(row["window_start_ms"]), row["url"])
+                board.records += 1
+                if key in board.views:
+                    board.duplicates += 1
+                board.views[key] = int(row["views"])
+                say(
+                    "dashboard",
+                    f"{row['from']}-{row['to']} {row['url']:<12} "
+                    f"views={row['views']:>5}  users={row['users']:>4}  "
+                    f"avg={row['avg_latency_ms']:>6} ms  "
+                    f"max={row['max_latency_ms']:>5} ms",
+                )
             if batch:
                 await consumer.commit(timeout_ms=30_000)
     finally:
