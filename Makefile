@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 DEMO_ARGS ?=
 # Set when the editable install is done; redone when pyproject.toml changes.
 STAMP := $(VENV)/.aiokafka-lite-installed
-SYSTEM_TOOLS := kcat socat
+SYSTEM_TOOLS := kcat socat tmux
 
 .DEFAULT_GOAL := help
 

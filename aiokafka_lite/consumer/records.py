@@ -210,6 +210,8 @@ def decode_v2_records(
     new = tuple.__new__
     cls = ConsumerRecord
     no_headers: tuple[tuple[str, bytes | None], ...] = ()
+    # Offsets only grow within a batch: skipping matters only if it starts too early.
+    skipping = base_offset < min_offset
     try:
         for _ in range(count):
             b = buf[pos]
@@ -253,24 +255,26 @@ def decode_v2_records(
                 else:
                     offset_delta, pos = _varint(buf, pos)
             b = buf[pos]
-            if b < 0x80:
-                klen = zz[b]
+            if b == 1:  # zigzag -1: no key, the most common case
+                key: bytes | None = None
+                klen = -1
                 pos += 1
             else:
-                c = buf[pos + 1]
-                if c < 0x80:
-                    raw = (b & 0x7F) | (c << 7)
-                    klen = (raw >> 1) ^ -(raw & 1)
-                    pos += 2
+                if b < 0x80:
+                    klen = zz[b]
+                    pos += 1
                 else:
-                    klen, pos = _varint(buf, pos)
-            if klen >= 0:
-                key: bytes | None = buf[pos : pos + klen]
+                    c = buf[pos + 1]
+                    if c < 0x80:
+                        raw = (b & 0x7F) | (c << 7)
+                        klen = (raw >> 1) ^ -(raw & 1)
+                        pos += 2
+                    else:
+                        klen, pos = _varint(buf, pos)
+                if klen < 0:
+                    raise CorruptRecordError(f"bad key length {klen}")
+                key = buf[pos : pos + klen]
                 pos += klen
-            elif klen == -1:
-                key = None
-            else:
-                raise CorruptRecordError(f"bad key length {klen}")
             b = buf[pos]
             if b < 0x80:
                 vlen = zz[b]
@@ -298,7 +302,7 @@ def decode_v2_records(
             if pos != rec_end:
                 raise CorruptRecordError("record length does not match its fields")
             offset = base_offset + offset_delta
-            if offset < min_offset:
+            if skipping and offset < min_offset:
                 continue
             append(
                 new(

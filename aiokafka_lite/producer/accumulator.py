@@ -18,7 +18,7 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from aiokafka_lite import errors
@@ -60,7 +60,6 @@ class ProducerBatch:
         "deadline",
         "done",
         "done_future",
-        "drained_at",
         "futures",
         "in_flight",
         "last_error",
@@ -112,7 +111,6 @@ class ProducerBatch:
         self.timestamps: list[int] = []
         self.attempts = 0
         self.retry_at = 0.0
-        self.drained_at = 0.0
         self.in_flight = False
         self.done = False
         #: The producer generation the batch's sequence was assigned in (-1: none yet).
@@ -323,11 +321,8 @@ class RecordAccumulator:
             collections.deque()
         )
         self.flushes_in_progress = 0
-        self.closing = False
         self._wakeup = wakeup
         self._loop: asyncio.AbstractEventLoop | None = None
-        #: Records appended since start (for metrics).
-        self.appended_records = 0
 
     # --- appending -----------------------------------------------------------
 
@@ -516,15 +511,6 @@ class RecordAccumulator:
 
     # --- queries for the sender --------------------------------------------------
 
-    def has_undrained(self) -> bool:
-        return any(self.batches.values())
-
-    def has_incomplete(self) -> bool:
-        return bool(self.incomplete)
-
-    def iter_queues(self) -> Iterator[tuple[TopicPartition, collections.deque[ProducerBatch]]]:
-        return iter(list(self.batches.items()))
-
     def reenqueue(self, batch: ProducerBatch) -> None:
         """Put a batch back at the head of its partition's deque, in sequence order."""
         dq = self.batches.get(batch.tp)
@@ -542,24 +528,14 @@ class RecordAccumulator:
                 return
         dq.append(batch)
 
-    def abort_undrained(
-        self, exc: BaseException, *, only: Iterable[ProducerBatch] | None = None
-    ) -> int:
+    def abort_undrained(self, exc: BaseException) -> int:
         """Fail every batch still queued (not in flight) with ``exc``; returns the count."""
         count = 0
-        targets = set(only) if only is not None else None
-        for tp, dq in list(self.batches.items()):
-            keep: collections.deque[ProducerBatch] = collections.deque()
+        for dq in list(self.batches.values()):
             for batch in dq:
-                if targets is None or batch in targets:
-                    batch.fail(exc)
-                    count += 1
-                else:
-                    keep.append(batch)
-            if keep:
-                self.batches[tp] = keep
-            else:
-                del self.batches[tp]
+                batch.fail(exc)
+                count += 1
+        self.batches.clear()
         return count
 
     def abort_all(self, exc: BaseException) -> None:

@@ -23,7 +23,6 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable
 from typing import Any
 
 from aiokafka_lite import errors
@@ -104,7 +103,6 @@ class Sender:
         self._running = False
         #: Drain everything now and stop once nothing is left (producer.stop()).
         self.closing = False
-        self._idle_waiters: list[asyncio.Future[None]] = []
         self._drain_index: dict[int, int] = {}
         self.fatal_error: BaseException | None = None
 
@@ -182,10 +180,8 @@ class Sender:
             if wait is not None:
                 delay = wait
                 self._expire(_monotonic())
-                self._notify_idle()
                 return min(delay, self._next_expiry())
         if not acc.batches:
-            self._notify_idle()
             return delay
         now = _monotonic()
         ready, next_delay, unknown = self._ready(now)
@@ -213,7 +209,6 @@ class Sender:
                     break
                 self._send_produce(conn, node, batches)
         self._expire(_monotonic())
-        self._notify_idle()
         return min(delay, self._next_expiry())
 
     async def _maintain_producer_state(self, txn: TransactionManager, now: float) -> float | None:
@@ -316,6 +311,8 @@ class Sender:
             return batches
         start = self._drain_index.get(node, 0) % n
         max_size = self.max_request_size
+        linger = self.linger
+        force = acc.flushes_in_progress > 0 or self.closing or acc.memory_exhausted
         for i in range(n):
             tp = tps[(start + i) % n]
             dq = acc.batches.get(tp)
@@ -326,6 +323,8 @@ class Sender:
             batch = dq[0]
             if batch.attempts and batch.retry_at > now:
                 continue
+            if batch.open and len(dq) == 1 and now - batch.created < linger and not force:
+                continue  # still filling: the partition's full batch already went
             if txn is not None:
                 if txn.transactional and not txn.may_send_to(tp):
                     txn.maybe_add_partition(tp)
@@ -350,7 +349,6 @@ class Sender:
                 self._muted.add(tp)
             batch.in_flight = True
             batch.open = False
-            batch.drained_at = now
             size += batch.size()
             batches.append(batch)
         self._drain_index[node] = start + 1
@@ -592,23 +590,7 @@ class Sender:
                 soonest = min(soonest, dq[0].deadline - now)
         return max(soonest, 0.001) if soonest != math.inf else math.inf
 
-    # --- idle ----------------------------------------------------------------------------
-
-    def _notify_idle(self) -> None:
-        if self._idle_waiters and not self.acc.batches and not self._in_flight_total:
-            waiters, self._idle_waiters = self._idle_waiters, []
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
-
-    def fail_all(self, exc: BaseException) -> None:
-        """Fail every queued batch (used when the producer gives up at close)."""
-        self.acc.abort_all(exc)
-
 
 def _set_none(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
-
-
-Callback = Callable[[], None]

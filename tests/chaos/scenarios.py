@@ -57,6 +57,9 @@ __all__ = ["SCENARIOS", "SIZES", "ScenarioResult", "Size", "chaos_cluster"]
 @dataclass(frozen=True)
 class Size:
     idempotent_records: int
+    #: The idempotent producer's sends are spread over at least this long, so that the
+    #: faults (one every ~200 ms) hit it all along rather than only at the start.
+    idempotent_seconds: float
     txn_records: int
     group_seconds: float
     group_rate: int  # records/s the producer writes during the group scenario
@@ -68,6 +71,7 @@ class Size:
 SIZES = {
     "full": Size(
         idempotent_records=200_000,
+        idempotent_seconds=40,
         txn_records=20_000,
         group_seconds=120,
         group_rate=400,
@@ -75,7 +79,8 @@ SIZES = {
         outage_s=30,
     ),
     "short": Size(
-        idempotent_records=20_000,
+        idempotent_records=30_000,
+        idempotent_seconds=12,
         txn_records=2_000,
         group_seconds=25,
         group_rate=200,
@@ -210,6 +215,7 @@ async def scenario_idempotent(size: Size) -> ScenarioResult:
             max_block_ms=600_000,
         ) as producer:
             proxy.start_chaos(200, DROP_MODES, seed=size.seed)
+            slices = 200
             for i in range(n):
                 partition = i % partitions
                 value = b"%d-%08d" % (partition, i // partitions)
@@ -217,6 +223,9 @@ async def scenario_idempotent(size: Size) -> ScenarioResult:
                 fut = await producer.send(topic, value, partition=partition)
                 fut.add_done_callback(_on_ack(acks))
                 futures.append(fut)
+                if (i + 1) % (n // slices) == 0:  # pace: spread the sends over the run
+                    due = started + size.idempotent_seconds * (i + 1) / n
+                    await asyncio.sleep(max(0.0, due - time.time()))
             results = await asyncio.gather(*futures, return_exceptions=True)
             finished = time.time()
             proxy.stop_chaos()
