@@ -302,24 +302,31 @@ def chart(results: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     cases = [f"{m}\n{c}" for m in MODES for c in CODECS]
-    fig, ax = plt.subplots(figsize=(10, 5))
-    width = 0.8 / len(CLIENTS)
-    for i, client in enumerate(CLIENTS):
-        values = []
-        for mode in MODES:
-            for codec in CODECS:
-                entry = results["cases"].get(f"{mode}/{codec}", {}).get(client, {})
-                values.append((entry.get("rate") or 0) / 1000)
-        xs = [j + (i - (len(CLIENTS) - 1) / 2) * width for j in range(len(cases))]
-        bars = ax.bar(xs, values, width, label=client)
-        ax.bar_label(bars, fmt="%.0f", fontsize=7)
-    ax.set_xticks(range(len(cases)), cases)
-    ax.set_ylabel("thousand records / s")
-    ax.set_title(
+    clients = [c for c in CLIENTS if any(c in case for case in results["cases"].values())]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 8.5))
+    width = 0.8 / max(len(clients), 1)
+    for ax, field, scale, fmt in (
+        (top, "rate", 1000, "%.0f"),
+        (bottom, "cpu_us_per_record", 1, "%.2f"),
+    ):
+        for i, client in enumerate(clients):
+            values = []
+            for mode in MODES:
+                for codec in CODECS:
+                    entry = results["cases"].get(f"{mode}/{codec}", {}).get(client, {})
+                    values.append((entry.get(field) or 0) / scale)
+            xs = [j + (i - (len(clients) - 1) / 2) * width for j in range(len(cases))]
+            bars = ax.bar(xs, values, width, label=client)
+            ax.bar_label(bars, fmt=fmt, fontsize=7)
+        ax.set_xticks(range(len(cases)), cases)
+    top.set_ylabel("thousand records / s (best run)")
+    top.set_title(
         f"Consume throughput, {results['records']:,} x {VALUE_SIZE}-byte records "
-        f"({results['broker']})"
+        f"({results['broker']}, {results['machine']})"
     )
-    ax.legend()
+    top.legend()
+    bottom.set_ylabel("CPU us per record (lowest run)")
+    bottom.set_title("Client CPU per record: lower is better")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -432,10 +439,16 @@ def main() -> int:
     )
     parser.add_argument("--broker", default=None, help="tansu, noida, docker (default: auto)")
     parser.add_argument("--bootstrap", default=None, help="use this broker instead of starting one")
+    parser.add_argument(
+        "--chart-only", action="store_true", help="redraw the chart from results/consume.json"
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--topic", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="assign", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.chart_only:
+        chart(json.loads((RESULTS / "consume.json").read_text()), RESULTS / "consume.png")
+        return 0
     if args.worker:
         print(json.dumps(worker(args.worker, args.bootstrap, args.topic, args.records, args.mode)))
         return 0

@@ -623,6 +623,11 @@ class Fetcher:
             self._fetch_failed(node_id, f"fetch from node {node_id} failed: {exc}")
             self._request_metadata()
             return
+        except Exception as exc:  # a bug, not the network: say so and keep going
+            log.exception("building or sending the fetch to node %s failed", node_id)
+            self._sessions.pop(node_id, None)
+            self._fetch_failed(node_id, f"fetch from node {node_id} failed: {exc!r}")
+            return
         finally:
             self._in_flight_nodes.discard(node_id)
             for tp, _ in parts:

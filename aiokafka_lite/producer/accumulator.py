@@ -473,10 +473,14 @@ class RecordAccumulator:
             raise
         finally:
             timer.cancel()
-            try:
-                self._memory_waiters.remove(entry)
-            except ValueError:
-                pass
+            # The waker pops the entries it serves; only a waiter that timed out or was
+            # cancelled is still queued (removing served ones would scan the queue for
+            # every waiter: quadratic with thousands of them).
+            if fut.cancelled() or not fut.done() or fut.exception() is not None:
+                try:
+                    self._memory_waiters.remove(entry)
+                except ValueError:
+                    pass
 
     def release(self, memory: int) -> None:
         """Give back memory reserved by :meth:`wait_for_memory` and not used."""

@@ -197,10 +197,10 @@ class TransactionManager:
                     elif isinstance(exc, _FATAL) or not exc.retriable:
                         if self.transactional:
                             raise self._set_fatal(exc) from None
-                        raise
+                        raise exc from None
                     self.last_error = exc
                     if time.monotonic() + self.retry_backoff >= deadline:
-                        raise
+                        raise exc from None
                     log.debug("InitProducerId failed (%s); retrying", exc)
                     await asyncio.sleep(self.retry_backoff)
                     continue
@@ -372,7 +372,7 @@ class TransactionManager:
                 elif isinstance(exc, errors.KafkaConnectionError):
                     self.coordinator = None
                 elif not (isinstance(exc, _RETRY_LATER) or exc.retriable):
-                    raise
+                    raise exc from None
                 if time.monotonic() + self.retry_backoff >= deadline:
                     raise errors.KafkaTimeoutError(
                         f"{what} did not complete in time: {exc}"

@@ -352,10 +352,20 @@ async def scenario_transactional(size: Size) -> ScenarioResult:
         await consumer.start()
         await producer.start()
         proxy.start_chaos(200, DROP_MODES, seed=size.seed + 1)
+        next_report = time.monotonic() + 5
         try:
             while True:
                 if time.monotonic() > deadline:
                     raise TimeoutError("the transactional pipeline did not finish in time")
+                if time.monotonic() >= next_report:
+                    next_report += 5
+                    log.info(
+                        "transactional: %d committed, failures %s, assignment %d, state %s",
+                        len(commits),
+                        dict(failed),
+                        len(consumer.assignment()),
+                        producer.transaction_state,
+                    )
                 batch = await consumer.getmany(timeout_ms=500)
                 if not batch:
                     committed = await _committed_offsets(consumer, tps, deadline)

@@ -147,7 +147,7 @@ async def test_second_producer_fences_the_first(
     create_topic(topic_name, 1)
     txn_id = f"fence-{uuid.uuid4().hex[:8]}"
     first = Producer(
-        bootstrap_servers=bootstrap_servers, transactional_id=txn_id, max_block_ms=5000
+        bootstrap_servers=bootstrap_servers, transactional_id=txn_id, max_block_ms=2000
     )
     second = Producer(bootstrap_servers=bootstrap_servers, transactional_id=txn_id)
     await first.start()
@@ -165,7 +165,7 @@ async def test_second_producer_fences_the_first(
         async with second.transaction():
             await second.send(topic_name, b"live")
     finally:
-        await first.stop(timeout=5)
+        await first.stop(timeout=2)
         await second.stop(timeout=5)
 
 

@@ -1,0 +1,290 @@
+"""The sender's retry, re-routing and idempotence rules, against a scripted cluster.
+
+A fake client stands in for the network: every Produce request is recorded and answered
+by the test, so the situations that are hard to provoke on a real broker (a leader
+moving, out-of-order sequence errors, a real sequence gap) are played exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pytest
+
+from aiokafka_lite import errors
+from aiokafka_lite.cluster import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata
+from aiokafka_lite.producer import Producer
+from aiokafka_lite.protocol import records
+from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.structs import TopicPartition
+
+pytestmark = pytest.mark.timeout(30)
+
+TOPIC = "t"
+TP = TopicPartition(TOPIC, 0)
+
+
+def cluster(leader: int) -> ClusterMetadata:
+    part = PartitionMetadata(TOPIC, 0, leader, 0, (1, 2), (1, 2), (), 0)
+    return ClusterMetadata(
+        {1: BrokerMetadata(1, "h1", 1), 2: BrokerMetadata(2, "h2", 2)},
+        {TOPIC: TopicMetadata(TOPIC, None, False, {0: part}, 0)},
+    )
+
+
+class Request:
+    def __init__(self, node: int, body: dict[str, Any], fut: asyncio.Future[dict[str, Any]]):
+        self.node = node
+        self.body = body
+        self.future = fut
+        data = body["topic_data"][0]["partition_data"][0]["records"]
+        self.batch = next(iter(records.iter_batches(data)))
+        assert isinstance(self.batch, records.RecordBatch)
+
+    @property
+    def values(self) -> list[bytes | None]:
+        return [r.value for r in self.batch.records()]
+
+    def answer(self, code: int = 0, base_offset: int = 0) -> None:
+        self.future.set_result(
+            {
+                "responses": [
+                    {
+                        "name": TOPIC,
+                        "partition_responses": [
+                            {
+                                "index": 0,
+                                "error_code": code,
+                                "base_offset": base_offset,
+                                "log_append_time_ms": -1,
+                                "log_start_offset": 0,
+                            }
+                        ],
+                    }
+                ]
+            }
+        )
+
+
+class FakeConnection:
+    def __init__(self, client: FakeClient, node: int) -> None:
+        self.client = client
+        self.node = node
+        self.closed = False
+
+    def request(
+        self,
+        api_key: int,
+        body: Any,
+        *,
+        timeout_ms: int | None = None,
+        expect_response: bool = True,
+    ) -> asyncio.Future[dict[str, Any]]:
+        assert api_key == ApiKey.PRODUCE
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.client.produce_requests.append(Request(self.node, body, fut))
+        self.client.on_request()
+        return fut
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.cluster = cluster(leader=1)
+        self.produce_requests: list[Request] = []
+        self.init_requests: list[dict[str, Any]] = []
+        self.metadata_updates = 0
+        self.on_metadata_update: Callable[[], None] = lambda: None
+        self.on_request: Callable[[], None] = lambda: None
+        self.listeners: list[Callable[[ClusterMetadata], None]] = []
+        self.next_epoch = 0
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def add_metadata_listener(self, cb: Callable[[ClusterMetadata], None]) -> None:
+        self.listeners.append(cb)
+
+    def remove_metadata_listener(self, cb: Callable[[ClusterMetadata], None]) -> None:
+        self.listeners.remove(cb)
+
+    def add_topics(self, topics: Iterable[str]) -> None:
+        return None
+
+    async def wait_for_metadata(self, topic: str, timeout_ms: int) -> set[int]:
+        return {0}
+
+    def request_metadata_update(self) -> asyncio.Future[ClusterMetadata]:
+        self.metadata_updates += 1
+        self.on_metadata_update()
+        fut: asyncio.Future[ClusterMetadata] = asyncio.get_running_loop().create_future()
+        fut.set_result(self.cluster)
+        return fut
+
+    def is_connected(self, node: int) -> bool:
+        return True
+
+    def connection_delay(self, node: int) -> float:
+        return 0.0
+
+    async def get_connection(self, node: int) -> FakeConnection:
+        return FakeConnection(self, node)
+
+    def api_version(self, api_key: int) -> int:
+        return 4
+
+    async def send_to_any(self, api_key: int, body: Any, **kw: Any) -> dict[str, Any]:
+        assert api_key == ApiKey.INIT_PRODUCER_ID
+        self.init_requests.append(dict(body))
+        epoch = self.next_epoch
+        self.next_epoch += 1
+        return {"error_code": 0, "producer_id": 77, "producer_epoch": epoch}
+
+
+async def start(**options: Any) -> tuple[Producer, FakeClient]:
+    producer = Producer(
+        bootstrap_servers="fake:9092",
+        linger_ms=0,
+        retry_backoff_ms=1,
+        retry_backoff_max_ms=5,
+        request_timeout_ms=1000,
+        **options,
+    )
+    client = FakeClient()
+    producer.client = client  # type: ignore[assignment]
+    await producer.start()
+    return producer, client
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached")
+        await asyncio.sleep(0.001)
+
+
+async def test_not_leader_refreshes_metadata_and_reroutes() -> None:
+    producer, client = await start()
+
+    def leader_moves() -> None:
+        client.cluster = cluster(leader=2)
+
+    client.on_metadata_update = leader_moves
+    fut = await producer.send(TOPIC, b"v", partition=0)
+    await until(lambda: len(client.produce_requests) == 1)
+    assert client.produce_requests[0].node == 1
+    client.produce_requests[0].answer(errors.NotLeaderOrFollowerError.errno)
+    await until(lambda: len(client.produce_requests) == 2)
+    assert client.metadata_updates >= 1
+    retry = client.produce_requests[1]
+    assert retry.node == 2  # re-routed to the new leader
+    assert retry.batch.base_sequence == client.produce_requests[0].batch.base_sequence
+    retry.answer(0, base_offset=41)
+    meta = await fut
+    assert meta.offset == 41
+    assert producer.metrics()["records_retried"] == 1
+    await producer.stop(timeout=1)
+
+
+async def test_retries_keep_sequence_order_without_epoch_bump() -> None:
+    # Small batches: three requests in flight at once for the partition.
+    producer, client = await start(max_batch_size=60)
+    futures = [await producer.send(TOPIC, b"%d" % i + b"." * 40, partition=0) for i in range(3)]
+    await until(lambda: len(client.produce_requests) == 3)
+    first, second, third = client.produce_requests
+    sequences = [r.batch.base_sequence for r in (first, second, third)]
+    assert sequences == [0, 1, 2]
+    # The first failed (leader hiccup); the broker refuses the later ones as out of order.
+    first.answer(errors.NotLeaderOrFollowerError.errno)
+    second.answer(errors.OutOfOrderSequenceNumberError.errno)
+    third.answer(errors.OutOfOrderSequenceNumberError.errno)
+    # They go again one at a time, in sequence order, with the same sequences and epoch.
+    for expected in range(3):
+        await until(lambda n=expected: len(client.produce_requests) == 4 + n)
+        resent = client.produce_requests[3 + expected]
+        assert resent.batch.base_sequence == expected
+        assert resent.batch.producer_epoch == first.batch.producer_epoch
+        assert len(client.produce_requests) == 4 + expected  # nothing else in flight
+        resent.answer(0, base_offset=10 + expected)
+    assert [(await f).offset for f in futures] == [10, 11, 12]
+    assert len(client.init_requests) == 1  # no epoch bump
+    await producer.stop(timeout=1)
+
+
+async def test_real_sequence_gap_bumps_the_epoch_and_resends() -> None:
+    producer, client = await start()
+    fut = await producer.send(TOPIC, b"v", partition=0)
+    await until(lambda: len(client.produce_requests) == 1)
+    first = client.produce_requests[0]
+    assert (first.batch.producer_id, first.batch.producer_epoch) == (77, 0)
+    # Nothing earlier is pending: the broker lost the producer's state.
+    first.answer(errors.OutOfOrderSequenceNumberError.errno)
+    await until(lambda: len(client.produce_requests) == 2)
+    assert len(client.init_requests) == 2
+    bump = client.init_requests[1]
+    assert (bump["producer_id"], bump["producer_epoch"]) == (77, 0)  # KIP-360 bump
+    resent = client.produce_requests[1]
+    assert (resent.batch.producer_epoch, resent.batch.base_sequence) == (1, 0)
+    resent.answer(0, base_offset=5)
+    assert (await fut).offset == 5
+    await producer.stop(timeout=1)
+
+
+async def test_duplicate_is_success_with_unknown_offset() -> None:
+    producer, client = await start()
+    fut = await producer.send(TOPIC, b"v", partition=0)
+    await until(lambda: len(client.produce_requests) == 1)
+    client.produce_requests[0].answer(errors.DuplicateSequenceNumberError.errno, base_offset=-1)
+    assert (await fut).offset == -1
+    assert producer.metrics()["duplicate_batches"] == 1
+    await producer.stop(timeout=1)
+
+
+async def test_non_retriable_error_fails_the_records() -> None:
+    producer, client = await start()
+    fut = await producer.send(TOPIC, b"v", partition=0)
+    await until(lambda: len(client.produce_requests) == 1)
+    client.produce_requests[0].answer(errors.TopicAuthorizationFailedError.errno)
+    with pytest.raises(errors.TopicAuthorizationFailedError):
+        await fut
+    assert producer.metrics()["records_failed"] == 1
+    await producer.stop(timeout=1)
+
+
+async def test_retriable_errors_stop_at_delivery_timeout() -> None:
+    producer, client = await start(delivery_timeout_ms=1200)
+
+    def always_fail() -> None:
+        req = client.produce_requests[-1]
+        asyncio.get_running_loop().call_soon(req.answer, errors.NotEnoughReplicasError.errno)
+
+    client.on_request = always_fail
+    fut = await producer.send(TOPIC, b"v", partition=0)
+    with pytest.raises(errors.KafkaTimeoutError, match="delivery_timeout_ms"):
+        await asyncio.wait_for(fut, 10)
+    assert len(client.produce_requests) > 3  # it kept retrying until then
+    await producer.stop(timeout=1)
+
+
+async def test_in_flight_limit_per_connection() -> None:
+    producer, client = await start(
+        max_batch_size=60, enable_idempotence=False, acks=1, max_in_flight_requests_per_connection=2
+    )
+    futures = [await producer.send(TOPIC, b"%d" % i + b"." * 40, partition=0) for i in range(5)]
+    await until(lambda: len(client.produce_requests) == 2)
+    await asyncio.sleep(0.05)
+    assert len(client.produce_requests) == 2  # capped
+    client.produce_requests[0].answer(0, 0)
+    await until(lambda: len(client.produce_requests) == 3)
+    for req in client.produce_requests[1:]:
+        req.answer(0, 0)
+    await until(lambda: len(client.produce_requests) == 5)
+    for req in client.produce_requests[3:]:
+        req.answer(0, 0)
+    await asyncio.gather(*futures)
+    await producer.stop(timeout=1)
