@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import os
 import multiprocessing.connection
+import os
 import random
 import threading
 import time

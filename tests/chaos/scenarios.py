@@ -293,6 +293,10 @@ async def scenario_idempotent(size: Size) -> ScenarioResult:
 # --- 2. transactional consume-transform-produce -------------------------------------------
 
 
+class _AppAbort(Exception):
+    """The application decided to abort the transaction."""
+
+
 async def _committed_offsets(
     consumer: Consumer, tps: list[TopicPartition], deadline: float
 ) -> dict[TopicPartition, int]:
@@ -344,15 +348,20 @@ async def scenario_transactional(size: Size) -> ScenarioResult:
             isolation_level="read_committed",
             enable_auto_commit=False,
             auto_offset_reset="earliest",
-            max_poll_records=200,
+            max_poll_records=50,
             session_timeout_ms=30_000,
             request_timeout_ms=10_000,
         )
         producer = make_producer(bootstrap)
         await consumer.start()
         await producer.start()
+        # The faults start once the pipeline runs: a group join waits seconds for the
+        # coordinator (Kafka's initial rebalance delay is 3 s, Tansu's join ~5 s), longer
+        # than connections live with a drop every ~200 ms.
+        await consumer.wait_for_assignment(timeout_ms=60_000)
         proxy.start_chaos(200, DROP_MODES, seed=size.seed + 1)
         next_report = time.monotonic() + 5
+        attempt = 0
         try:
             while True:
                 if time.monotonic() > deadline:
@@ -372,6 +381,7 @@ async def scenario_transactional(size: Size) -> ScenarioResult:
                     if sum(committed.values()) >= total:
                         break
                     continue
+                attempt += 1
                 try:
                     await producer.begin_transaction()
                     for tp, recs in batch.items():
@@ -379,13 +389,18 @@ async def scenario_transactional(size: Size) -> ScenarioResult:
                             await producer.send(sink, b"out:" + rec.value, partition=tp.partition)
                     offsets = {tp: recs[-1].offset + 1 for tp, recs in batch.items()}
                     await producer.send_offsets_to_transaction(offsets, group)
+                    if attempt % 5 == 0:
+                        # the application gives up on one batch in five after writing its
+                        # output: the transaction is aborted and the batch redone
+                        await producer.flush()
+                        raise _AppAbort()
                     await producer.commit_transaction()
                     commits.append(time.time())
-                except errors.KafkaError as exc:
+                except (errors.KafkaError, _AppAbort) as exc:
                     failed[type(exc).__name__] += 1
                     try:
                         if producer.transaction_state == "fatal_error":
-                            raise exc
+                            raise errors.KafkaError("the producer is in a fatal state") from exc
                         if producer.transaction_state not in ("ready", None):
                             await producer.abort_transaction(timeout=30)
                     except errors.KafkaError as abort_exc:
@@ -597,6 +612,7 @@ def _sample_health(members: dict[int, _Member], glog: _GroupLog) -> None:
 async def scenario_group(size: Size) -> ScenarioResult:
     partitions, topic, group = 6, "chaos-group", "chaos-group-g"
     acked: list[tuple[int, int]] = []
+    send_errors: list[str] = []
     glog = _GroupLog()
     rng = random.Random(size.seed + 2)
     members: dict[int, _Member] = {}
@@ -634,6 +650,8 @@ async def scenario_group(size: Size) -> ScenarioResult:
             for r in await asyncio.gather(*pending, return_exceptions=True):
                 if isinstance(r, RecordMetadata):
                     acked.append((r.partition, r.offset))
+                else:
+                    send_errors.append(repr(r))
 
     with chaos_cluster() as (_broker, proxy):
         bootstrap = proxy.address
@@ -692,7 +710,17 @@ async def scenario_group(size: Size) -> ScenarioResult:
             *(s.task for s in members.values() if s.task is not None), return_exceptions=True
         )
         faults = [t for t, _ in proxy.fault_log() if started <= t <= chaos_end]
-    result = _judge_group(glog, acked, faults, started, chaos_end, settled, partitions)
+        # What the log holds is what must be consumed (an acknowledgement may carry
+        # offset -1: Tansu answers retried batches with DUPLICATE_SEQUENCE_NUMBER).
+        log_ = await asyncio.to_thread(read_confluent, bootstrap, topic, range(partitions))
+    in_log = [(p, off) for p, recs in log_.items() for off, _ in recs]
+    result = _judge_group(glog, in_log, faults, started, chaos_end, settled, partitions)
+    result.details["acknowledged"] = len(acked)
+    result.details["send_errors"] = send_errors[:5]
+    if send_errors:
+        result.failures.append(f"{len(send_errors)} sends failed: {send_errors[:3]}")
+    if len(in_log) < len(acked):
+        result.failures.append(f"the log holds {len(in_log)} records, {len(acked)} were acked")
     if final_problems:
         result.failures.append(f"health() reports problems after settling: {final_problems}")
     return result
@@ -700,14 +728,14 @@ async def scenario_group(size: Size) -> ScenarioResult:
 
 def _judge_group(
     glog: _GroupLog,
-    acked: list[tuple[int, int]],
+    produced_records: list[tuple[int, int]],
     faults: list[float],
     started: float,
     chaos_end: float,
     settled: float,
     partitions: int,
 ) -> ScenarioResult:
-    produced = set(acked)
+    produced = set(produced_records)
     seen: defaultdict[tuple[int, int], int] = defaultdict(int)
     for c in glog.consumed:
         seen[(c.partition, c.offset)] += 1
@@ -788,6 +816,10 @@ def _judge_group(
 # --- 4. broker unreachable --------------------------------------------------------------
 
 
+class _Hung(Exception):
+    pass
+
+
 @dataclass
 class _Bounded:
     what: str
@@ -804,11 +836,16 @@ async def _bounded(
     that says something (or, with ``may_return``, return normally)."""
     check = _Bounded(what, bound_s)
     started = time.monotonic()
+    task = asyncio.ensure_future(call())
+    done, _ = await asyncio.wait([task], timeout=bound_s + 30)
     try:
-        result = await asyncio.wait_for(call(), bound_s + 30)
-    except asyncio.TimeoutError:
+        if not done:
+            task.cancel()
+            raise _Hung()
+        result = task.result()
+    except _Hung:
         check.outcome = f"HUNG: still running {bound_s + 30:.0f}s later"
-    except errors.KafkaError as exc:
+    except errors.KafkaError as exc:  # (KafkaTimeoutError is a TimeoutError too)
         check.outcome = f"{type(exc).__name__}: {exc}"[:300]
         check.ok = bool(str(exc).strip())
     except Exception as exc:

@@ -1,0 +1,316 @@
+"""Produce/consume soak: steady load for a bounded time, watching throughput and memory.
+
+Run: ``python benchmarks/soak.py [--duration 600] [--rate 10000] [--bootstrap HOST:PORT]``
+
+An idempotent producer sends ``--rate`` records/s (``--value-size`` bytes each) to a
+6-partition topic while a consumer group member reads them and auto-commits, both in this
+process, for ``--duration`` seconds (an embedded Tansu broker is started unless
+``--bootstrap`` names a cluster). Every ``--interval`` seconds it prints records/s
+produced (acknowledged) and consumed, the consumer's lag and this process's RSS; at the
+end it draws both series to ``benchmarks/results/soak.png`` (figures in ``soak.json``).
+
+It fails (exit status 1) when:
+
+* memory: RSS rose above the RSS before the clients started plus ``buffer_memory`` (the
+  producer's bound) plus ``max_buffer_bytes`` (the consumer's prefetch bound) plus
+  ``--margin-mb``; or RSS kept growing after the warm-up by more than ``--margin-mb``;
+* throughput decayed: over the last third of the run, the acknowledged or the consumed
+  rate is below ``--min-rate-ratio`` (default 0.8) of the first third's, or below that
+  ratio of the target rate;
+* records went missing: the consumer did not read every acknowledged record by the end,
+  or a send failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import psutil
+
+from aiokafka_lite.consumer import Consumer
+from aiokafka_lite.producer import Producer
+from aiokafka_lite.testing import EmbeddedBroker
+
+RESULTS = Path(__file__).resolve().parent / "results"
+PARTITIONS = 6
+MIB = 1024 * 1024
+
+
+@dataclass
+class Sample:
+    t: float
+    produced_per_s: float
+    consumed_per_s: float
+    lag: int
+    rss_mib: float
+
+
+@dataclass
+class Soak:
+    duration_s: float
+    rate: int
+    value_size: int
+    buffer_memory: int
+    max_buffer_bytes: int
+    margin_mib: float
+    rss_before_mib: float = 0.0
+    rss_limit_mib: float = 0.0
+    samples: list[Sample] = field(default_factory=list)
+    acked: int = 0
+    consumed: int = 0
+    send_errors: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+def _rss_mib() -> float:
+    return float(psutil.Process(os.getpid()).memory_info().rss) / MIB
+
+
+async def _create_topic(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    def create() -> None:
+        admin: Any = AdminClient({"bootstrap.servers": bootstrap})
+        futures = admin.create_topics([NewTopic(topic, PARTITIONS, 1)], operation_timeout=30)
+        with contextlib.suppress(Exception):  # already there: fine
+            futures[topic].result(30)
+
+    await asyncio.to_thread(create)
+
+
+async def run(args: argparse.Namespace, bootstrap: str) -> Soak:
+    soak = Soak(
+        duration_s=args.duration,
+        rate=args.rate,
+        value_size=args.value_size,
+        buffer_memory=args.buffer_memory,
+        max_buffer_bytes=args.max_buffer_bytes,
+        margin_mib=args.margin_mb,
+    )
+    topic = f"soak-{int(time.time())}"
+    await _create_topic(bootstrap, topic)
+    soak.rss_before_mib = _rss_mib()
+    soak.rss_limit_mib = (
+        soak.rss_before_mib + (args.buffer_memory + args.max_buffer_bytes) / MIB + args.margin_mb
+    )
+    value = os.urandom(args.value_size // 2).hex().encode()[: args.value_size]
+    producer = Producer(
+        bootstrap_servers=bootstrap,
+        enable_idempotence=True,
+        linger_ms=10,
+        buffer_memory=args.buffer_memory,
+    )
+    consumer = Consumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=f"{topic}-group",
+        auto_offset_reset="earliest",
+        session_timeout_ms=10_000,
+        heartbeat_interval_ms=1_000,
+        max_buffer_bytes=args.max_buffer_bytes,
+    )
+    await consumer.start()
+    # The clock starts once the group has formed (a join takes seconds on some brokers:
+    # Tansu answers the first JoinGroup after about half the session timeout).
+    await consumer.wait_for_assignment(timeout_ms=120_000)
+    await producer.start()
+    stop = asyncio.Event()
+    counts = {"acked": 0, "consumed": 0, "errors": 0}
+
+    def on_done(fut: asyncio.Future[Any]) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            counts["errors"] += 1
+        else:
+            counts["acked"] += 1
+
+    async def produce() -> None:
+        tick = 0.01
+        per_tick = args.rate * tick
+        started = time.monotonic()
+        sent = 0
+        while not stop.is_set():
+            due = int((time.monotonic() - started) / tick * per_tick) if args.rate else sent + 500
+            while sent < due:
+                fut = await producer.send(topic, value, partition=sent % PARTITIONS)
+                fut.add_done_callback(on_done)
+                sent += 1
+            await asyncio.sleep(tick if args.rate else 0)
+
+    async def consume() -> None:
+        while not stop.is_set():
+            batches = await consumer.getmany(timeout_ms=200, max_records=5000)
+            counts["consumed"] += sum(len(recs) for recs in batches.values())
+
+    tasks = [asyncio.create_task(produce()), asyncio.create_task(consume())]
+    began = time.monotonic()
+    last = (began, 0, 0)
+    try:
+        while time.monotonic() - began < args.duration:
+            await asyncio.sleep(args.interval)
+            for task in tasks:
+                if task.done():
+                    task.result()  # a crashed loop ends the soak with its error
+            now = time.monotonic()
+            acked, consumed = counts["acked"], counts["consumed"]
+            span = now - last[0]
+            sample = Sample(
+                t=round(now - began, 1),
+                produced_per_s=round((acked - last[1]) / span, 1),
+                consumed_per_s=round((consumed - last[2]) / span, 1),
+                lag=acked - consumed,
+                rss_mib=round(_rss_mib(), 1),
+            )
+            soak.samples.append(sample)
+            last = (now, acked, consumed)
+            print(
+                f"t={sample.t:7.1f}s  produced {sample.produced_per_s:9,.0f}/s  "
+                f"consumed {sample.consumed_per_s:9,.0f}/s  lag {sample.lag:8,}  "
+                f"RSS {sample.rss_mib:7.1f} MiB",
+                flush=True,
+            )
+    finally:
+        stop.set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    # drain: everything acknowledged must be consumed
+    await producer.flush(60)
+    deadline = time.monotonic() + 60
+    while counts["consumed"] < counts["acked"] and time.monotonic() < deadline:
+        batches = await consumer.getmany(timeout_ms=500, max_records=10000)
+        counts["consumed"] += sum(len(recs) for recs in batches.values())
+    await producer.stop()
+    await consumer.stop()
+    soak.acked, soak.consumed, soak.send_errors = counts["acked"], counts["consumed"], counts["errors"]
+    judge(soak, args)
+    return soak
+
+
+def judge(soak: Soak, args: argparse.Namespace) -> None:
+    samples = soak.samples
+    if not samples:
+        soak.failures.append("no samples: the run was shorter than one interval")
+        return
+    peak = max(s.rss_mib for s in samples)
+    if peak > soak.rss_limit_mib:
+        soak.failures.append(
+            f"RSS peaked at {peak:.0f} MiB, above the limit {soak.rss_limit_mib:.0f} MiB "
+            f"(start {soak.rss_before_mib:.0f} + buffer_memory + max_buffer_bytes + margin)"
+        )
+    third = max(1, len(samples) // 3)
+    first, last = samples[:third], samples[-third:]
+    warm = first[-1].rss_mib
+    growth = max(s.rss_mib for s in last) - warm
+    if len(samples) >= 3 and growth > args.margin_mb:
+        soak.failures.append(
+            f"RSS kept growing after the warm-up: +{growth:.0f} MiB (margin {args.margin_mb} MiB)"
+        )
+    if len(samples) >= 3:
+        for what in ("produced_per_s", "consumed_per_s"):
+            early = statistics.median(getattr(s, what) for s in first)
+            late = statistics.median(getattr(s, what) for s in last)
+            if late < args.min_rate_ratio * early:
+                soak.failures.append(
+                    f"{what.split('_')[0]} rate decayed: median {late:,.0f}/s in the last "
+                    f"third against {early:,.0f}/s in the first"
+                )
+            if soak.rate and late < args.min_rate_ratio * soak.rate:
+                soak.failures.append(
+                    f"{what.split('_')[0]} rate {late:,.0f}/s in the last third is below "
+                    f"{args.min_rate_ratio:.0%} of the target {soak.rate:,}/s"
+                )
+    if soak.send_errors:
+        soak.failures.append(f"{soak.send_errors} sends failed")
+    if soak.consumed < soak.acked:
+        soak.failures.append(
+            f"consumed {soak.consumed:,} of {soak.acked:,} acknowledged records by the end"
+        )
+
+
+def chart(soak: Soak, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = [s.t for s in soak.samples]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    top.plot(t, [s.produced_per_s for s in soak.samples], label="produced (acknowledged)")
+    top.plot(t, [s.consumed_per_s for s in soak.samples], label="consumed")
+    if soak.rate:
+        top.axhline(soak.rate, linestyle=":", color="grey", label="target")
+    top.set_ylabel("records/s")
+    top.legend(loc="lower right")
+    top.set_title(
+        f"aiokafka_lite soak: {soak.duration_s:.0f} s, {soak.value_size}-byte records "
+        f"({'ok' if not soak.failures else 'FAILED'})"
+    )
+    bottom.plot(t, [s.rss_mib for s in soak.samples], color="tab:red", label="RSS")
+    bottom.axhline(soak.rss_limit_mib, linestyle="--", color="tab:red", label="limit")
+    bottom.axhline(soak.rss_before_mib, linestyle=":", color="grey", label="before start")
+    bottom.set_ylabel("MiB")
+    bottom.set_xlabel("seconds")
+    bottom.legend(loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=600.0, help="seconds (default 600)")
+    parser.add_argument("--rate", type=int, default=10_000, help="records/s; 0 = flat out")
+    parser.add_argument("--value-size", type=int, default=200)
+    parser.add_argument("--interval", type=float, default=5.0, help="seconds between samples")
+    parser.add_argument("--buffer-memory", type=int, default=32 * MIB)
+    parser.add_argument("--max-buffer-bytes", type=int, default=16 * MIB)
+    parser.add_argument("--margin-mb", type=float, default=64.0)
+    parser.add_argument("--min-rate-ratio", type=float, default=0.8)
+    parser.add_argument("--bootstrap", default=None, help="a cluster to use (default: Tansu)")
+    parser.add_argument("--out", type=Path, default=RESULTS / "soak.png")
+    args = parser.parse_args(argv)
+    if args.interval * 3 > args.duration:
+        args.interval = max(args.duration / 6, 0.5)
+    broker: EmbeddedBroker | None = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        broker = EmbeddedBroker("tansu").start()
+        bootstrap = broker.bootstrap_servers
+    try:
+        soak = asyncio.run(run(args, bootstrap))
+    finally:
+        if broker is not None:
+            broker.stop()
+    chart(soak, args.out)
+    summary = asdict(soak)
+    summary["broker"] = "tansu (embedded)" if broker is not None else bootstrap
+    summary["peak_rss_mib"] = max((s.rss_mib for s in soak.samples), default=None)
+    args.out.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(
+        f"\nacknowledged {soak.acked:,}, consumed {soak.consumed:,}, send errors "
+        f"{soak.send_errors}; RSS {soak.rss_before_mib:.0f} MiB before, peak "
+        f"{summary['peak_rss_mib']} MiB, limit {soak.rss_limit_mib:.0f} MiB"
+    )
+    print(f"chart: {args.out}")
+    for failure in soak.failures:
+        print(f"FAIL: {failure}")
+    print("soak: " + ("ok" if not soak.failures else "FAILED"))
+    return 0 if not soak.failures else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
