@@ -12,7 +12,8 @@ acks=1 and linger 5 ms, uncompressed and with lz4. Paths:
   same loop with kafka-python's ``send()``, and confluent-kafka's ``produce()`` loop;
 * ``batch``: the caller fills batches with ``create_batch()``/``append()`` and queues
   them with ``send_batch()`` (aiokafka_lite and aiokafka; confluent-kafka's only path is
-  its ``produce()`` loop, shown again for comparison).
+  its ``produce()`` loop, shown again for comparison);
+* ``many``: aiokafka_lite's ``send_many()``, 1,000 records per call, one future each.
 
 Each measurement runs in a fresh interpreter, is timed from the first record handed to
 the client until every record is acknowledged (``flush``), after one warm-up record
@@ -55,7 +56,10 @@ RUNNERS = (
     ("aiokafka_lite", "batch"),
     ("aiokafka", "batch"),
     ("confluent_kafka", "batch"),
+    ("aiokafka_lite", "many"),
 )
+#: Records per ``send_many`` call on the ``many`` path.
+MANY_CHUNK = 1000
 
 
 # --- workers: one measurement each, in a fresh process --------------------------------
@@ -101,6 +105,13 @@ async def _aiokafka_lite(
                 fut = await send(topic, value, partition=0)
             await producer.flush()
             last = fut.result()
+        elif path == "many":
+            chunk = [value] * MANY_CHUNK
+            for start in range(0, total, MANY_CHUNK):
+                values = chunk if total - start >= MANY_CHUNK else chunk[: total - start]
+                futures = await producer.send_many(topic, values, partition=0)
+            await producer.flush()
+            last = futures[-1].result()
         else:
             sent = 0
             while sent < total:
@@ -331,6 +342,7 @@ def ratios(case: dict[str, Any]) -> dict[str, float | None]:
             value.get("aiokafka_lite:send"), value.get("aiokafka:send")
         )
         out["batch_vs_confluent" + suffix] = _ratio(value.get("aiokafka_lite:batch"), confluent)
+        out["many_vs_confluent" + suffix] = _ratio(value.get("aiokafka_lite:many"), confluent)
         out["batch_vs_aiokafka_batch" + suffix] = _ratio(
             value.get("aiokafka_lite:batch"), value.get("aiokafka:batch")
         )

@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import psutil
+import psutil  # type: ignore[import-untyped]
 
 from aiokafka_lite.consumer import Consumer
 from aiokafka_lite.producer import Producer
@@ -80,7 +80,8 @@ def _rss_mib() -> float:
 
 
 async def _create_topic(bootstrap: str, topic: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
 
     def create() -> None:
         admin: Any = AdminClient({"bootstrap.servers": bootstrap})
@@ -194,7 +195,8 @@ async def run(args: argparse.Namespace, bootstrap: str) -> Soak:
         counts["consumed"] += sum(len(recs) for recs in batches.values())
     await producer.stop()
     await consumer.stop()
-    soak.acked, soak.consumed, soak.send_errors = counts["acked"], counts["consumed"], counts["errors"]
+    soak.acked, soak.consumed = counts["acked"], counts["consumed"]
+    soak.send_errors = counts["errors"]
     judge(soak, args)
     return soak
 
@@ -253,6 +255,7 @@ def chart(soak: Soak, path: Path) -> None:
     if soak.rate:
         top.axhline(soak.rate, linestyle=":", color="grey", label="target")
     top.set_ylabel("records/s")
+    top.set_ylim(bottom=0)
     top.legend(loc="lower right")
     top.set_title(
         f"aiokafka_lite soak: {soak.duration_s:.0f} s, {soak.value_size}-byte records "
@@ -262,6 +265,7 @@ def chart(soak: Soak, path: Path) -> None:
     bottom.axhline(soak.rss_limit_mib, linestyle="--", color="tab:red", label="limit")
     bottom.axhline(soak.rss_before_mib, linestyle=":", color="grey", label="before start")
     bottom.set_ylabel("MiB")
+    bottom.set_ylim(bottom=0)
     bottom.set_xlabel("seconds")
     bottom.legend(loc="lower right")
     fig.tight_layout()

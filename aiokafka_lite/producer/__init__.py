@@ -5,6 +5,7 @@ from aiokafka_lite.errors import (
     SerializationError,
     TransactionAbortedError,
 )
+from aiokafka_lite.producer.accumulator import RecordFuture
 from aiokafka_lite.producer.batch import BatchBuilder, BatchRecordMetadata
 from aiokafka_lite.producer.partitioner import (
     DefaultPartitioner,
@@ -31,6 +32,7 @@ __all__ = [
     "ProducerInterceptor",
     "ProducerRecord",
     "RandomPartitioner",
+    "RecordFuture",
     "RecordMetadata",
     "RoundRobinPartitioner",
     "SerializationError",

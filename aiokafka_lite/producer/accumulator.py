@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 from aiokafka_lite import errors
@@ -35,11 +36,10 @@ from aiokafka_lite.structs import TopicPartition
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ProducerBatch", "RecordAccumulator"]
+__all__ = ["ProducerBatch", "RecordAccumulator", "RecordFuture"]
 
 _new_tuple = tuple.__new__
-# The C Future, created directly: loop.create_future() adds a Python-level call per record.
-_Future = asyncio.Future
+_join = b"".join
 _monotonic = time.monotonic
 
 
@@ -52,6 +52,7 @@ class ProducerBatch:
 
     __slots__ = (
         "attempts",
+        "base_offset",
         "base_sequence",
         "base_ts",
         "buf",
@@ -60,9 +61,12 @@ class ProducerBatch:
         "deadline",
         "done",
         "done_future",
-        "futures",
+        "error",
         "in_flight",
         "last_error",
+        "log_append_time",
+        "log_start_offset",
+        "loop",
         "max_size",
         "max_ts",
         "memory",
@@ -78,6 +82,7 @@ class ProducerBatch:
         "transactional",
         "user_batch",
         "user_future",
+        "waiters",
     )
 
     def __init__(
@@ -90,8 +95,10 @@ class ProducerBatch:
         created: float = 0.0,
         deadline: float = 0.0,
         memory: int = 0,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self.tp = tp
+        self.loop = loop
         self.max_size = max_size
         self.compression = compression
         self.transactional = transactional
@@ -107,8 +114,11 @@ class ProducerBatch:
         self.created = created
         self.deadline = deadline
         self.memory = memory
-        self.futures: list[asyncio.Future[RecordMetadata]] = []
+        #: Each record's timestamp, by offset delta (for its metadata).
         self.timestamps: list[int] = []
+        #: Record futures that were asked for an asyncio future (awaited while pending,
+        #: given callbacks, cancelled): resolved when the batch is done.
+        self.waiters: list[RecordFuture] = []
         self.attempts = 0
         self.retry_at = 0.0
         self.in_flight = False
@@ -116,6 +126,11 @@ class ProducerBatch:
         #: The producer generation the batch's sequence was assigned in (-1: none yet).
         self.sequence_epoch = -1
         self.last_error: BaseException | None = None
+        # The outcome, once done: the error that ended it, or where the broker put it.
+        self.error: BaseException | None = None
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.log_start_offset = -1
         #: A batch built by the caller (``send_batch``): one future for all its records.
         self.user_batch = False
         self.user_future: asyncio.Future[RecordMetadata] | None = None
@@ -134,7 +149,7 @@ class ProducerBatch:
         The first record always fits; a refused record closes the batch (``open`` turns
         False). This is the producer's per-record hot path: the common shapes (no
         headers, sizes and deltas under ``SMALL``) are a few table lookups and one
-        concatenation.
+        ``join``.
         """
         n = self.record_count
         if n:
@@ -146,32 +161,45 @@ class ProducerBatch:
             vlen = len(value)
             if key is None:
                 if vlen < SMALL:
+                    zt = ZZ[ts_delta]
+                    zn = ZZ[n]
+                    zv = ZZ[vlen]
                     # attributes | ts delta | offset delta | key length -1 | value | 0 headers
-                    head = ZZ[ts_delta] + ZZ[n] + b"\x01" + ZZ[vlen]
-                    blen = len(head) + vlen + 2
-                    record = (
-                        (ZZ[blen] if blen < SMALL else varint(blen))
-                        + b"\x00"
-                        + head
-                        + value
-                        + b"\x00"
+                    blen = len(zt) + len(zn) + len(zv) + vlen + 3
+                    record = _join(
+                        (
+                            ZZ[blen] if blen < SMALL else varint(blen),
+                            b"\x00",
+                            zt,
+                            zn,
+                            b"\x01",
+                            zv,
+                            value,
+                            b"\x00",
+                        )
                     )
                 else:
                     record = encode_record(n, ts_delta, key, value, headers)
             else:
                 klen = len(key)
                 if klen < SMALL and vlen < SMALL:
-                    head = ZZ[ts_delta] + ZZ[n] + ZZ[klen]
-                    tail = ZZ[vlen]
-                    blen = len(head) + klen + len(tail) + vlen + 2
-                    record = (
-                        (ZZ[blen] if blen < SMALL else varint(blen))
-                        + b"\x00"
-                        + head
-                        + key
-                        + tail
-                        + value
-                        + b"\x00"
+                    zt = ZZ[ts_delta]
+                    zn = ZZ[n]
+                    zk = ZZ[klen]
+                    zv = ZZ[vlen]
+                    blen = len(zt) + len(zn) + len(zk) + klen + len(zv) + vlen + 2
+                    record = _join(
+                        (
+                            ZZ[blen] if blen < SMALL else varint(blen),
+                            b"\x00",
+                            zt,
+                            zn,
+                            zk,
+                            key,
+                            zv,
+                            value,
+                            b"\x00",
+                        )
                     )
                 else:
                     record = encode_record(n, ts_delta, key, value, headers)
@@ -225,42 +253,32 @@ class ProducerBatch:
         return fut
 
     def complete(self, base_offset: int, log_append_time: int, log_start_offset: int) -> None:
-        """Resolve every record's future with its metadata."""
+        """Record the batch's outcome: its records' futures now give their metadata.
+
+        Nothing is done per record here: a `RecordFuture` computes its metadata when
+        asked, and only the asyncio futures handed out (``waiters``) are resolved.
+        """
         if self.done:
             return
         self.done = True
-        tp = self.tp
-        topic, partition = tp
-        new = _new_tuple
-        cls = RecordMetadata
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self.log_start_offset = log_start_offset
         if self.user_batch:
             fut = self.user_future
             if fut is not None and not fut.done():
+                tp = self.tp
                 ts = log_append_time if log_append_time >= 0 else self.base_ts
                 ts_type = 0 if log_append_time < 0 else 1
                 fut.set_result(
-                    new(cls, (topic, partition, tp, base_offset, ts, ts_type, log_start_offset))
+                    _new_tuple(
+                        RecordMetadata,
+                        (tp.topic, tp.partition, tp, base_offset, ts, ts_type, log_start_offset),
+                    )
                 )
         else:
-            offset = base_offset
-            step = 1 if base_offset >= 0 else 0
-            if log_append_time < 0:
-                for fut, ts in zip(self.futures, self.timestamps, strict=True):
-                    try:
-                        fut.set_result(
-                            new(cls, (topic, partition, tp, offset, ts, 0, log_start_offset))
-                        )
-                    except asyncio.InvalidStateError:
-                        pass  # cancelled by the caller
-                    offset += step
-            else:
-                meta = (log_append_time, 1, log_start_offset)
-                for fut in self.futures:
-                    try:
-                        fut.set_result(new(cls, (topic, partition, tp, offset, *meta)))
-                    except asyncio.InvalidStateError:
-                        pass
-                    offset += step
+            for waiter in self.waiters:
+                waiter._resolve()
         self._finish()
 
     def fail(self, exc: BaseException) -> None:
@@ -269,15 +287,30 @@ class ProducerBatch:
             return
         self.done = True
         self.last_error = exc
+        self.error = exc
         if self.user_batch:
             fut = self.user_future
             if fut is not None and not fut.done():
                 fut.set_exception(exc)
         else:
-            for fut in self.futures:
-                if not fut.done():
-                    fut.set_exception(exc)
+            for waiter in self.waiters:
+                waiter._resolve()
         self._finish()
+
+    def record_metadata(self, index: int) -> RecordMetadata:
+        """The metadata of the record at offset delta ``index`` (once completed)."""
+        tp = self.tp
+        offset = self.base_offset
+        if offset >= 0:  # -1 (unknown) for every record with acks=0
+            offset += index
+        if self.log_append_time < 0:
+            timestamp, ts_type = self.timestamps[index], 0
+        else:
+            timestamp, ts_type = self.log_append_time, 1
+        return _new_tuple(
+            RecordMetadata,
+            (tp.topic, tp.partition, tp, offset, timestamp, ts_type, self.log_start_offset),
+        )
 
     def _finish(self) -> None:
         self.buf = bytearray()
@@ -287,6 +320,142 @@ class ProducerBatch:
         callback = self.on_complete
         if callback is not None:
             callback(self)
+
+
+class RecordFuture:
+    """What ``send()`` returns: a future of one record's `RecordMetadata`.
+
+    It works as an ``asyncio.Future`` does: ``await`` it (raising the record's delivery
+    error), ``result()``, ``exception()``, ``done()``, ``cancelled()``, ``cancel()``,
+    ``add_done_callback()``, ``remove_done_callback()``, ``get_loop()``, and it is a
+    future to ``asyncio.gather``, ``wait``, ``wait_for``, ``shield`` and
+    ``as_completed``. It is cheaper, though: it is a view of its record in the batch,
+    which holds the outcome for all of its records, and a real asyncio future is made
+    only when one is needed (awaiting a record not yet delivered, a callback, a cancel).
+    """
+
+    __slots__ = ("_batch", "_future", "_index")
+
+    # What asyncio.isfuture() looks for: asyncio's helpers take this object as a future.
+    _asyncio_future_blocking = False
+
+    def __init__(self, batch: ProducerBatch, index: int) -> None:
+        self._batch = batch
+        self._index = index
+        self._future: asyncio.Future[RecordMetadata] | None = None
+
+    def __repr__(self) -> str:
+        batch = self._batch
+        if self.cancelled():
+            state = "cancelled"
+        elif not self.done():
+            state = "pending"
+        elif batch.error is not None:
+            state = f"exception={batch.error!r}"
+        else:
+            state = f"result={batch.record_metadata(self._index)!r}"
+        return f"<RecordFuture {batch.tp.topic}-{batch.tp.partition} {state}>"
+
+    def _asyncio_future(self) -> asyncio.Future[RecordMetadata]:
+        fut = self._future
+        if fut is None:
+            batch = self._batch
+            loop = batch.loop
+            assert loop is not None
+            fut = self._future = loop.create_future()
+            if batch.done:
+                self._resolve()
+            else:
+                batch.waiters.append(self)
+        return fut
+
+    def _resolve(self) -> None:
+        fut = self._future
+        if fut is None or fut.done():  # (cancelled by the caller)
+            return
+        batch = self._batch
+        if batch.error is not None:
+            fut.set_exception(batch.error)
+        else:
+            fut.set_result(batch.record_metadata(self._index))
+
+    def done(self) -> bool:
+        fut = self._future
+        return self._batch.done if fut is None else fut.done()
+
+    def cancelled(self) -> bool:
+        fut = self._future
+        return fut is not None and fut.cancelled()
+
+    def result(self) -> RecordMetadata:
+        fut = self._future
+        if fut is not None:
+            return fut.result()
+        batch = self._batch
+        if not batch.done:
+            raise asyncio.InvalidStateError("Result is not set.")
+        if batch.error is not None:
+            raise batch.error
+        return batch.record_metadata(self._index)
+
+    def exception(self) -> BaseException | None:
+        fut = self._future
+        if fut is not None:
+            return fut.exception()
+        batch = self._batch
+        if not batch.done:
+            raise asyncio.InvalidStateError("Exception is not set.")
+        return batch.error
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        """Cancel the record's future (the record itself may still be delivered)."""
+        return self._asyncio_future().cancel(msg=msg)
+
+    def add_done_callback(
+        self, fn: Callable[[Any], object], *, context: contextvars.Context | None = None
+    ) -> None:
+        """Call ``fn(self)`` (soon) once the record's future is done."""
+        self._asyncio_future().add_done_callback(_Relay(fn, self), context=context)
+
+    def remove_done_callback(self, fn: Callable[[Any], object]) -> int:
+        fut = self._future
+        return 0 if fut is None else fut.remove_done_callback(fn)
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._batch.loop
+        assert loop is not None
+        return loop
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        fut = self._future
+        if fut is None:
+            if self._batch.done:
+                return self.result()
+            fut = self._asyncio_future()
+        return (yield from fut)
+
+    __iter__ = __await__
+
+
+class _Relay:
+    """A done callback of a `RecordFuture`'s asyncio future that passes on the RecordFuture.
+
+    It compares equal to the callback it wraps, so ``remove_done_callback(fn)`` finds it.
+    """
+
+    __slots__ = ("fn", "owner")
+
+    def __init__(self, fn: Callable[[Any], object], owner: RecordFuture) -> None:
+        self.fn = fn
+        self.owner = owner
+
+    def __call__(self, _fut: object) -> None:
+        self.fn(self.owner)
+
+    def __eq__(self, other: object) -> bool:
+        return other is self or other == self.fn
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 class BufferExhausted(Exception):
@@ -334,7 +503,7 @@ class RecordAccumulator:
         value: bytes | None,
         headers: Any,
         reserved: int = 0,
-    ) -> asyncio.Future[RecordMetadata]:
+    ) -> RecordFuture:
         """Append to ``tp``'s open batch, opening one if needed.
 
         Raises `BufferExhausted` when a new batch cannot reserve its memory now.
@@ -345,14 +514,10 @@ class RecordAccumulator:
             batch = dq[-1]
             if batch.open:
                 if batch.append(timestamp, key, value, headers):
-                    loop = self._loop
-                    assert loop is not None
-                    fut: asyncio.Future[RecordMetadata] = _Future(loop=loop)
-                    batch.futures.append(fut)
                     batch.timestamps.append(timestamp)
                     if reserved:
                         self.release(reserved)
-                    return fut
+                    return RecordFuture(batch, batch.record_count - 1)
                 # Full: the batch is now ready; tell the sender.
                 if self._wakeup is not None:
                     self._wakeup(0.0)
@@ -369,7 +534,7 @@ class RecordAccumulator:
         value: bytes | None,
         headers: Any,
         reserved: int,
-    ) -> asyncio.Future[RecordMetadata]:
+    ) -> RecordFuture:
         size = estimate_batch_size(key, value, headers)
         memory = size if size > self.batch_size else self.batch_size
         self._reserve(memory, reserved)
@@ -385,15 +550,14 @@ class RecordAccumulator:
             created=now,
             deadline=now + self.delivery_timeout,
             memory=memory,
+            loop=loop,
         )
         batch.append(timestamp, key, value, headers)
-        fut: asyncio.Future[RecordMetadata] = _Future(loop=loop)
-        batch.futures.append(fut)
         batch.timestamps.append(timestamp)
         self._enqueue(tp, dq, batch)
         if self._wakeup is not None:
             self._wakeup(self.linger)
-        return fut
+        return RecordFuture(batch, 0)
 
     def _enqueue(
         self,

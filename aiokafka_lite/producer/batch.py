@@ -13,7 +13,8 @@ from aiokafka_lite.structs import TopicPartition
 __all__ = ["BatchBuilder", "BatchRecordMetadata"]
 
 _new_tuple = tuple.__new__
-_time = time.time
+_time_ns = time.time_ns
+_join = b"".join
 _NO_TP = TopicPartition("", -1)
 
 
@@ -55,7 +56,7 @@ class BatchBuilder:
         if self._closed:
             return None
         if timestamp is None:
-            timestamp = int(_time() * 1000)
+            timestamp = _time_ns() // 1_000_000
         batch = self._batch
         offset = batch.record_count
         if offset and headers is None and key is None and value.__class__ is bytes:
@@ -65,14 +66,17 @@ class BatchBuilder:
             ts_delta = timestamp - batch.base_ts
             vlen = len(value)
             if 0 <= ts_delta < SMALL and offset < SMALL and vlen < SMALL:
-                head = ZZ[ts_delta] + ZZ[offset] + b"\x01" + ZZ[vlen]
-                blen = len(head) + vlen + 2
+                zt = ZZ[ts_delta]
+                zo = ZZ[offset]
+                zv = ZZ[vlen]
+                # attributes | ts delta | offset delta | key length -1 | value | 0 headers
+                blen = len(zt) + len(zo) + len(zv) + vlen + 3
                 if blen < SMALL:
                     prefix = ZZ[blen]
                     buf = batch.buf
                     size = len(prefix) + blen
                     if len(buf) + size <= batch.max_size:
-                        buf += prefix + b"\x00" + head + value + b"\x00"
+                        buf += _join((prefix, b"\x00", zt, zo, b"\x01", zv, value, b"\x00"))
                         batch.record_count = offset + 1
                         if timestamp > batch.max_ts:
                             batch.max_ts = timestamp

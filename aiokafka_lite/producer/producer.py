@@ -31,7 +31,12 @@ from aiokafka_lite.errors import (
     SerializationError,
     TransactionAbortedError,
 )
-from aiokafka_lite.producer.accumulator import BufferExhausted, ProducerBatch, RecordAccumulator
+from aiokafka_lite.producer.accumulator import (
+    BufferExhausted,
+    ProducerBatch,
+    RecordAccumulator,
+    RecordFuture,
+)
 from aiokafka_lite.producer.batch import BatchBuilder
 from aiokafka_lite.producer.config import ProducerConfig, Serializer, build_config, client_kwargs
 from aiokafka_lite.producer.metrics import ProducerMetrics
@@ -59,8 +64,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["AIOKafkaProducer", "Producer", "TransactionContext"]
 
-_time = time.time
-_Future = asyncio.Future
+_time_ns = time.time_ns
 _BYTES_TYPES = (bytes, bytearray)
 #: Batch header plus the largest framing of one record besides key, value and headers.
 _RECORD_OVERHEAD = records.V2_HEADER_SIZE + 31
@@ -455,8 +459,8 @@ class Producer:
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: Sequence[Header] | None = None,
-    ) -> asyncio.Future[RecordMetadata]:
-        """Buffer one record; returns a future of its `RecordMetadata`.
+    ) -> RecordFuture:
+        """Buffer one record; returns a future of its `RecordMetadata` (a `RecordFuture`).
 
         Waits only for the topic's metadata (first use) and for buffer memory, at most
         ``max_block_ms`` (KafkaTimeoutError). Raises at once for a record larger than
@@ -507,7 +511,7 @@ class Producer:
                 f"topic {topic!r} has no partition {partition}"
             )
         if timestamp_ms is None:
-            timestamp_ms = int(_time() * 1000)
+            timestamp_ms = _time_ns() // 1_000_000
         if guard:
             txn = self._txn
             if txn is not None and txn.transactional:
@@ -517,9 +521,8 @@ class Producer:
         if dq:
             batch = dq[-1]
             if batch.open and batch.append(timestamp_ms, key, value, headers):
-                fut: asyncio.Future[RecordMetadata] = _Future(loop=self._loop)
-                batch.futures.append(fut)
                 batch.timestamps.append(timestamp_ms)
+                fut = RecordFuture(batch, batch.record_count - 1)
                 if guard and self._interceptors:
                     fut.add_done_callback(self._acknowledge)
                 return fut
@@ -558,7 +561,7 @@ class Producer:
         value: bytes | None,
         headers: Any,
         exc: BufferExhausted,
-    ) -> asyncio.Future[RecordMetadata]:
+    ) -> RecordFuture:
         acc = self._accumulator
         assert acc is not None
         deadline = time.monotonic() + self._max_block
@@ -617,7 +620,7 @@ class Producer:
                 f"buffer_memory ({self.config.buffer_memory})"
             )
 
-    def _acknowledge(self, fut: asyncio.Future[RecordMetadata]) -> None:
+    def _acknowledge(self, fut: RecordFuture) -> None:
         if fut.cancelled():
             run_on_acknowledgement(self._interceptors, None, asyncio.CancelledError())
             return
@@ -646,26 +649,57 @@ class Producer:
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: Sequence[Header] | None = None,
-    ) -> list[asyncio.Future[RecordMetadata]]:
+    ) -> list[RecordFuture]:
         """Buffer many records with one await; returns one future per record, in order.
 
         Each record is partitioned, serialized and checked like ``send()``; ``keys``
         (optional) pairs a key with each value. ``headers`` apply to every record.
         """
-        futures: list[asyncio.Future[RecordMetadata]] = []
-        if keys is None:
-            for value in values:
-                futures.append(
-                    await self.send(topic, value, None, partition, timestamp_ms, headers)
-                )
-        else:
-            key_iter = iter(keys)
-            for value in values:
+        futures: list[RecordFuture] = []
+        key_iter = None if keys is None else iter(keys)
+        # The common case (bytes, no headers or serializers, an explicit partition or the
+        # sticky/murmur2 default partitioner) goes straight into the partition's open
+        # batch. Everything else, and every record that does not fit there (a full
+        # batch, memory to wait for, unknown metadata, an odd partition), takes send().
+        fast = headers is None and not self._serializers and (partition is not None or self._sticky)
+        partitioner = self._partitioner
+        batches = self._batches
+        for value in values:
+            if key_iter is None:
+                key = None
+            else:
                 try:
                     key = next(key_iter)
                 except StopIteration:
                     raise ValueError("send_many: fewer keys than values") from None
-                futures.append(await self.send(topic, value, key, partition, timestamp_ms, headers))
+            if (
+                fast
+                and not self._send_guard
+                and value.__class__ is bytes
+                and (key is None or key.__class__ is bytes)
+                and (info := self._topics.get(topic)) is not None
+            ):
+                size_hint = len(value) if key is None else len(key) + len(value)
+                p = partition
+                if p is None:
+                    p = partitioner.partition(topic, key, info.all, info.available)
+                tps = info.tps
+                if (
+                    size_hint <= self._quick_size_limit
+                    and p.__class__ is int
+                    and 0 <= p < len(tps)
+                    and (tp := tps[p]) is not None
+                    and (dq := batches.get(tp))
+                ):
+                    batch = dq[-1]
+                    ts = _time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
+                    if batch.open and batch.append(ts, key, value, None):
+                        if partition is None and key is None:
+                            partitioner.on_append(topic, p, size_hint + 8)
+                        batch.timestamps.append(ts)
+                        futures.append(RecordFuture(batch, batch.record_count - 1))
+                        continue
+            futures.append(await self.send(topic, value, key, partition, timestamp_ms, headers))
         return futures
 
     def create_batch(self) -> BatchBuilder:

@@ -265,7 +265,7 @@ class RemoteFaultProxy:
         self.call("stop_chaos")
 
     def fault_log(self) -> list[tuple[float, str]]:
-        return [tuple(x) for x in self.call("fault_log")]  # type: ignore[misc]
+        return [(float(t), str(mode)) for t, mode in self.call("fault_log")]
 
     def stats(self) -> dict[str, int]:
         return dict(self.call("stats"))

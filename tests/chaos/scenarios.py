@@ -143,7 +143,8 @@ def chaos_cluster() -> Iterator[tuple[EmbeddedBroker, RemoteFaultProxy]]:
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, timeout: float = 30.0) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
 
     admin: Any = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics(
@@ -386,7 +387,8 @@ async def scenario_transactional(size: Size) -> ScenarioResult:
                     await producer.begin_transaction()
                     for tp, recs in batch.items():
                         for rec in recs:
-                            await producer.send(sink, b"out:" + rec.value, partition=tp.partition)
+                            value = b"out:" + (rec.value or b"")
+                            await producer.send(sink, value, partition=tp.partition)
                     offsets = {tp: recs[-1].offset + 1 for tp, recs in batch.items()}
                     await producer.send_offsets_to_transaction(offsets, group)
                     if attempt % 5 == 0:
@@ -516,6 +518,8 @@ class _GroupLog:
         self.assigned: defaultdict[tuple[int, int], list[float]] = defaultdict(list)
         #: (time, member, {partition: position}, problems)
         self.health: list[tuple[float, int, dict[int, int | None], tuple[str, ...]]] = []
+        #: (time, member, group state, lag per partition)
+        self.states: list[tuple[float, int, str, dict[int, int | None]]] = []
         self.commit_failures: defaultdict[str, int] = defaultdict(int)
         self.member_errors: list[str] = []
         self.restarts = 0
@@ -607,6 +611,8 @@ def _sample_health(members: dict[int, _Member], glog: _GroupLog) -> None:
             health = consumer.health()
             positions = {tp.partition: ph.position for tp, ph in health.partitions.items()}
             glog.health.append((now, member, positions, tuple(health.problems)))
+            lags = {tp.partition: ph.lag for tp, ph in health.partitions.items()}
+            glog.states.append((now, member, str(health.group_state.value), lags))
 
 
 async def scenario_group(size: Size) -> ScenarioResult:
@@ -769,6 +775,7 @@ def _judge_group(
                 best[p] = pos
                 positions[p].append((t, pos))
     recoveries: list[float] = []
+    worst: tuple[float, int, float] = (0.0, -1, 0.0)  # (wait, partition, fault time)
     for p in range(partitions):
         series = positions[p]
         times = [t for t, _ in series]
@@ -776,6 +783,35 @@ def _judge_group(
             i = bisect.bisect_right(times, tf)
             if i < len(series):
                 recoveries.append(series[i][0] - tf)
+                if series[i][0] - tf > worst[0]:
+                    worst = (series[i][0] - tf, p, tf)
+    # what the health view said during the longest wait: was the stall visible?
+    wait, worst_p, worst_t = worst
+    during = [h for h in glog.health if worst_t <= h[0] <= worst_t + wait]
+    owners = sorted({m for _, m, parts, _ in during if worst_p in parts})
+    problems = sorted({pr for *_, prs in during for pr in prs})
+    states = sorted({(m, st) for t, m, st, _ in glog.states if worst_t <= t <= worst_t + wait})
+    state_at = {(t, m): (st, lags) for t, m, st, lags in glog.states}
+    timeline = [
+        (
+            round(t - started, 1),
+            m,
+            parts[worst_p],
+            state_at.get((t, m), ("?", {}))[1].get(worst_p),
+            state_at.get((t, m), ("?", {}))[0],
+        )
+        for t, m, parts, _ in glog.health
+        if worst_t - 2 <= t <= worst_t + wait + 2 and worst_p in parts
+    ]
+    worst_detail = {
+        "timeline(t, member, position, lag, state)": timeline[::4][:60],
+        "partition": worst_p,
+        "wait_s": round(wait, 2),
+        "from_s": round(worst_t - started, 1),
+        "owners_reporting_it": owners,
+        "problems_reported_meanwhile": problems[:8],
+        "member_states_meanwhile": states[:12],
+    }
     stalled = [p for p in range(partitions) if not any(t > chaos_end for t, _ in positions[p])]
     result = ScenarioResult(
         name="3 consumer group",
@@ -796,6 +832,7 @@ def _judge_group(
             "member_errors": glog.member_errors[:5],
             "health_samples": len(glog.health),
             "settle_seconds": round(settled - chaos_end, 1),
+            "longest_wait": worst_detail,
             "lost_examples": lost[:5],
         },
     )
@@ -1010,12 +1047,12 @@ async def scenario_outage(size: Size) -> ScenarioResult:
             stop.set()
             await producing
             # let the consumer catch up with everything acknowledged
-            want = defaultdict(int)
+            want: defaultdict[int, int] = defaultdict(int)
             for p, off, _ in acked:
                 want[p] = max(want[p], off + 1)
             catch_up = time.monotonic() + 60
             while time.monotonic() < catch_up:
-                got = defaultdict(int)
+                got: defaultdict[int, int] = defaultdict(int)
                 for p, off, _ in consumed:
                     got[p] = max(got[p], off + 1)
                 if all(got[p] >= want[p] for p in want):

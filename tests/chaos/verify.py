@@ -74,13 +74,16 @@ def read_confluent(
                 raise TimeoutError(f"confluent-kafka did not reach the end of {topic}: {at_eof}")
             for msg in consumer.consume(10000, 0.5):
                 err = msg.error()
+                partition, offset = msg.partition(), msg.offset()
+                assert partition is not None
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        at_eof.add(msg.partition())
+                        at_eof.add(partition)
                         continue
                     raise RuntimeError(f"confluent-kafka read error: {err}")
-                at_eof.discard(msg.partition())
-                out[msg.partition()].append((msg.offset(), msg.value()))
+                assert offset is not None
+                at_eof.discard(partition)
+                out[partition].append((offset, msg.value()))
     finally:
         consumer.close()
     return out

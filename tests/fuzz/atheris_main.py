@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-import atheris
+import atheris  # type: ignore[import-untyped]
 
 with atheris.instrument_imports(include=["aiokafka_lite"]):
     import aiokafka_lite.protocol.api

@@ -37,7 +37,7 @@ _ARTIFACT_PREFIXES = ("crash-", "timeout-", "oom-", "leak-", "slow-unit-")
 
 def _have_atheris() -> bool:
     try:
-        import atheris  # noqa: F401
+        import atheris  # type: ignore[import-untyped]  # noqa: F401
     except ImportError:
         return False
     return True

@@ -348,7 +348,7 @@ async def test_credentials_never_appear_in_logs_or_reprs(
             deadline = time.monotonic() + 20
             while len(got) < len(values) and time.monotonic() < deadline:
                 for records in (await consumer.getmany(timeout_ms=500)).values():
-                    got += [r.value for r in records]
+                    got += [r.value for r in records if r.value is not None]
             assert sorted(got) == sorted(values)
             texts += [repr(consumer), repr(consumer.config), repr(consumer.health())]
         security = SecurityConfig(**options)

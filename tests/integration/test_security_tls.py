@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,7 +62,7 @@ def _values(n: int = N) -> list[bytes]:
     return [f"tls-{i:04d}-{uuid.uuid4().hex[:6]}".encode() for i in range(n)]
 
 
-def _cf_conf(bootstrap: str, ca: Path, *, verify_hostname: bool = True) -> dict[str, object]:
+def _cf_conf(bootstrap: str, ca: Path, *, verify_hostname: bool = True) -> dict[str, Any]:
     return {
         "bootstrap.servers": bootstrap,
         "security.protocol": "SSL",
@@ -70,7 +71,7 @@ def _cf_conf(bootstrap: str, ca: Path, *, verify_hostname: bool = True) -> dict[
     }
 
 
-def _ssl(ca: Path, *, check_hostname: bool = True) -> dict[str, object]:
+def _ssl(ca: Path, *, check_hostname: bool = True) -> dict[str, Any]:
     return {
         "security_protocol": "SSL",
         "ssl_context": create_ssl_context(str(ca), check_hostname=check_hostname),
@@ -190,7 +191,7 @@ async def test_producer_with_wrong_ca_fails_within_its_timeout(
     producer = Producer(
         bootstrap_servers=stack.bootstrap_servers,
         request_timeout_ms=3000,
-        **_ssl(pki.other_ca_cert),  # type: ignore[arg-type]
+        **_ssl(pki.other_ca_cert),
     )
     started = time.monotonic()
     with pytest.raises(errors.KafkaConnectionError):
@@ -215,7 +216,7 @@ async def test_producer_error_for_a_wrong_ca_names_the_cause(stack: SecureStack,
         reconnect_backoff_ms=1000,
         reconnect_backoff_max_ms=1000,
         retry_backoff_ms=10,
-        **_ssl(pki.other_ca_cert),  # type: ignore[arg-type]
+        **_ssl(pki.other_ca_cert),
     )
     with pytest.raises(errors.KafkaConnectionError) as info:
         await asyncio.wait_for(producer.start(), 30)

@@ -74,11 +74,14 @@ def confluent_consume(
             msg = consumer.poll(0.5)
             if msg is None:
                 continue
-            if msg.error() is not None:
-                if msg.error().fatal():
-                    raise KafkaException(msg.error())
+            err = msg.error()
+            if err is not None:
+                if err.fatal():
+                    raise KafkaException(err)
                 continue
-            got.append(msg.value())
+            value = msg.value()
+            assert value is not None
+            got.append(value)
     finally:
         consumer.close()
     return got
