@@ -360,12 +360,8 @@ class KafkaClient:
                 }
                 if topics is None and version == 0:
                     body["topics"] = []  # v0 spells "all topics" as an empty list
-                remaining_ms = max(int((deadline - time.monotonic()) * 1000), 1)
-                response = await conn.send(
-                    ApiKey.METADATA,
-                    body,
-                    version=version,
-                    timeout_ms=min(remaining_ms, self.request_timeout_ms),
+                response = await _send_before(
+                    conn, ApiKey.METADATA, body, deadline, version=version
                 )
             except errors.KafkaError as exc:
                 if not exc.retriable and not isinstance(exc, errors.KafkaConnectionError):
@@ -608,11 +604,11 @@ class KafkaClient:
             node_id = self.least_loaded_node()
             try:
                 conn = await self._connection_before(node_id, deadline)
-                remaining_ms = max(int((deadline - time.monotonic()) * 1000), 1)
-                response = await conn.send(
+                response = await _send_before(
+                    conn,
                     ApiKey.FIND_COORDINATOR,
                     {"key": key, "key_type": key_type, "coordinator_keys": [key]},
-                    timeout_ms=min(remaining_ms, self.request_timeout_ms),
+                    deadline,
                 )
             except errors.KafkaError as exc:
                 if not exc.retriable:
@@ -645,6 +641,31 @@ class KafkaClient:
             raise errors.KafkaConnectionError("client is closed")
         if not self._started:
             raise errors.IllegalStateError("client is not started; call start() first")
+
+
+async def _send_before(
+    conn: BrokerConnection,
+    api_key: int,
+    body: Mapping[str, Any],
+    deadline: float,
+    *,
+    version: int | None = None,
+) -> dict[str, Any]:
+    """Send with the connection's own request timeout, but stop waiting at ``deadline``.
+
+    A caller's short deadline must not become the request timeout: a request that
+    times out closes its connection (and fails everything else on it). Giving up
+    here only abandons this response, which the connection reads and drops.
+    """
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise errors.KafkaTimeoutError(f"no time left to send {ApiKey(api_key).name}")
+    try:
+        return await asyncio.wait_for(conn.send(api_key, body, version=version), remaining)
+    except asyncio.TimeoutError:
+        raise errors.KafkaTimeoutError(
+            f"{ApiKey(api_key).name} to {conn.host}:{conn.port} got no answer in time"
+        ) from None
 
 
 async def _close_connection(conn: BrokerConnection) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 from aiokafka_lite import errors
 from aiokafka_lite.producer.encoding import SMALL, ZZ, varint
 from aiokafka_lite.producer.types import RecordMetadata
+from aiokafka_lite.protocol.codecs import compress
 from aiokafka_lite.protocol.records import (
     NO_SEQUENCE,
     V2_HEADER_SIZE,
@@ -72,6 +73,7 @@ class ProducerBatch:
         "memory",
         "on_complete",
         "open",
+        "payload",
         "producer_epoch",
         "producer_id",
         "record_count",
@@ -103,6 +105,8 @@ class ProducerBatch:
         self.compression = compression
         self.transactional = transactional
         self.buf = bytearray()
+        #: ``buf`` compressed, kept once the batch is closed (a retry reuses it).
+        self.payload: bytes | None = None
         #: Whether records may still be appended (False once full, drained or user-built).
         self.open = True
         self.record_count = 0
@@ -231,8 +235,15 @@ class ProducerBatch:
 
     def build(self) -> bytes:
         """The batch as sent: header with the current producer state, compressed, CRC."""
+        payload: bytes | bytearray | None = self.payload
+        if payload is None:
+            payload = self.buf
+            if self.compression:
+                payload = compress(self.compression, payload)
+                if not self.open:
+                    self.payload = payload
         return build_batch(
-            self.buf,
+            payload,
             self.record_count,
             self.base_ts,
             self.max_ts,
@@ -241,6 +252,7 @@ class ProducerBatch:
             producer_epoch=self.producer_epoch,
             base_sequence=self.base_sequence,
             is_transactional=self.transactional,
+            compressed=True,
         )
 
     def wait(self) -> asyncio.Future[None]:
@@ -314,11 +326,14 @@ class ProducerBatch:
 
     def _finish(self) -> None:
         self.buf = bytearray()
+        self.payload = None
         fut = self.done_future
         if fut is not None and not fut.done():
             fut.set_result(None)
         callback = self.on_complete
         if callback is not None:
+            # Dropped: a record future kept by the caller keeps only its batch alive.
+            self.on_complete = None
             callback(self)
 
 

@@ -203,11 +203,16 @@ class Sender:
             except errors.KafkaError:
                 delay = min(delay, self.retry_backoff)
                 continue
-            while self.in_flight.get(node, 0) < self.max_in_flight:
-                batches = self._drain(node, tps, now)
-                if not batches:
-                    break
-                self._send_produce(conn, node, batches)
+            # The requests of this round go to the socket in one write.
+            conn.cork()
+            try:
+                while self.in_flight.get(node, 0) < self.max_in_flight:
+                    batches = self._drain(node, tps, now)
+                    if not batches:
+                        break
+                    self._send_produce(conn, node, batches)
+            finally:
+                conn.uncork()
         self._expire(_monotonic())
         return min(delay, self._next_expiry())
 

@@ -523,7 +523,7 @@ class TransactionManager:
                 return
             except errors.KafkaError as exc:
                 exc = _fenced(exc)
-                if isinstance(exc, _COORDINATOR_MOVED | errors.KafkaConnectionError):
+                if isinstance(exc, (*_COORDINATOR_MOVED, errors.KafkaConnectionError)):
                     group_coordinator = None
                 elif not (isinstance(exc, _RETRY_LATER) or exc.retriable):
                     self.set_abortable(exc)

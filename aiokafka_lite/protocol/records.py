@@ -610,15 +610,22 @@ def build_batch(
     base_offset: int = 0,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     last_offset_delta: int | None = None,
+    compressed: bool = False,
 ) -> bytes:
     """Frame already-encoded v2 records (see :func:`encode_record`) as a batch.
 
     Compresses ``records`` when asked, fills the header and the CRC-32C. This is all
     ``BatchBuilder.build`` does; callers with their own record loop can use it directly.
-    ``last_offset_delta`` defaults to ``record_count - 1``.
+    ``last_offset_delta`` defaults to ``record_count - 1``. With ``compressed=True``,
+    ``records`` is already compressed with ``compression`` (a producer resending a
+    batch with new producer state compresses it once).
     """
     cid = codecs.check_codec(compression)
-    payload: BytesLike = codecs.compress(cid, records, level=compression_level) if cid else records
+    payload: BytesLike = (
+        codecs.compress(cid, records, level=compression_level)
+        if cid and not compressed
+        else records
+    )
     attributes = cid | (int(timestamp_type) << 3)
     if is_transactional:
         attributes |= TRANSACTIONAL_MASK

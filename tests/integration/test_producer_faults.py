@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from aiokafka_lite import errors
-from aiokafka_lite.producer import Producer, RecordMetadata
+from aiokafka_lite.producer import Producer, RecordFuture
 from aiokafka_lite.testing import FaultProxy
 
 from .test_producer_helpers import read_all
@@ -48,7 +48,7 @@ async def test_dropped_connections_deliver_exactly_once_in_order(
                 drops += proxy.drop_connections() > 0
 
     chaos_task = asyncio.create_task(chaos())
-    futures: list[asyncio.Future[RecordMetadata]] = []
+    futures: list[RecordFuture] = []
     count = 0
     try:
         # Produce until the proxy cut connections with requests in flight a few times

@@ -381,6 +381,41 @@ async def test_many_requests_in_flight(broker: ScriptedBroker) -> None:
         conn.close()
 
 
+async def test_cork_sends_requests_in_one_write(broker: ScriptedBroker) -> None:
+    broker.on(HEARTBEAT, echo_heartbeat())
+    conn = await open_conn(broker, max_in_flight=3)
+    writes: list[bytes] = []
+    transport = conn._transport
+    assert transport is not None
+    real_write = transport.write
+
+    def spy(data: bytes | bytearray | memoryview) -> None:
+        writes.append(bytes(data))
+        real_write(data)
+
+    transport.write = spy  # type: ignore[method-assign]
+    try:
+        conn.cork()
+        futures = [conn.request(HEARTBEAT, heartbeat(i)) for i in range(5)]
+        assert not writes and conn.in_flight_count == 3 and conn.queued_count == 2
+        conn.uncork()
+        assert len(writes) == 1  # three requests, one write; two wait for a slot
+        results = await asyncio.gather(*futures)
+        assert [r["throttle_time_ms"] for r in results] == list(range(5))
+        assert len(writes) == 3  # uncorked: the queued ones went one by one
+        conn.uncork()  # harmless when not corked
+        # Corked requests of a connection that closes fail like any other.
+        conn.cork()
+        late = conn.request(HEARTBEAT, heartbeat(9))
+        conn.close("bye")
+        conn.uncork()
+        with pytest.raises(errors.KafkaConnectionError, match="bye"):
+            await late
+        assert len(writes) == 3
+    finally:
+        conn.close()
+
+
 async def test_response_split_into_single_bytes(broker: ScriptedBroker) -> None:
     async def dribble(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
         data = conn.frame(header, {"throttle_time_ms": 42, "error_code": 0})

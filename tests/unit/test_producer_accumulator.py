@@ -230,3 +230,121 @@ def test_batch_builder_fast_path_decodes_like_the_general_path() -> None:
     batch_meta, decoded = decode(batch.build())
     assert batch_meta.max_timestamp == 1_000 + 299 // 7
     assert [(r.timestamp, r.key, r.value, list(r.headers)) for r in decoded] == expected
+
+
+# --- RecordFuture: send()'s future, an asyncio.Future look-alike -------------------------
+
+
+async def test_record_future_is_a_future_for_asyncio() -> None:
+    acc = _accumulator()
+    futs = [acc.try_append(TP, 10 + i, None, b"v", None) for i in range(4)]
+    fut = futs[0]
+    assert asyncio.isfuture(fut) and asyncio.ensure_future(fut) is fut
+    assert fut.get_loop() is asyncio.get_running_loop()
+    assert not fut.done() and not fut.cancelled()
+    with pytest.raises(asyncio.InvalidStateError):
+        fut.result()
+    with pytest.raises(asyncio.InvalidStateError):
+        fut.exception()
+    assert "pending" in repr(fut)
+    batch = acc.batches[TP].popleft()
+    asyncio.get_running_loop().call_soon(batch.complete, 7, -1, 0)
+    # Awaited while pending, through gather, wait_for and shield.
+    gathered = await asyncio.gather(futs[0], futs[1])
+    assert [m.offset for m in gathered] == [7, 8]
+    assert (await asyncio.wait_for(futs[2], 1)).offset == 9
+    assert (await asyncio.shield(futs[3])).timestamp == 13
+    assert fut.done() and fut.exception() is None
+    assert fut.result() == (TP.topic, TP.partition, TP, 7, 10, 0, 0)
+    assert "result=" in repr(fut)
+    # Awaiting a done one needs no asyncio future at all.
+    late = acc.try_append(TP, 20, None, b"v", None)
+    acc.batches[TP].popleft().complete(50, -1, 0)
+    assert (await late).offset == 50 and late._future is None
+
+
+async def test_record_future_callbacks_get_the_record_future() -> None:
+    acc = _accumulator()
+    fut = acc.try_append(TP, 1, None, b"v", None)
+    seen: list[object] = []
+    fut.add_done_callback(seen.append)
+    fut.add_done_callback(print)
+    assert fut.remove_done_callback(print) == 1
+    acc.batches[TP][0].complete(3, -1, 0)
+    assert not seen  # callbacks run soon, as asyncio's do
+    await asyncio.sleep(0)
+    assert seen == [fut]
+    # A callback added once it is done also runs soon.
+    fut.add_done_callback(seen.append)
+    await asyncio.sleep(0)
+    assert seen == [fut, fut]
+    done, pending = await asyncio.wait([fut])
+    assert done == {fut} and not pending
+    for next_done in asyncio.as_completed([fut]):
+        assert (await next_done).offset == 3
+
+
+async def test_record_future_failure_reaches_every_way_of_looking() -> None:
+    acc = _accumulator()
+    futs = [acc.try_append(TP, 1, None, b"v", None) for _ in range(3)]
+    waiting = asyncio.ensure_future(asyncio.gather(futs[0], return_exceptions=True))
+    await asyncio.sleep(0)
+    acc.batches[TP][0].fail(errors.NotLeaderForPartitionError("moved"))
+    assert isinstance((await waiting)[0], errors.NotLeaderForPartitionError)
+    with pytest.raises(errors.NotLeaderForPartitionError):
+        await futs[1]
+    assert isinstance(futs[2].exception(), errors.NotLeaderForPartitionError)
+    with pytest.raises(errors.NotLeaderForPartitionError):
+        futs[2].result()
+    assert "exception=" in repr(futs[2])
+
+
+async def test_record_future_cancel() -> None:
+    acc = _accumulator()
+    first, second = (acc.try_append(TP, 1, None, b"v", None) for _ in range(2))
+    assert first.cancel()
+    assert first.cancelled() and first.done() and "cancelled" in repr(first)
+    with pytest.raises(asyncio.CancelledError):
+        first.result()
+    # Cancelling the task awaiting a record cancels the record's future, as in asyncio.
+    task = asyncio.ensure_future(_await(second))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert second.cancelled()
+    acc.batches[TP].popleft().complete(0, -1, 0)  # cancelled ones are skipped
+    assert first.cancelled() and second.cancelled()
+    # A done record cannot be cancelled.
+    third = acc.try_append(TP, 1, None, b"v", None)
+    acc.batches[TP][0].complete(5, -1, 0)
+    assert not third.cancel() and third.result().offset == 5
+
+
+async def _await(fut: object) -> object:
+    return await fut  # type: ignore[misc]
+
+
+def test_a_resent_batch_is_compressed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aiokafka_lite.producer import accumulator
+
+    calls: list[int] = []
+    real = accumulator.compress
+
+    def counting(codec: int, data: bytes | bytearray) -> bytes:
+        calls.append(codec)
+        return real(codec, data)
+
+    monkeypatch.setattr(accumulator, "compress", counting)
+    batch = new_batch(compression=codecs.GZIP)
+    for i in range(20):
+        batch.append(1000 + i, None, b"value-%d" % i, None)
+    batch.open = False  # drained
+    batch.set_producer_state(5, 0, 0)
+    first = batch.build()
+    batch.set_producer_state(5, 1, 0)  # a retry under a new epoch
+    meta, decoded = decode(batch.build())
+    assert len(calls) == 1
+    assert meta.producer_epoch == 1 and meta.compression == codecs.GZIP
+    assert [r.value for r in decoded] == [b"value-%d" % i for i in range(20)]
+    assert decode(first)[1] == decoded

@@ -73,6 +73,13 @@ class FakeConnection:
         self.client = client
         self.node = node
         self.closed = False
+        self.corked = False
+
+    def cork(self) -> None:
+        self.corked = True
+
+    def uncork(self) -> None:
+        self.corked = False
 
     def request(
         self,
