@@ -29,6 +29,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import random
+import struct
 import threading
 import time
 import traceback
@@ -53,6 +54,8 @@ class _ChaosHook:
         self.log = log
         self.cut_next_request = False
         self.cut_after_request = False
+        #: Only a chunk that starts a request of this API key arms the response cut.
+        self.only_api: int | None = None
         self.cut_response_of: set[int] = set()
 
     def __call__(self, link: int, direction: Direction, data: bytes) -> bytes | None:
@@ -65,6 +68,11 @@ class _ChaosHook:
                         return None
             if self.cut_after_request:
                 with self.lock:
+                    wanted = self.only_api
+                    if wanted is not None and (
+                        len(data) < 6 or struct.unpack_from(">h", data, 4)[0] != wanted
+                    ):
+                        return data
                     if self.cut_after_request:
                         self.cut_after_request = False
                         self.cut_response_of.add(link)
@@ -72,7 +80,9 @@ class _ChaosHook:
         if link in self.cut_response_of:
             with self.lock:
                 self.cut_response_of.discard(link)
-                self.log.append((time.time(), "after_request"))
+                self.log.append(
+                    (time.time(), "after_request" if self.only_api is None else "after_produce")
+                )
             return None
         return data
 
@@ -92,6 +102,10 @@ class _Child:
         if mode == "before_request":
             self.hook.cut_next_request = True  # logged when it fires
         elif mode == "after_request":
+            self.hook.only_api = None
+            self.hook.cut_after_request = True
+        elif mode == "after_produce":  # deterministic tests: the next Produce's answer
+            self.hook.only_api = 0
             self.hook.cut_after_request = True
         elif mode == "mid_response":
             proxy.drop_after_bytes(rng.randint(1, 3000), "downstream")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import itertools
 import logging
 import random
 import time
@@ -61,7 +62,9 @@ class Size:
     #: faults (one every ~200 ms) hit it all along rather than only at the start.
     idempotent_seconds: float
     txn_records: int
+    #: Group scenario: cycles of a fault burst (GROUP_BURST_S) and a quiet window.
     group_cycles: int
+    group_quiet_s: float
     group_rate: int  # records/s the producer writes during the group scenario
     outage_s: float
     seed: int = 1
@@ -73,6 +76,7 @@ SIZES = {
         idempotent_seconds=40,
         txn_records=20_000,
         group_cycles=8,
+        group_quiet_s=20,
         group_rate=400,
         outage_s=30,
     ),
@@ -81,6 +85,7 @@ SIZES = {
         idempotent_seconds=12,
         txn_records=2_000,
         group_cycles=2,
+        group_quiet_s=15,
         group_rate=200,
         outage_s=10,
     ),
@@ -489,7 +494,6 @@ def read_committed_matches_markers(result: ScenarioResult) -> bool:
 # --- 3. consumer group under faults and churn ------------------------------------------
 
 GROUP_BURST_S = 5.0
-GROUP_QUIET_S = 12.0
 #: No progress for this long must show in some member's health().
 SILENT_S = 15.0
 
@@ -721,7 +725,7 @@ async def scenario_group(size: Size) -> ScenarioResult:
                         spawn()
                 proxy.stop_chaos()
                 burst_ends.append(time.time())
-                quiet_end = time.monotonic() + GROUP_QUIET_S
+                quiet_end = time.monotonic() + size.group_quiet_s
                 while time.monotonic() < quiet_end:
                     await asyncio.sleep(0.5)
                     _sample_health(members, glog)
@@ -860,7 +864,7 @@ def _judge_group(
     silent = []
     for p in range(partitions):
         times = [started] + [t for t, _ in positions[p]] + [settled]
-        for t1, t2 in zip(times, times[1:], strict=False):
+        for t1, t2 in itertools.pairwise(times):
             if t2 - t1 <= SILENT_S:
                 continue
             flagged = any(problems for t, _, _, problems in glog.health if t1 < t < t2) or any(
@@ -876,7 +880,7 @@ def _judge_group(
         duplicated=duplicated,
         duplicates_promised_zero=False,
         max_recovery_s=round(max(recoveries), 2) if recoveries else None,
-        faults=len(faults),
+        faults=len(fault_ends),
         seconds=chaos_end - started,
         details={
             "consumptions": len(glog.consumed),

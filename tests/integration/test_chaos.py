@@ -109,9 +109,9 @@ async def test_retried_batch_is_acknowledged_with_its_real_offset() -> None:
         ) as producer:
             await producer.send_and_wait("retry-offset", b"first", partition=0)
             # The broker writes the next batch; its answer is cut, so the producer retries.
-            proxy.call("fire", "after_request", None)  # arms the cut in the child
+            proxy.call("fire", "after_produce", None)  # arms the cut in the child
             metadata = await producer.send_and_wait("retry-offset", b"second", partition=0)
-            assert [mode for _, mode in proxy.fault_log()] == ["after_request"]
+            assert [mode for _, mode in proxy.fault_log()] == ["after_produce"]
     assert metadata.offset == 1
 
 
