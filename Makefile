@@ -10,11 +10,11 @@ PYTEST_ARGS ?=
 DEMO_ARGS ?=
 # Set when the editable install is done; redone when pyproject.toml changes.
 STAMP := $(VENV)/.aiokafka-lite-installed
-SYSTEM_TOOLS := kcat socat tmux
+SYSTEM_TOOLS := kcat socat tmux openssl
 
 .DEFAULT_GOAL := help
 
-.PHONY: help install system-tools test test-noida lint broker bench demo clean distclean
+.PHONY: help install system-tools test test-noida lint broker bench demo chaos fuzz soak clean distclean
 
 help:
 	@echo "make install     create $(VENV) and install aiokafka_lite with its dev extras (+ kcat, socat)"
@@ -23,7 +23,10 @@ help:
 	@echo "make lint        ruff check, ruff format --check, mypy"
 	@echo "make broker      an embedded Tansu broker in the foreground on port \$$PORT ($(PORT))"
 	@echo "make bench       run every benchmarks/bench_*.py"
-	@echo "make demo        the demo"
+	@echo "make demo        the Spark streaming pipeline demo on an embedded broker"
+	@echo "make chaos       the four chaos scenarios at full size; prints the table (~6 min)"
+	@echo "make fuzz        fuzz the decoders for FUZZ_SECONDS (300) per target"
+	@echo "make soak        10-minute produce/consume soak; chart in benchmarks/results/"
 	@echo "make clean       remove caches and build output (distclean: the venv too)"
 
 install: $(STAMP)
@@ -88,8 +91,25 @@ demo: $(STAMP)
 	@command -v java >/dev/null 2>&1 || { echo "make demo: Spark needs Java 17+ (Debian: apt-get install openjdk-17-jre-headless)" >&2; exit 1; }
 	$(PY) -m aiokafka_lite.demo $(DEMO_ARGS)
 
+# Chaos scenarios at full size (200k records, 30 s outage, ...) and the table.
+# CHAOS_ARGS, e.g. CHAOS_ARGS="--size short --scenarios idempotent,outage".
+CHAOS_ARGS ?=
+chaos: $(STAMP)
+	$(PY) -m tests.chaos.run $(CHAOS_ARGS)
+
+# Fuzz every decoder target for FUZZ_SECONDS each (atheris when installed, else the
+# built-in mutator); reports inputs tried and crashes, exit 1 on any crash.
+FUZZ_SECONDS ?= 300
+fuzz: $(STAMP)
+	$(PY) -m tests.fuzz.run --seconds $(FUZZ_SECONDS)
+
+# Produce/consume soak; SOAK_ARGS="--duration 60" for a short one.
+SOAK_ARGS ?=
+soak: $(STAMP)
+	$(PY) benchmarks/soak.py $(SOAK_ARGS)
+
 clean:
-	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis ./*.egg-info
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis .fuzz ./*.egg-info
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 	rm -f $(STAMP)
 
