@@ -177,7 +177,7 @@ def recovery_times(faults: list[float], progress: list[float]) -> list[float]:
     return out
 
 
-def _on_ack(times: list[float]) -> Callable[[asyncio.Future[Any]], None]:
+def _on_ack(times: list[float]) -> Callable[[Any], None]:
     def done(fut: asyncio.Future[Any]) -> None:
         if not fut.cancelled() and fut.exception() is None:
             times.append(time.time())
@@ -206,7 +206,7 @@ async def scenario_idempotent(size: Size) -> ScenarioResult:
         await asyncio.to_thread(create_topic, bootstrap, topic, partitions)
         sent: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
         acks: list[float] = []
-        futures: list[asyncio.Future[RecordMetadata]] = []
+        futures: list[Awaitable[RecordMetadata]] = []
         started = time.time()
         async with Producer(
             bootstrap_servers=bootstrap,
@@ -674,7 +674,7 @@ async def scenario_group(size: Size) -> ScenarioResult:
             request_timeout_ms=10_000,
         ) as producer:
             i = 0
-            pending: list[asyncio.Future[RecordMetadata]] = []
+            pending: list[Awaitable[RecordMetadata]] = []
             while not stop.is_set():
                 for _ in range(max(1, size.group_rate // 20)):
                     pending.append(
@@ -795,12 +795,16 @@ def _judge_group(
     # The at-least-once window: consuming (p, o) again is allowed only if no commit beyond
     # o had returned when the member consuming it again was assigned p (it then starts
     # from the committed offset, which may be below o).
-    outside_window = []
-    first_seen: set[tuple[int, int]] = set()
+    outside_window: list[tuple[int, int, int | str]] = []
+    runs_seen: dict[tuple[int, int], set[tuple[int, int]]] = {}
     for c in sorted(glog.consumed, key=lambda c: c.at):
         key = (c.partition, c.offset)
-        if key not in first_seen:
-            first_seen.add(key)
+        runs = runs_seen.setdefault(key, set())
+        first = not runs
+        if (c.member, c.run) in runs:  # the same owner twice, no reassignment between
+            outside_window.append((c.partition, c.offset, "twice in one assignment"))
+        runs.add((c.member, c.run))
+        if first:
             continue
         starts = glog.assigned.get((c.member, c.partition), [])
         run_start = starts[c.run - 1] if 0 < c.run <= len(starts) else c.at
