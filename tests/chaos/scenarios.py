@@ -67,6 +67,7 @@ class Size:
     group_quiet_s: float
     group_rate: int  # records/s the producer writes during the group scenario
     outage_s: float
+    restart_down_s: float
     seed: int = 1
 
 
@@ -79,6 +80,7 @@ SIZES = {
         group_quiet_s=20,
         group_rate=400,
         outage_s=30,
+        restart_down_s=10,
     ),
     "short": Size(
         idempotent_records=30_000,
@@ -88,6 +90,7 @@ SIZES = {
         group_quiet_s=15,
         group_rate=200,
         outage_s=10,
+        restart_down_s=3,
     ),
 }
 
@@ -1182,6 +1185,167 @@ async def scenario_outage(size: Size) -> ScenarioResult:
     return result
 
 
+# --- 5. broker killed and restarted (empty) ------------------------------------------------
+
+
+async def scenario_restart(size: Size) -> ScenarioResult:
+    """The broker process is stopped and started again on the same port. Tansu keeps its
+    log in memory, so it comes back empty: what was acknowledged before is gone (that is
+    the broker's loss, not counted). Counted: the clients recover on their own (the
+    producer gets a working producer id again, the consumer rejoins and resets to the new
+    log), and every record acknowledged after the restart is in the log exactly once, in
+    order, and consumed."""
+    partitions, topic, group = 3, "chaos-restart", "chaos-restart-g"
+    acks: list[tuple[float, int, int, bytes]] = []
+    consumed: list[tuple[int, int, float]] = []
+    with chaos_cluster() as (broker, proxy):
+        bootstrap = proxy.address
+        await asyncio.to_thread(create_topic, bootstrap, topic, partitions)
+        producer = Producer(
+            bootstrap_servers=bootstrap,
+            enable_idempotence=True,
+            request_timeout_ms=5_000,
+            delivery_timeout_ms=120_000,
+            allow_auto_create_topics=False,
+        )
+        consumer = Consumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=10_000,
+            heartbeat_interval_ms=1_000,
+            request_timeout_ms=5_000,
+            allow_auto_create_topics=False,
+        )
+        await producer.start()
+        await consumer.start()
+        stop = asyncio.Event()
+
+        async def produce() -> None:
+            i = 0
+            pending = []
+            while not stop.is_set():
+                value = b"r-%08d" % i
+                pending.append((value, await producer.send(topic, value, partition=i % 3)))
+                i += 1
+                await asyncio.sleep(0.01)
+            for value, fut in pending:
+                with contextlib.suppress(errors.KafkaError):
+                    md = await fut
+                    acks.append((time.time(), md.partition, md.offset, value))
+
+        async def consume() -> None:
+            while True:
+                try:
+                    batch = await consumer.getmany(timeout_ms=500)
+                except errors.KafkaError:
+                    await asyncio.sleep(0.1)
+                    continue
+                now = time.time()
+                for tp, recs in batch.items():
+                    consumed.extend((tp.partition, r.offset, now) for r in recs)
+                if batch:
+                    with contextlib.suppress(errors.KafkaError):
+                        await consumer.commit(
+                            {tp: recs[-1].offset + 1 for tp, recs in batch.items()},
+                            timeout_ms=5_000,
+                        )
+
+        async with _running(produce()) as producing, _running(consume()):
+            await consumer.wait_for_assignment(timeout_ms=60_000)
+            await asyncio.sleep(3)
+            killed = time.time()
+            await asyncio.to_thread(broker.stop)
+            await asyncio.sleep(size.restart_down_s)
+            await asyncio.to_thread(broker.restart)
+            up = time.time()
+            await asyncio.to_thread(create_topic, bootstrap, topic, partitions)
+            deadline = time.monotonic() + 90
+            first_ack = first_consumed = None
+            # progress: a send made now is acknowledged, and a record of the new log consumed
+            while time.monotonic() < deadline and (first_ack is None or first_consumed is None):
+                if first_ack is None:
+                    with contextlib.suppress(errors.KafkaError):
+                        await producer.send_and_wait(topic, b"probe", partition=0)
+                        first_ack = time.time()
+                if first_consumed is None and any(t > up for _, _, t in consumed):
+                    first_consumed = min(t for _, _, t in consumed if t > up)
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(3)
+            stop.set()
+            await producing
+            log_now = await asyncio.to_thread(read_confluent, bootstrap, topic, range(3))
+            # the consumer must read the whole new log
+            want = {p: (recs[-1][0] + 1 if recs else 0) for p, recs in log_now.items()}
+            catch_up = time.monotonic() + 60
+            while time.monotonic() < catch_up:
+                got = {
+                    p: max((o + 1 for q, o, t in consumed if q == p and t > up), default=0)
+                    for p in want
+                }
+                if all(got[p] >= want[p] for p in want):
+                    break
+                await asyncio.sleep(0.2)
+            health = consumer.health()
+        await producer.stop()
+        await consumer.stop()
+    in_log = {(p, off) for p, recs in log_now.items() for off, _ in recs}
+    # acknowledged after the restart: must be in the new log once, in send order
+    after: dict[int, list[bytes]] = defaultdict(list)
+    for t, p, _off, value in sorted(acks):
+        if t > up:
+            after[p].append(value)
+    counts = count_sequences(
+        {p: [(o, v) for o, v in recs if v != b"probe"] for p, recs in log_now.items()},
+        after,
+    )
+    # values in the new log that nobody acknowledged after the restart (sent before the
+    # kill, delivered by a retry to the new broker) are fine; only the acked ones count
+    counts.unexpected = 0
+    not_consumed = sorted(
+        key
+        for key in in_log
+        if not any(p == key[0] and o == key[1] for p, o, t in consumed if t > up)
+    )
+    recovery = [t - up for t in (first_ack, first_consumed) if t is not None]
+    result = ScenarioResult(
+        name="5 broker restart (empty)",
+        sent=counts.expected,
+        verified=counts.verified,
+        lost=counts.lost,
+        duplicated=counts.duplicated,
+        duplicates_promised_zero=True,
+        max_recovery_s=round(max(recovery), 2) if len(recovery) == 2 else None,
+        faults=1,
+        seconds=up - killed,
+        details={
+            "down_s": size.restart_down_s,
+            "producer_recovered_after_s": None if first_ack is None else first_ack - up,
+            "consumer_recovered_after_s": (None if first_consumed is None else first_consumed - up),
+            "records_in_new_log": len(in_log),
+            "not_consumed": len(not_consumed),
+            "consumer_problems_at_end": list(health.problems),
+            "examples": counts.examples[:5],
+        },
+    )
+    if first_ack is None:
+        result.failures.append("the producer did not recover after the restart")
+    if first_consumed is None:
+        result.failures.append("the consumer did not recover after the restart")
+    if counts.lost or counts.duplicated or counts.out_of_order:
+        result.failures.append(
+            f"log after the restart: lost={counts.lost} duplicated={counts.duplicated} "
+            f"out_of_order={counts.out_of_order} {counts.examples[:3]}"
+        )
+    if not_consumed:
+        result.failures.append(f"{len(not_consumed)} records of the new log never consumed")
+    if health.problems:
+        result.failures.append(f"consumer health still reports problems: {health.problems}")
+    return result
+
+
 async def _start_and_stop(client: Producer | Consumer) -> None:
     try:
         await client.start()
@@ -1194,4 +1358,5 @@ SCENARIOS: dict[str, Callable[[Size], Awaitable[ScenarioResult]]] = {
     "transactional": scenario_transactional,
     "group": scenario_group,
     "outage": scenario_outage,
+    "restart": scenario_restart,
 }

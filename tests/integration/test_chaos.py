@@ -26,6 +26,7 @@ from tests.chaos.scenarios import (
     scenario_group,
     scenario_idempotent,
     scenario_outage,
+    scenario_restart,
     scenario_transactional,
 )
 
@@ -167,5 +168,15 @@ async def test_broker_unreachable_then_back() -> None:
     assert len(calls) >= 8
     bad = [c for c in calls if not c["ok"]]
     assert bad == [], bad
+    assert result.lost == 0 and result.duplicated == 0, _explain(result)
+    assert result.failures == [], _explain(result)
+
+
+# --- 5. broker restart -----------------------------------------------------------------------
+
+
+async def test_broker_restart_with_empty_log() -> None:
+    result = await scenario_restart(SHORT)
+    assert result.sent > 0, _explain(result)
     assert result.lost == 0 and result.duplicated == 0, _explain(result)
     assert result.failures == [], _explain(result)
