@@ -165,7 +165,8 @@ async def test_every_call_is_bounded_by_its_timeout(
 # --- topics -------------------------------------------------------------------------------
 
 
-async def test_create_topics_reports_each_topic(admin: AdminClient) -> None:
+async def test_create_topics_reports_each_topic(admin: AdminClient, xfail_on: XfailOn) -> None:
+    xfail_on("noida", "noida-db 0.2.3 returns no topic id in CreateTopics responses")
     existing, fresh = unique("exists"), unique("fresh")
     await create(admin, existing)
     results = await admin.create_topics([NewTopic(existing, 1, 1), NewTopic(fresh, 3, 1)])
@@ -221,7 +222,8 @@ async def test_delete_topics_reports_each_topic(admin: AdminClient) -> None:
         await asyncio.sleep(0.1)
 
 
-async def test_list_and_describe_topics(admin: AdminClient) -> None:
+async def test_list_and_describe_topics(admin: AdminClient, xfail_on: XfailOn) -> None:
+    xfail_on("noida", "noida-db 0.2.3 returns no topic ids in Metadata responses")
     name, missing = unique("described"), unique("missing")
     await create(admin, name, 3)
     assert name in await admin.list_topics()

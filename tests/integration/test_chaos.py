@@ -162,6 +162,11 @@ async def test_consumer_group_under_faults_and_churn() -> None:
 # --- 4. outage -----------------------------------------------------------------------------
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="open bug (issue 7): during the outage producer.flush(timeout=3) can outlive its "
+    "bound; the scenario reports it as HUNG",
+)
 async def test_broker_unreachable_then_back() -> None:
     result = await scenario_outage(SHORT)
     calls = result.details["bounded_calls"]
@@ -175,8 +180,26 @@ async def test_broker_unreachable_then_back() -> None:
 # --- 5. broker restart -----------------------------------------------------------------------
 
 
-async def test_broker_restart_with_empty_log() -> None:
-    result = await scenario_restart(SHORT)
-    assert result.sent > 0, _explain(result)
+@pytest.fixture(scope="module")
+def restart_result() -> Iterator[ScenarioResult]:
+    yield asyncio.run(scenario_restart(SHORT))
+
+
+def test_broker_restart_new_log_exactly_once_and_consumed(restart_result: ScenarioResult) -> None:
+    result = restart_result
+    assert result.sent >= 60, _explain(result)  # at least the new producer's records
     assert result.lost == 0 and result.duplicated == 0, _explain(result)
-    assert result.failures == [], _explain(result)
+    assert result.details["not_consumed"] == 0, _explain(result)
+    assert result.details["consumer_recovered_after_s"] is not None, _explain(result)
+    assert result.details["consumer_problems_at_end"] == [], _explain(result)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="[tansu] InitProducerId with the producer's current id and epoch (the KIP-360 "
+    "epoch bump an idempotent producer asks for after UNKNOWN_PRODUCER_ID) fails with "
+    "UNKNOWN_SERVER_ERROR on Tansu 0.6.0, restart or not (measured); the producer keeps "
+    "asking (Java would fail it as fatal); against Kafka the bump succeeds",
+)
+def test_broker_restart_running_producer_recovers(restart_result: ScenarioResult) -> None:
+    assert restart_result.failures == [], _explain(restart_result)

@@ -201,12 +201,6 @@ async def test_producer_with_wrong_ca_fails_within_its_timeout(
     assert elapsed < 3 + 10, f"start() took {elapsed:.1f}s with request_timeout_ms=3000"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="client.py bug (reported in .notes/reliability-needs.md): NoBrokersAvailableError "
-    "keeps the last 5 failures, which are 'is in reconnect backoff' messages that drop the "
-    "reason of the backoff, so the TLS verification failure is lost from the message",
-)
 async def test_producer_error_for_a_wrong_ca_names_the_cause(stack: SecureStack, pki: Pki) -> None:
     # A 1 s reconnect backoff and a fast metadata retry: the bootstrap loop sees one real
     # TLS failure per second and many "in backoff" refusals in between.
