@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.chaos.scenarios import SCENARIOS, SIZES, ScenarioResult
+from tests.chaos.scenarios import DEFAULT_SCENARIOS, SCENARIOS, SIZES, ScenarioResult
 
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,7 +58,11 @@ async def _run(names: Sequence[str], size_name: str) -> list[ScenarioResult]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.chaos.run", description=__doc__)
     parser.add_argument("--size", choices=sorted(SIZES), default="full")
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument(
+        "--scenarios",
+        default=",".join(DEFAULT_SCENARIOS),
+        help=f"comma-separated, of {', '.join(SCENARIOS)} (default: the first four)",
+    )
     parser.add_argument(
         "--json",
         type=Path,

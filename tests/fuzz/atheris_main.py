@@ -12,11 +12,7 @@ import sys
 import atheris  # type: ignore[import-untyped]
 
 with atheris.instrument_imports(include=["aiokafka_lite"]):
-    import aiokafka_lite.protocol.api
-    import aiokafka_lite.protocol.codecs
-    import aiokafka_lite.protocol.records  # noqa: F401
-
-from tests.fuzz.targets import TARGETS
+    from tests.fuzz.targets import TARGETS
 
 
 def main() -> None:

@@ -14,6 +14,8 @@ Targets:
   batch's ``records()``, ``control_record()`` and header properties; the first byte picks
   CRC checking and whether to repair the CRCs first (so mutations get past the check).
 * ``codecs``: ``codecs.decompress`` for every codec, under a 1 MiB output cap.
+* ``consumer_records``: the consumer's own record decoder (its hot path), compared with
+  ``protocol.records`` on the same bytes: they must agree on validity and on every field.
 
 :func:`seeds` gives a valid input per case, the starting corpus.
 """
@@ -29,6 +31,7 @@ from typing import Any, Final
 
 from crc32c import crc32c
 
+from aiokafka_lite.consumer.records import decode_v2_records
 from aiokafka_lite.errors import DecodeError, UnsupportedCodecError, UnsupportedVersionError
 from aiokafka_lite.protocol import api, codecs, messages, records
 from aiokafka_lite.protocol.schema import Field
@@ -142,10 +145,75 @@ def codecs_target(data: bytes) -> None:
         raise AssertionError(f"decompressed {len(out)} bytes past the {MAX_DECOMPRESSED} cap")
 
 
+def _consumer_view(rec: Any) -> tuple[Any, ...]:
+    return (rec.offset, rec.timestamp, rec.key, rec.value, tuple(rec.headers))
+
+
+def consumer_records_target(data: bytes) -> None:
+    """The consumer's own v2 record decoder (``consumer.records.decode_v2_records``),
+    differentially against ``protocol.records``: on the same bytes both must agree on
+    whether the records are valid and, when they are, on every field."""
+    if len(data) < 1 + records.V2_HEADER_SIZE:
+        return
+    mode, blob = data[0], data[1:]
+    (base_offset,) = struct.unpack_from(">q", blob, 0)
+    (attributes,) = struct.unpack_from(">h", blob, 21)
+    (base_timestamp, max_timestamp) = struct.unpack_from(">qq", blob, 27)
+    (count,) = struct.unpack_from(">i", blob, 57)
+    log_append = max_timestamp if attributes & records.TIMESTAMP_TYPE_MASK else None
+    min_offset = base_offset + (mode >> 4) if mode & 2 else 0
+    got: list[Any] | None
+    try:
+        got = decode_v2_records(
+            blob,
+            records.V2_HEADER_SIZE,
+            len(blob),
+            count,
+            base_offset,
+            base_timestamp,
+            log_append,
+            "t",
+            0,
+            1 if log_append is not None else 0,
+            -1,
+            min_offset,
+        )
+    except ALLOWED:
+        got = None
+    if attributes & records.COMPRESSION_MASK:
+        return  # protocol.records would decompress first: not the same input
+    try:
+        batch = records.RecordBatch(blob, check_crc=False)
+    except ALLOWED:
+        return  # a header the reference refuses (length, magic): nothing to compare
+    try:
+        reference = batch.records()
+    except ALLOWED:
+        want = None
+    else:
+        offsets = [r.offset for r in reference]
+        if offsets != sorted(set(offsets)) or (offsets and offsets[0] < base_offset):
+            # Offsets that go backwards (negative or repeated deltas): both decoders
+            # accept them, but the consumer skips below min_offset per batch, not per
+            # record (reported); compare only what a broker can send.
+            return
+        want = [r for r in reference if r.offset >= min_offset]
+    if (got is None) != (want is None):
+        raise AssertionError(
+            f"the decoders disagree on validity: consumer "
+            f"{'refused' if got is None else 'accepted'}, protocol.records "
+            f"{'refused' if want is None else 'accepted'}"
+        )
+    if got is not None and want is not None:
+        if [_consumer_view(r) for r in got] != [_consumer_view(r) for r in want]:
+            raise AssertionError("the decoders disagree on the records")
+
+
 TARGETS: Final[dict[str, Callable[[bytes], None]]] = {
     "responses": responses_target,
     "records": records_target,
     "codecs": codecs_target,
+    "consumer_records": consumer_records_target,
 }
 
 
@@ -226,6 +294,18 @@ def seeds(target: str) -> list[bytes]:
         return out
     if target == "records":
         return [bytes([mode]) + blob for blob in _record_seeds() for mode in (0, 1, 6, 8)]
+    if target == "consumer_records":
+        out = []
+        for blob in _record_seeds():
+            if len(blob) > records.V2_HEADER_SIZE and blob[16] == 2:
+                first = blob[: records.LOG_OVERHEAD + struct.unpack_from(">i", blob, 8)[0]]
+                out += [bytes([mode]) + first for mode in (0, 1, 0x32)]
+        # a long batch of uniform records: the consumer decodes those in "runs"
+        builder = records.BatchBuilder(max_size=1 << 20)
+        for i in range(300):
+            builder.append(1_700_000_000_000 + i, b"k%03d" % i, b"v" * 20)
+        out.append(b"\x00" + builder.build())
+        return out
     if target == "codecs":
         out = []
         payload = b"".join(b"record %d;" % i for i in range(200))
