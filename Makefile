@@ -24,8 +24,8 @@ help:
 	@echo "make broker      an embedded Tansu broker in the foreground on port \$$PORT ($(PORT))"
 	@echo "make bench       run every benchmarks/bench_*.py"
 	@echo "make demo        the Spark streaming pipeline demo on an embedded broker"
-	@echo "make chaos       the four chaos scenarios at full size; prints the table (~6 min)"
-	@echo "make fuzz        fuzz the decoders for FUZZ_SECONDS (300) per target"
+	@echo "make chaos       the four chaos scenarios at full size; prints the table (~9 min)"
+	@echo "make fuzz        fuzz the decoders for FUZZ_SECONDS (300) per target (~10 min on 2 cores)"
 	@echo "make soak        10-minute produce/consume soak; chart in benchmarks/results/"
 	@echo "make clean       remove caches and build output (distclean: the venv too)"
 
@@ -91,7 +91,8 @@ demo: $(STAMP)
 	@command -v java >/dev/null 2>&1 || { echo "make demo: Spark needs Java 17+ (Debian: apt-get install openjdk-17-jre-headless)" >&2; exit 1; }
 	$(PY) -m aiokafka_lite.demo $(DEMO_ARGS)
 
-# Chaos scenarios at full size (200k records, 30 s outage, ...) and the table.
+# Chaos scenarios at full size (200k records, 30 s outage, ...) and the table, on an
+# embedded Tansu per scenario, or on $KAFKA_BOOTSTRAP_SERVERS when set (docs/reliability.md).
 # CHAOS_ARGS, e.g. CHAOS_ARGS="--size short --scenarios idempotent,outage".
 CHAOS_ARGS ?=
 chaos: $(STAMP)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from aiokafka_lite import errors
+from aiokafka_lite._aio import cancel_and_wait, wait_for
 from aiokafka_lite.cluster import BrokerMetadata, ClusterMetadata
 from aiokafka_lite.connection import BrokerConnection, connect
 from aiokafka_lite.protocol.api import ApiKey
@@ -74,13 +75,15 @@ class _InReconnectBackoff(errors.KafkaConnectionError):
 class _NodeState:
     """Reconnect bookkeeping for one node."""
 
-    __slots__ = ("conn", "connecting", "failures", "next_attempt")
+    __slots__ = ("conn", "connecting", "failures", "last_error", "next_attempt")
 
     def __init__(self) -> None:
         self.conn: BrokerConnection | None = None
         self.connecting: asyncio.Future[BrokerConnection] | None = None
         self.failures = 0
         self.next_attempt = 0.0
+        #: Why the last connect attempt failed or the last connection closed.
+        self.last_error: str | None = None
 
 
 class KafkaClient:
@@ -165,11 +168,8 @@ class KafkaClient:
             return
         self._closed = True
         if self._metadata_task is not None:
-            self._metadata_task.cancel()
-            try:
-                await self._metadata_task
-            except asyncio.CancelledError:
-                pass
+            # Bounded: close() must not wait on a loop that does not stop (see _aio).
+            await cancel_and_wait([self._metadata_task])
             self._metadata_task = None
         self._fail_waiters(errors.KafkaConnectionError("client closed"))
         nodes = list(self._nodes.values())
@@ -251,14 +251,14 @@ class KafkaClient:
         if topics is None:
             fut = self.request_metadata_update()
             try:
-                return await asyncio.wait_for(asyncio.shield(fut), timeout)
+                return await wait_for(asyncio.shield(fut), timeout)
             except asyncio.TimeoutError:
                 raise errors.KafkaTimeoutError(
                     f"metadata refresh did not complete within {timeout:.1f}s"
                 ) from None
         names = list(topics)
         try:
-            return await asyncio.wait_for(
+            return await wait_for(
                 self._fetch_metadata(names, full=False, deadline=time.monotonic() + timeout),
                 timeout,
             )
@@ -290,7 +290,7 @@ class KafkaClient:
                 )
             fut = self.request_metadata_update()
             try:
-                await asyncio.wait_for(asyncio.shield(fut), remaining)
+                await wait_for(asyncio.shield(fut), remaining)
             except asyncio.TimeoutError:
                 continue
             except errors.KafkaError as exc:
@@ -306,11 +306,11 @@ class KafkaClient:
     async def _metadata_loop(self) -> None:
         assert self._update_event is not None
         event = self._update_event
-        while True:
+        while not self._closed:
             age_left = self.cluster.updated_at + self.metadata_max_age_ms / 1000 - time.monotonic()
             if not event.is_set():
                 try:
-                    await asyncio.wait_for(event.wait(), max(age_left, 0))
+                    await wait_for(event.wait(), max(age_left, 0))
                 except asyncio.TimeoutError:
                     pass
             event.clear()
@@ -426,6 +426,29 @@ class KafkaClient:
         where = f"{address[0]}:{address[1]}" if address else "?"
         return f"bootstrap {where}" if node_id < 0 else f"node {node_id} ({where})"
 
+    def node_problem(self, node_id: int, silent_for: float = 0.0) -> str | None:
+        """What is wrong with the connection to ``node_id``, for error messages.
+
+        ``"node 1 (h:9092) is unreachable (last connection error: ...)"`` when it is not
+        connected, ``"node 1 (h:9092) has not answered for 6.0 s (in flight: JoinGroup)"``
+        when requests have waited longer than ``silent_for`` seconds with nothing coming
+        back; None when it is connected and answering.
+        """
+        what = self._describe_node(node_id)
+        state = self._nodes.get(node_id)
+        conn = None if state is None else state.conn
+        if conn is None or conn.closed:
+            error = None if state is None else state.last_error
+            if error:
+                return f"{what} is unreachable (last connection error: {error})"
+            if state is not None and state.connecting is not None and not state.connecting.done():
+                return f"{what} is not connected yet (connecting)"
+            return f"{what} is not connected"
+        waited, apis = conn.unanswered()
+        if apis and waited > silent_for:
+            return f"{what} has not answered for {waited:.1f} s (in flight: {', '.join(apis)})"
+        return None
+
     def least_loaded_node(self) -> int:
         """The node to send a request that any broker can answer.
 
@@ -516,8 +539,9 @@ class KafkaClient:
                 max_in_flight=self.max_in_flight_per_connection,
                 node_id=node_id,
             )
-        except errors.KafkaError:
+        except errors.KafkaError as exc:
             state.failures += 1
+            state.last_error = str(exc)
             backoff = min(
                 self.reconnect_backoff_ms * 2 ** (state.failures - 1),
                 self.reconnect_backoff_max_ms,
@@ -530,6 +554,7 @@ class KafkaClient:
             raise errors.KafkaConnectionError("client closed while connecting")
         state.failures = 0
         state.next_attempt = 0.0
+        state.last_error = None
         state.conn = conn
         conn.add_close_callback(lambda _conn: self._on_connection_closed(node_id, _conn))
         log.debug("connected to %s", self._describe_node(node_id))
@@ -539,6 +564,7 @@ class KafkaClient:
         state = self._nodes.get(node_id)
         if state is not None and state.conn is conn:
             state.conn = None
+            state.last_error = f"connection closed: {conn.close_reason}"
             # A connection that dies on its own counts as a failure for backoff.
             state.failures += 1
             backoff = min(
@@ -661,7 +687,7 @@ async def _send_before(
     if remaining <= 0:
         raise errors.KafkaTimeoutError(f"no time left to send {ApiKey(api_key).name}")
     try:
-        return await asyncio.wait_for(conn.send(api_key, body, version=version), remaining)
+        return await wait_for(conn.send(api_key, body, version=version), remaining)
     except asyncio.TimeoutError:
         raise errors.KafkaTimeoutError(
             f"{ApiKey(api_key).name} to {conn.host}:{conn.port} got no answer in time"
@@ -672,7 +698,7 @@ async def _close_connection(conn: BrokerConnection) -> None:
     conn.close()
     try:
         # Bounded: a peer that never acknowledges the close must not hang close().
-        await asyncio.wait_for(conn.wait_closed(), 1.0)
+        await wait_for(conn.wait_closed(), 1.0)
     except asyncio.TimeoutError:
         pass
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from aiokafka_lite import errors
+from aiokafka_lite._aio import wait_for
 from aiokafka_lite.protocol import api
 from aiokafka_lite.sasl import OAuthBearerMechanism, PlainMechanism, SaslMechanism, ScramMechanism
 from aiokafka_lite.security import SecurityConfig, fetch_oauth_token
@@ -90,6 +91,7 @@ class _Request:
         "expect_response",
         "future",
         "payload",
+        "sent_at",
         "timer",
     )
 
@@ -109,6 +111,8 @@ class _Request:
         self.future = future
         self.expect_response = expect_response
         self.timer: asyncio.TimerHandle | None = None
+        #: ``time.monotonic()`` when it was written (0.0 while queued).
+        self.sent_at = 0.0
 
 
 class _KafkaProtocol(asyncio.Protocol):
@@ -211,6 +215,8 @@ class BrokerConnection:
         self.sasl_session_lifetime_ms = 0
         #: ``time.monotonic()`` of the last byte written or frame received.
         self.last_activity = time.monotonic()
+        #: ``time.monotonic()`` of the last frame received (of the connect before one).
+        self.last_received = self.last_activity
         self.close_reason: str | None = None
 
         self._loop = asyncio.get_running_loop()
@@ -241,6 +247,19 @@ class BrokerConnection:
     def queued_count(self) -> int:
         """Requests waiting for an in-flight slot (``max_in_flight`` reached)."""
         return len(self._queued)
+
+    def unanswered(self) -> tuple[float, list[str]]:
+        """How long the connection has waited for an answer, and for what.
+
+        ``(seconds, api names)``: the time since the oldest request in flight was
+        written or, if later, since the last frame came in; ``(0.0, [])`` when nothing
+        is in flight. For error messages ("node 1 has not answered for 6.0 s").
+        """
+        if not self._in_flight:
+            return 0.0, []
+        reqs = self._in_flight.values()
+        since = max(self.last_received, min(r.sent_at for r in reqs))
+        return time.monotonic() - since, [api.api_name(r.api_key) for r in reqs]
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -373,7 +392,7 @@ class BrokerConnection:
             self._transport.write(frame)
         else:
             corked.append(frame)
-        self.last_activity = time.monotonic()
+        self.last_activity = req.sent_at = time.monotonic()
         if req.expect_response:
             self._in_flight[req.correlation_id] = req
         else:
@@ -414,7 +433,7 @@ class BrokerConnection:
     # --- internals: reading ------------------------------------------------
 
     def _on_frame(self, frame: bytes) -> None:
-        self.last_activity = time.monotonic()
+        self.last_activity = self.last_received = time.monotonic()
         correlation_id = _SIZE.unpack_from(frame, 0)[0]
         req = self._in_flight.pop(correlation_id, None)
         if req is None:
@@ -523,7 +542,7 @@ class BrokerConnection:
         where = f"{self.host}:{self.port}"
         log.debug("connecting to %s (%s)", where, security.security_protocol)
         try:
-            transport, protocol = await asyncio.wait_for(
+            transport, protocol = await wait_for(
                 self._loop.create_connection(
                     lambda: _KafkaProtocol(self),
                     self.host,

@@ -172,7 +172,9 @@ def _run_confluent(bootstrap: str, topic: str, total: int, group: str | None) ->
     try:
         deadline = time.monotonic() + 300
         while count < total and time.monotonic() < deadline:
-            messages = consumer.consume(num_messages=BATCH, timeout=1.0)
+            # consume() returns only once it has num_messages (or at the timeout):
+            # asking for more than are left would add a whole timeout to the run.
+            messages = consumer.consume(num_messages=min(BATCH, total - count), timeout=1.0)
             if not messages:
                 continue
             if first is None:

@@ -4,6 +4,8 @@ kafka-python, in one run on the same broker.
     python benchmarks/bench_produce.py                  # embedded broker, default sizes
     python benchmarks/bench_produce.py --records 500000 --repeat 5
     python benchmarks/bench_produce.py --bootstrap host:9092   # an existing broker
+    python -m benchmarks.bench_produce --clients aiokafka_lite,confluent_kafka \
+        --paths batch,many --out /tmp/bench      # a subset, results elsewhere
 
 Every case writes ``--records`` 100-byte values to a fresh one-partition topic with
 acks=1 and linger 5 ms, uncompressed and with lz4. Paths:
@@ -357,7 +359,12 @@ def run(args: argparse.Namespace) -> int:
 
     total = args.records
     wanted = set(args.clients.split(",")) if args.clients else None
-    runners = [r for r in RUNNERS if wanted is None or r[0] in wanted]
+    paths = set(args.paths.split(",")) if args.paths else None
+    runners = [
+        r
+        for r in RUNNERS
+        if (wanted is None or r[0] in wanted) and (paths is None or r[1] in paths)
+    ]
     results: dict[str, Any] = {
         "records": total,
         "value_size": VALUE_SIZE,
@@ -417,10 +424,11 @@ def run(args: argparse.Namespace) -> int:
         for name, value in case["ratios"].items():
             if value is not None:
                 print(f"{codec:6}   {name:36} {value:6.2f}x")
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out) if args.out else RESULTS
+    out.mkdir(parents=True, exist_ok=True)
     suffix = "" if BATCH_SIZE == 16384 else f"-batch{BATCH_SIZE}"
-    json_path = RESULTS / f"produce{suffix}.json"
-    png_path = RESULTS / f"produce{suffix}.png"
+    json_path = out / f"produce{suffix}.json"
+    png_path = out / f"produce{suffix}.png"
     json_path.write_text(json.dumps(results, indent=2) + "\n")
     chart(results, png_path)
     print(f"\nwrote {json_path} and {png_path}")
@@ -449,7 +457,16 @@ def main() -> int:
         help="comma-separated subset of aiokafka_lite,aiokafka,confluent_kafka,kafka_python",
     )
     parser.add_argument(
+        "--paths",
+        default="",
+        help="comma-separated subset of send,batch,many (confluent-kafka's produce() loop "
+        "runs in the send and batch slots)",
+    )
+    parser.add_argument(
         "--batch-size", type=int, default=BATCH_SIZE, help="every client's batch size limit"
+    )
+    parser.add_argument(
+        "--out", default=None, help="directory for the json and chart (default: benchmarks/results)"
     )
     parser.add_argument("--broker", default=None, help="tansu, noida, docker (default: auto)")
     parser.add_argument("--bootstrap", default=None, help="use this broker instead of starting one")

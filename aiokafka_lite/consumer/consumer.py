@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from aiokafka_lite import errors
+from aiokafka_lite._aio import wait_for
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.cluster import ClusterMetadata
 from aiokafka_lite.consumer._errors import ConsumerStoppedError
@@ -234,7 +235,7 @@ class Consumer:
             await self._fetcher.close()
         if self._coordinator is not None:
             try:
-                error = await asyncio.wait_for(
+                error = await wait_for(
                     self._coordinator.close(max(timeout_ms - 100, 1)),
                     max(deadline - loop.time(), 0.001),
                 )
@@ -245,7 +246,7 @@ class Consumer:
                 log.error("consumer stop: %s", error)
         self._client.remove_metadata_listener(self._on_metadata)
         try:
-            await asyncio.wait_for(self._client.close(), max(deadline - loop.time(), 0.5))
+            await wait_for(self._client.close(), max(deadline - loop.time(), 0.5))
         except (asyncio.TimeoutError, errors.KafkaError, OSError) as exc:
             log.warning("consumer stop: closing connections: %r", exc)
         if error is not None:
@@ -750,7 +751,7 @@ class Consumer:
             "include_topic_authorized_operations": False,
         }
         try:
-            response = await asyncio.wait_for(
+            response = await wait_for(
                 self._client.send_to_any(ApiKey.METADATA, body, timeout_ms=timeout),
                 timeout / 1000,
             )

@@ -15,12 +15,14 @@ member that gave some up rejoins at once so they can be handed over).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from typing import Any
 
 from aiokafka_lite import errors
+from aiokafka_lite._aio import cancel_and_wait, wait_for
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.cluster import ClusterMetadata
 from aiokafka_lite.consumer._errors import CommitFailedError
@@ -123,15 +125,9 @@ class GroupCoordinator:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         self._closing = True
-        for task in (self._main_task, self._heartbeat_task):
-            if task is not None:
-                task.cancel()
-        for task in (self._main_task, self._heartbeat_task):
-            if task is not None:
-                try:
-                    await task
-                except (asyncio.CancelledError, Exception):
-                    pass
+        await cancel_and_wait(
+            (self._main_task, self._heartbeat_task), max(deadline - loop.time(), 0.1)
+        )
         self._client.remove_metadata_listener(self._on_metadata)
         commit_error: errors.KafkaError | None = None
         if self._config.enable_auto_commit and not self.membership.failed:
@@ -247,7 +243,7 @@ class GroupCoordinator:
             ):
                 continue
             try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+                await wait_for(self._wakeup.wait(), timeout)
             except asyncio.TimeoutError:
                 pass
 
@@ -280,7 +276,10 @@ class GroupCoordinator:
                     raise
                 if deadline is not None and loop.time() >= deadline:
                     raise
-                await asyncio.sleep(max(self._config.retry_backoff_ms, 100) / 1000)
+                pause = max(self._config.retry_backoff_ms, 100) / 1000
+                if deadline is not None:
+                    pause = min(pause, max(deadline - loop.time(), 0))
+                await asyncio.sleep(pause)
                 continue
             log.debug("group %s: coordinator is node %s", self.group_id, node)
             self.membership.coordinator_found(node)
@@ -289,6 +288,23 @@ class GroupCoordinator:
     def _error_hint(self) -> str:
         m = self.membership
         return f" (last error: {m.last_error})" if m.last_error else ""
+
+    def _coordinator_hint(self, waited: float) -> str:
+        """Why a wait of ``waited`` seconds on the group timed out, when the coordinator
+        is the likely reason: it is unreachable, lost, or silent the whole time."""
+        m = self.membership
+        node = m.coordinator_id
+        if node is None:
+            if m.state is not GroupState.NO_COORDINATOR:
+                return self._error_hint()
+            lost = ": the group lost its coordinator and has not found it again"
+            last = m.last_coordinator_id
+            problem = None if last is None else self._client.node_problem(last)
+            return f"{lost}: last coordinator {problem}" if problem else lost + self._error_hint()
+        problem = self._client.node_problem(node, silent_for=waited * 0.9)
+        if problem is None:
+            return self._error_hint()
+        return f": its coordinator {problem}"
 
     # --- rebalance ---------------------------------------------------------------------
 
@@ -591,7 +607,7 @@ class GroupCoordinator:
 
     async def wait_stable(self, timeout: float) -> bool:
         try:
-            await asyncio.wait_for(self._stable_event.wait(), timeout)
+            await wait_for(self._stable_event.wait(), timeout)
         except asyncio.TimeoutError:
             return False
         return True
@@ -768,16 +784,20 @@ class GroupCoordinator:
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
-        async with self._commit_lock:
+        async with self._commit_turn(deadline, timeout_ms):
             while True:
                 group_managed = self._subs.auto_assigned or (
                     self._subs.type is SubscriptionType.NONE and self.membership.generation.valid
                 )
                 generation = self.membership.generation
                 if group_managed and not generation.valid:
-                    if self.membership.state is GroupState.REBALANCING and not final:
-                        # A join is under way: commit in the new generation if we still
-                        # own the partitions then.
+                    if (
+                        self.membership.state in (GroupState.REBALANCING, GroupState.NO_COORDINATOR)
+                        and not final
+                    ):
+                        # A join is under way (or waits for the coordinator to be found
+                        # again): commit in the new generation if we still own the
+                        # partitions then.
                         await self._wait_rebalance_then_check(offsets, deadline)
                         continue
                     raise CommitFailedError(
@@ -823,6 +843,22 @@ class GroupCoordinator:
                 self.last_commit_error = str(exc)
                 raise exc
 
+    @contextlib.asynccontextmanager
+    async def _commit_turn(self, deadline: float, timeout_ms: int) -> AsyncIterator[None]:
+        """Commits go one at a time; waiting for an earlier one counts against the bound."""
+        loop = asyncio.get_running_loop()
+        try:
+            await wait_for(self._commit_lock.acquire(), max(deadline - loop.time(), 0))
+        except asyncio.TimeoutError:
+            raise errors.KafkaTimeoutError(
+                f"commit for group {self.group_id} did not start within {timeout_ms} ms: "
+                "an earlier commit is still running" + self._coordinator_hint(timeout_ms / 1000)
+            ) from None
+        try:
+            yield
+        finally:
+            self._commit_lock.release()
+
     async def _wait_rebalance_then_check(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata], deadline: float
     ) -> None:
@@ -832,10 +868,11 @@ class GroupCoordinator:
             )
         loop = asyncio.get_running_loop()
         self.wake()
-        if not await self.wait_stable(max(deadline - loop.time(), 0)):
+        started = loop.time()
+        if not await self.wait_stable(max(deadline - started, 0)):
             raise errors.KafkaTimeoutError(
                 f"commit for group {self.group_id}: the group did not finish rebalancing in time"
-                + self._error_hint()
+                + self._coordinator_hint(loop.time() - started)
             )
         if self._subs.auto_assigned:
             assigned = self._subs.assigned_partitions()
@@ -965,7 +1002,9 @@ class GroupCoordinator:
             except errors.KafkaError as exc:
                 self.membership.coordinator_dead(f"OffsetFetch failed: {exc}")
                 last = exc
-                await asyncio.sleep(self._config.retry_backoff_ms / 1000)
+                await asyncio.sleep(
+                    min(self._config.retry_backoff_ms / 1000, max(deadline - loop.time(), 0))
+                )
                 continue
             data: Mapping[str, Any] = response
             if response.get("groups"):

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokafka_lite import errors
+from aiokafka_lite._aio import cancel_and_wait, wait_for
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.consumer._errors import NoOffsetForPartitionError, RecordDeserializationError
 from aiokafka_lite.consumer.config import ConsumerConfig
@@ -461,14 +462,7 @@ class Fetcher:
 
     async def close(self) -> None:
         self._closed = True
-        tasks = [t for t in (self._task, self._position_task, *self._tasks) if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait((self._task, self._position_task, *self._tasks))
         self._task = None
         self.clear_buffer()
 
@@ -494,7 +488,7 @@ class Fetcher:
                 next_check = loop.time() + self._config.retry_backoff_ms / 1000
             timeout = None if next_check is None else max(next_check - loop.time(), 0.001)
             try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+                await wait_for(self._wakeup.wait(), timeout)
             except asyncio.TimeoutError:
                 pass
 
@@ -944,7 +938,7 @@ class Fetcher:
                         last_error = retry_error
             if remaining:
                 try:
-                    await asyncio.wait_for(
+                    await wait_for(
                         asyncio.shield(self._client.request_metadata_update()),
                         max(deadline - loop.time(), 0.001),
                     )

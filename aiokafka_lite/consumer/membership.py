@@ -141,6 +141,8 @@ class GroupMembership:
         self.member_id = ""
         self.leader_id: str | None = None
         self.coordinator_id: int | None = None
+        #: The coordinator found last (kept when it is lost, for error messages).
+        self.last_coordinator_id: int | None = None
         self.rejoin_needed = True
         self.rejoin_reason = "initial join"
         self.fatal_error: errors.KafkaError | None = None
@@ -187,7 +189,7 @@ class GroupMembership:
     # --- coordinator ---------------------------------------------------------------
 
     def coordinator_found(self, node_id: int) -> None:
-        self.coordinator_id = node_id
+        self.coordinator_id = self.last_coordinator_id = node_id
         if self.state is GroupState.NO_COORDINATOR:
             self.set_state(
                 GroupState.STABLE

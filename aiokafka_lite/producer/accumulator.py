@@ -19,10 +19,11 @@ import collections
 import contextvars
 import logging
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from aiokafka_lite import errors
+from aiokafka_lite.errors import TransactionAbortedError
 from aiokafka_lite.producer.encoding import SMALL, ZZ, varint
 from aiokafka_lite.producer.types import RecordMetadata
 from aiokafka_lite.protocol.codecs import compress
@@ -30,6 +31,7 @@ from aiokafka_lite.protocol.records import (
     NO_SEQUENCE,
     V2_HEADER_SIZE,
     build_batch,
+    decode_records,
     encode_record,
     estimate_batch_size,
 )
@@ -73,6 +75,8 @@ class ProducerBatch:
         "memory",
         "on_complete",
         "open",
+        "part_offset",
+        "parts",
         "payload",
         "producer_epoch",
         "producer_id",
@@ -140,6 +144,10 @@ class ProducerBatch:
         self.user_future: asyncio.Future[RecordMetadata] | None = None
         self.done_future: asyncio.Future[None] | None = None
         self.on_complete: Callable[[ProducerBatch], None] | None = None
+        #: After :meth:`split`: the batches now carrying this one's records, in order.
+        self.parts: list[ProducerBatch] | None = None
+        #: In a part: the offset delta, in the batch it was split from, of its first record.
+        self.part_offset = 0
 
     def __repr__(self) -> str:
         return (
@@ -297,6 +305,12 @@ class ProducerBatch:
         """Fail every record's future with ``exc``."""
         if self.done:
             return
+        parts = self.parts
+        if parts is not None:
+            # Split: the parts not yet done fail; this batch is done once they all are.
+            for part in parts:
+                part.fail(exc)
+            return
         self.done = True
         self.last_error = exc
         self.error = exc
@@ -304,6 +318,8 @@ class ProducerBatch:
             fut = self.user_future
             if fut is not None and not fut.done():
                 fut.set_exception(exc)
+                if isinstance(exc, TransactionAbortedError):
+                    fut.exception()  # retrieved (see RecordFuture._resolve)
         else:
             for waiter in self.waiters:
                 waiter._resolve()
@@ -311,6 +327,9 @@ class ProducerBatch:
 
     def record_metadata(self, index: int) -> RecordMetadata:
         """The metadata of the record at offset delta ``index`` (once completed)."""
+        if self.parts is not None:
+            part = self._part_for(index)
+            return part.record_metadata(index - part.part_offset)
         tp = self.tp
         offset = self.base_offset
         if offset >= 0:  # -1 (unknown) for every record with acks=0
@@ -323,6 +342,75 @@ class ProducerBatch:
             RecordMetadata,
             (tp.topic, tp.partition, tp, offset, timestamp, ts_type, self.log_start_offset),
         )
+
+    def record_error(self, index: int) -> BaseException | None:
+        """The error that ended the record at offset delta ``index`` (None: delivered)."""
+        if self.parts is None:
+            return self.error
+        part = self._part_for(index)
+        return part.record_error(index - part.part_offset)
+
+    def _part_for(self, index: int) -> ProducerBatch:
+        parts = self.parts
+        assert parts is not None
+        for part in reversed(parts):
+            if index >= part.part_offset:
+                return part
+        return parts[0]
+
+    def split(self) -> list[ProducerBatch]:
+        """Two batches with the first and the second half of the records.
+
+        For a batch the broker refused as too large (MESSAGE_TOO_LARGE), as the Java
+        client does. The parts take over delivery: the caller queues them in place of
+        this batch, which is done when both are; its record futures then report each
+        record's outcome from the part that carried it. Parts can be split again.
+        """
+        assert self.record_count > 1 and not self.done and self.parts is None
+        decoded = decode_records(
+            build_batch(bytes(self.buf), self.record_count, self.base_ts, self.max_ts)
+        )
+        half = (len(decoded) + 1) // 2
+        parts: list[ProducerBatch] = []
+        for start, chunk in ((0, decoded[:half]), (half, decoded[half:])):
+            part = ProducerBatch(
+                self.tp,
+                max_size=1 << 31,  # (holds the chunk whatever its re-encoded size)
+                compression=self.compression,
+                transactional=self.transactional,
+                created=self.created,
+                deadline=self.deadline,
+                loop=self.loop,
+            )
+            for record in chunk:
+                part.append(record.timestamp, record.key, record.value, record.headers or None)
+                part.timestamps.append(record.timestamp)
+            part.open = False
+            part.max_size = self.max_size
+            part.part_offset = start
+            part.attempts = self.attempts + 1  # a resend: no linger, in sequence order
+            part.last_error = self.last_error
+            part.on_complete = self._part_done
+            parts.append(part)
+        self.parts = parts
+        self.in_flight = False
+        self.open = False
+        return parts
+
+    def _part_done(self, _part: ProducerBatch) -> None:
+        parts = self.parts
+        if self.done or parts is None or not all(p.done for p in parts):
+            return
+        self.done = True
+        # Non-None when any part failed; record_error() tells the records apart.
+        self.error = next((p.error for p in parts if p.error is not None), None)
+        self.last_error = self.error
+        self.base_offset = parts[0].base_offset
+        self.log_append_time = parts[0].log_append_time
+        self.log_start_offset = parts[-1].log_start_offset
+        for waiter in self.waiters:
+            waiter._resolve()
+        self._finish()
 
     def _finish(self) -> None:
         self.buf = bytearray()
@@ -365,8 +453,8 @@ class RecordFuture:
             state = "cancelled"
         elif not self.done():
             state = "pending"
-        elif batch.error is not None:
-            state = f"exception={batch.error!r}"
+        elif (error := self._error()) is not None:
+            state = f"exception={error!r}"
         else:
             state = f"result={batch.record_metadata(self._index)!r}"
         return f"<RecordFuture {batch.tp.topic}-{batch.tp.partition} {state}>"
@@ -389,8 +477,16 @@ class RecordFuture:
         if fut is None or fut.done():  # (cancelled by the caller)
             return
         batch = self._batch
-        if batch.error is not None:
-            fut.set_exception(batch.error)
+        error = batch.error
+        if error is not None and batch.parts is not None:
+            error = batch.record_error(self._index)
+        if error is not None:
+            fut.set_exception(error)
+            if isinstance(error, TransactionAbortedError):
+                # The transaction's outcome is reported by commit/abort_transaction; an
+                # application that drops these futures must not get one asyncio
+                # "exception was never retrieved" log per record.
+                fut.exception()
         else:
             fut.set_result(batch.record_metadata(self._index))
 
@@ -410,8 +506,17 @@ class RecordFuture:
         if not batch.done:
             raise asyncio.InvalidStateError("Result is not set.")
         if batch.error is not None:
-            raise batch.error
+            error = self._error()
+            if error is not None:
+                raise error
         return batch.record_metadata(self._index)
+
+    def _error(self) -> BaseException | None:
+        batch = self._batch
+        error = batch.error
+        if error is not None and batch.parts is not None:
+            return batch.record_error(self._index)
+        return error
 
     def exception(self) -> BaseException | None:
         fut = self._future
@@ -420,7 +525,7 @@ class RecordFuture:
         batch = self._batch
         if not batch.done:
             raise asyncio.InvalidStateError("Exception is not set.")
-        return batch.error
+        return self._error()
 
     def cancel(self, msg: Any | None = None) -> bool:
         """Cancel the record's future (the record itself may still be delivered)."""
@@ -691,6 +796,25 @@ class RecordAccumulator:
         batch.memory = 0
         if self._memory_waiters:
             self._wake_memory_waiters()
+
+    # --- queries for the partitioner (partitioner.QueueView) -------------------------
+
+    def queue_sizes(self, topic: str, partitions: Sequence[int]) -> list[int]:
+        """How many batches wait to be sent for each of ``partitions`` of ``topic``."""
+        batches = self.batches
+        return [len(batches.get(TopicPartition(topic, p)) or ()) for p in partitions]
+
+    def tail_batch_full(self, topic: str, partition: int) -> bool:
+        """Whether the batch being filled for the partition has no room for another
+        record of its records' average size (True when there is none)."""
+        dq = self.batches.get(TopicPartition(topic, partition))
+        if not dq:
+            return True
+        batch = dq[-1]
+        if not batch.open or not batch.record_count:
+            return not batch.open
+        used = len(batch.buf)
+        return used + used // batch.record_count > batch.max_size
 
     # --- queries for the sender --------------------------------------------------
 

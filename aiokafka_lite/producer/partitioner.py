@@ -3,9 +3,10 @@
 Keyed records go where the Java client sends them: ``murmur2(key) & 0x7fffffff``
 modulo the partition count, so producers written in any language that follow Kafka's
 default agree on where a key lives. Records without a key use the uniform sticky
-partitioner (KIP-480, KIP-794): they stay on one partition until about a batch worth of
-bytes went there, then move to another partition picked at random among those with a
-leader, which fills batches quickly without skewing load over time.
+partitioner (KIP-480, KIP-794): they stay on one partition until a batch worth of bytes
+went there and its batch is full, then move to another partition with a leader, drawn
+with weights that favour partitions with fewer batches waiting (less-loaded brokers get
+more), which fills batches quickly without skewing load over time.
 
 A partitioner is either one of the built-ins (by name or instance) or any callable with
 aiokafka's signature ``(key_bytes, all_partitions, available_partitions) -> int``.
@@ -13,9 +14,12 @@ aiokafka's signature ``(key_bytes, all_partitions, available_partitions) -> int`
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import random
 import struct
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from aiokafka_lite import errors
 
@@ -24,6 +28,7 @@ __all__ = [
     "Murmur2Partitioner",
     "Partitioner",
     "PartitionerCallable",
+    "QueueView",
     "RandomPartitioner",
     "RoundRobinPartitioner",
     "StickyPartitioner",
@@ -104,12 +109,29 @@ def _pick_random(all_partitions: list[int], available: list[int]) -> int:
     return candidates[random.randrange(len(candidates))]
 
 
+class QueueView(Protocol):
+    """What the uniform sticky partitioner reads from the producer's queues (KIP-794)."""
+
+    def queue_sizes(self, topic: str, partitions: Sequence[int]) -> list[int]:
+        """How many batches wait to be sent for each of ``partitions``."""
+        ...
+
+    def tail_batch_full(self, topic: str, partition: int) -> bool:
+        """Whether the partition's batch being filled has no room for another record."""
+        ...
+
+
 class StickyPartitioner(Partitioner):
-    """Uniform sticky partitioning for keyless records (KIP-794).
+    """Uniform sticky partitioning for keyless records (KIP-794), as the Java client does.
 
     A topic's keyless records stay on one partition until at least ``batch_size`` bytes
-    were appended there, then the next partition is drawn at random among the partitions
-    that have a leader. Keyed records are hashed with murmur2 like the default.
+    were appended there *and* the batch being filled is full (so that switching does not
+    leave a part-filled batch behind), or ``2 * batch_size`` bytes whatever the batch.
+    The next partition is drawn among the partitions that have a leader, weighted by how
+    many batches wait for each (weight ``max + 1 - queued``): partitions whose leader
+    keeps up get more records than those of a slow or overloaded broker. When every
+    queue is the same length (or the partitioner is not attached to a producer) the
+    draw is uniform. Keyed records are hashed with murmur2 like the default.
     """
 
     sticky_keyless = True
@@ -120,6 +142,11 @@ class StickyPartitioner(Partitioner):
         self.batch_size = batch_size
         # topic -> [partition, bytes appended since the switch]
         self._current: dict[str, list[int]] = {}
+        self._queues: QueueView | None = None
+
+    def bind(self, queues: QueueView | None) -> None:
+        """Read queue sizes from ``queues`` (the producer does this at start)."""
+        self._queues = queues
 
     def partition(
         self, topic: str, key: bytes | None, all_partitions: list[int], available: list[int]
@@ -127,14 +154,35 @@ class StickyPartitioner(Partitioner):
         if key is not None:
             return all_partitions[(murmur2(key) & 0x7FFFFFFF) % len(all_partitions)]
         state = self._current.get(topic)
-        if state is not None and state[1] < self.batch_size:
-            part = state[0]
+        if state is not None:
+            part, produced = state
             # The sticky choice stays valid only while the partition still exists.
-            if part < len(all_partitions):
+            if part < len(all_partitions) and (
+                produced < self.batch_size
+                or (produced < 2 * self.batch_size and not self._batch_full(topic, part))
+            ):
                 return part
-        part = _pick_random(all_partitions, available)
+        part = self.next_partition(topic, all_partitions, available)
         self._current[topic] = [part, 0]
         return part
+
+    def _batch_full(self, topic: str, partition: int) -> bool:
+        queues = self._queues
+        return queues is None or queues.tail_batch_full(topic, partition)
+
+    def next_partition(self, topic: str, all_partitions: list[int], available: list[int]) -> int:
+        """The partition the next keyless records of ``topic`` stick to."""
+        candidates = available or all_partitions
+        queues = self._queues
+        if queues is None or len(candidates) == 1:
+            return candidates[random.randrange(len(candidates))]
+        sizes = queues.queue_sizes(topic, candidates)
+        most = max(sizes)
+        if most == min(sizes):
+            return candidates[random.randrange(len(candidates))]
+        # Java's BuiltInPartitioner: a cumulative table of (max + 1 - queue size).
+        cumulative = list(itertools.accumulate(most + 1 - size for size in sizes))
+        return candidates[bisect.bisect_right(cumulative, random.randrange(cumulative[-1]))]
 
     def on_append(self, topic: str, partition: int, size: int) -> None:
         state = self._current.get(topic)

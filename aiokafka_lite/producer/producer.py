@@ -19,7 +19,7 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -39,6 +39,7 @@ from aiokafka_lite.producer.accumulator import (
 )
 from aiokafka_lite.producer.batch import BatchBuilder
 from aiokafka_lite.producer.config import ProducerConfig, Serializer, build_config, client_kwargs
+from aiokafka_lite.producer.encoding import SMALL, ZZ, varint
 from aiokafka_lite.producer.metrics import ProducerMetrics
 from aiokafka_lite.producer.partitioner import (
     CallablePartitioner,
@@ -65,9 +66,19 @@ log = logging.getLogger(__name__)
 __all__ = ["AIOKafkaProducer", "Producer", "TransactionContext"]
 
 _time_ns = time.time_ns
+_join = b"".join
 _BYTES_TYPES = (bytes, bytearray)
 #: Batch header plus the largest framing of one record besides key, value and headers.
 _RECORD_OVERHEAD = records.V2_HEADER_SIZE + 31
+#: The end of ``send_many``'s values.
+_END: Any = object()
+
+
+def _next_key(keys: Iterator[Any]) -> Any:
+    try:
+        return next(keys)
+    except StopIteration:
+        raise ValueError("send_many: fewer keys than values") from None
 
 
 class _TopicInfo:
@@ -231,6 +242,7 @@ class Producer:
                 request_timeout_ms=config.request_timeout_ms,
                 retry_backoff_ms=config.retry_backoff_ms,
                 wakeup=self._wakeup,
+                on_fatal=self._update_guard,
             )
         self._accumulator = RecordAccumulator(
             batch_size=config.max_batch_size,
@@ -254,6 +266,9 @@ class Producer:
             transaction_manager=self._txn,
             metrics=self._metrics,
         )
+        if isinstance(self._partitioner, StickyPartitioner):
+            # Uniform sticky partitioning weighs partitions by their queues (KIP-794).
+            self._partitioner.bind(self._accumulator)
         self.client.add_metadata_listener(self._on_metadata)
         self._sender.start()
         self._batches = self._accumulator.batches
@@ -272,7 +287,7 @@ class Producer:
             or self._closing
             or self._closed
             or bool(self._interceptors)
-            or (txn is not None and txn.transactional)
+            or (txn is not None and (txn.transactional or txn.is_fatal))
         )
 
     async def stop(self, timeout: float | None = None) -> None:
@@ -448,8 +463,13 @@ class Producer:
     def _check_send(self) -> None:
         self._check_started()
         txn = self._txn
-        if txn is not None and txn.transactional:
-            txn.check_can_send()
+        if txn is not None:
+            if txn.transactional:
+                txn.check_can_send()
+            elif txn.is_fatal:
+                # The idempotent producer cannot get a producer id (not retriable).
+                assert txn.last_error is not None
+                raise txn.last_error
 
     async def send(
         self,
@@ -659,48 +679,110 @@ class Producer:
         key_iter = None if keys is None else iter(keys)
         # The common case (bytes, no headers or serializers, an explicit partition or the
         # sticky/murmur2 default partitioner) goes straight into the partition's open
-        # batch. Everything else, and every record that does not fit there (a full
-        # batch, memory to wait for, unknown metadata, an odd partition), takes send().
+        # batch, in _append_many. Every record that does not fit there (a full batch,
+        # memory to wait for, unknown metadata, an odd partition, another type) takes
+        # send(), and the fast path resumes after it.
         fast = headers is None and not self._serializers and (partition is not None or self._sticky)
+        it = iter(values)
+        while True:
+            if fast and not self._send_guard:
+                value, key = self._append_many(
+                    topic, it, key_iter, partition, timestamp_ms, futures
+                )
+                if value is _END:
+                    return futures
+            else:
+                value = next(it, _END)
+                if value is _END:
+                    return futures
+                key = None if key_iter is None else _next_key(key_iter)
+            futures.append(await self.send(topic, value, key, partition, timestamp_ms, headers))
+
+    def _append_many(
+        self,
+        topic: str,
+        it: Iterator[Any],
+        key_iter: Iterator[Any] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+        futures: list[RecordFuture],
+    ) -> tuple[Any, Any]:
+        """``send_many``'s fast path: append records from ``it`` to open batches.
+
+        Returns the first (value, key) it cannot take, for ``send()``, or ``(_END,
+        None)`` once ``it`` is exhausted. No await: the loop, its lookups and the
+        timestamp (read again every 512 records) are shared by the records of a run.
+        """
+        info = self._topics.get(topic)
+        if info is None:
+            value = next(it, _END)
+            if value is _END or key_iter is None:
+                return value, None
+            return value, _next_key(key_iter)
+        tps = info.tps
+        n_tps = len(tps)
+        limit = self._quick_size_limit
         partitioner = self._partitioner
         batches = self._batches
-        for value in values:
-            if key_iter is None:
-                key = None
+        add = futures.append
+        ts = _time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
+        refresh = 512
+        current: TopicPartition | None = None
+        batch: ProducerBatch | None = None
+        for value in it:
+            key = None if key_iter is None else _next_key(key_iter)
+            if value.__class__ is not bytes:
+                return value, key
+            if key is None:
+                size_hint = len(value)
+            elif key.__class__ is bytes:
+                size_hint = len(key) + len(value)
             else:
-                try:
-                    key = next(key_iter)
-                except StopIteration:
-                    raise ValueError("send_many: fewer keys than values") from None
-            if (
-                fast
-                and not self._send_guard
-                and value.__class__ is bytes
-                and (key is None or key.__class__ is bytes)
-                and (info := self._topics.get(topic)) is not None
-            ):
-                size_hint = len(value) if key is None else len(key) + len(value)
-                p = partition
-                if p is None:
-                    p = partitioner.partition(topic, key, info.all, info.available)
-                tps = info.tps
-                if (
-                    size_hint <= self._quick_size_limit
-                    and p.__class__ is int
-                    and 0 <= p < len(tps)
-                    and (tp := tps[p]) is not None
-                    and (dq := batches.get(tp))
-                ):
-                    batch = dq[-1]
-                    ts = _time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
-                    if batch.open and batch.append(ts, key, value, None):
-                        if partition is None and key is None:
-                            partitioner.on_append(topic, p, size_hint + 8)
-                        batch.timestamps.append(ts)
-                        futures.append(RecordFuture(batch, batch.record_count - 1))
-                        continue
-            futures.append(await self.send(topic, value, key, partition, timestamp_ms, headers))
-        return futures
+                return value, key
+            p = partition
+            if p is None:
+                p = partitioner.partition(topic, key, info.all, info.available)
+            if size_hint > limit or p.__class__ is not int or not 0 <= p < n_tps:
+                return value, key
+            tp = tps[p]
+            if tp is not current:
+                dq = batches.get(tp) if tp is not None else None
+                if not dq:
+                    return value, key
+                batch = dq[-1]
+                current = tp
+            assert batch is not None
+            if not batch.open:
+                return value, key  # full: send() opens the partition's next batch
+            refresh -= 1
+            if not refresh:
+                refresh = 512
+                if timestamp_ms is None:
+                    ts = _time_ns() // 1_000_000
+            n = batch.record_count
+            ts_delta = ts - batch.base_ts
+            if key is None and n and 0 <= ts_delta < SMALL and n < SMALL and size_hint < SMALL:
+                # ProducerBatch.append's common case, inline (one call less per record).
+                zt = ZZ[ts_delta]
+                zn = ZZ[n]
+                zv = ZZ[size_hint]
+                blen = len(zt) + len(zn) + len(zv) + size_hint + 3
+                buf = batch.buf
+                prefix = ZZ[blen] if blen < SMALL else varint(blen)
+                if len(buf) + len(prefix) + blen > batch.max_size:
+                    batch.open = False
+                    return value, key
+                buf += _join((prefix, b"\x00", zt, zn, b"\x01", zv, value, b"\x00"))
+                batch.record_count = n + 1
+                if ts > batch.max_ts:
+                    batch.max_ts = ts
+            elif not batch.append(ts, key, value, None):
+                return value, key
+            if partition is None and key is None:
+                partitioner.on_append(topic, p, size_hint + 8)
+            batch.timestamps.append(ts)
+            add(RecordFuture(batch, batch.record_count - 1))
+        return _END, None
 
     def create_batch(self) -> BatchBuilder:
         """An empty batch for ``send_batch`` (records of one partition, bytes only)."""
@@ -725,7 +807,9 @@ class Producer:
                 f"the batch is {batch.size()} bytes, larger than max_request_size "
                 f"({self.config.max_request_size})"
             )
-        info = await self._topic_info(topic)
+        info = self._topics.get(topic)
+        if info is None:
+            info = await self._topic_info(topic)
         if type(partition) is not int or not 0 <= partition < len(info.tps):
             info = await self._check_partition(topic, partition, info)
         tp = info.tps[partition]

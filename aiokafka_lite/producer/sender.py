@@ -47,6 +47,8 @@ _UNKNOWN_PRODUCER = errors.UnknownProducerIdError.errno
 _DUPLICATE = errors.DuplicateSequenceNumberError.errno
 _INVALID_EPOCH = errors.InvalidProducerEpochError.errno
 _FENCED = errors.ProducerFencedError.errno
+_TOO_LARGE = errors.RecordTooLargeError.errno
+_MAX_SEQUENCE = 0x7FFFFFFF
 #: Produce errors that mean the transactional producer was fenced or is not allowed.
 _TXN_FATAL = frozenset(
     {
@@ -105,6 +107,11 @@ class Sender:
         self.closing = False
         self._drain_index: dict[int, int] = {}
         self.fatal_error: BaseException | None = None
+        self._pid_failures = 0
+        #: Produce requests awaiting their response: id -> [the soonest delivery
+        #: deadline among their undone batches, the batches].
+        self._requests: dict[int, tuple[list[float], list[ProducerBatch]]] = {}
+        self._request_ids = 0
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -182,6 +189,9 @@ class Sender:
                 self._expire(_monotonic())
                 return min(delay, self._next_expiry())
         if not acc.batches:
+            if self._requests:
+                self._expire(_monotonic())
+                return min(delay, self._next_expiry())
             return delay
         now = _monotonic()
         ready, next_delay, unknown = self._ready(now)
@@ -232,9 +242,26 @@ class Sender:
             try:
                 await txn.init_producer_id(_monotonic() + self.request_timeout_ms / 1000)
             except errors.KafkaError as exc:
+                if txn.is_fatal:
+                    # Not retriable (a refused epoch bump has already fallen back to a
+                    # new producer id): the queued records fail with the error now.
+                    assert txn.last_error is not None
+                    self.acc.abort_undrained(txn.last_error)
+                    return math.inf
+                # Retriable (the broker is unreachable, say): ask again after a backoff;
+                # the records waiting meanwhile expire at their delivery timeout.
                 txn.last_error = exc
-                log.warning("could not get a producer id: %s", exc)
+                self._pid_failures += 1
+                if self._pid_failures == 1:
+                    log.warning("could not get a producer id (retrying): %s", exc)
+                else:
+                    log.debug(
+                        "could not get a producer id (attempt %d): %s", self._pid_failures, exc
+                    )
                 return self.retry_backoff
+            if self._pid_failures:
+                log.info("got a producer id after %d failed attempt(s)", self._pid_failures)
+                self._pid_failures = 0
         if txn.transactional and txn.pending_partitions and not txn.has_error:
             try:
                 await txn.add_pending_partitions(_monotonic() + self.request_timeout_ms / 1000)
@@ -392,7 +419,13 @@ class Sender:
         self._in_flight_total += 1
         self.metrics.request_sent(len(batches), total)
         sent_at = _monotonic()
-        fut.add_done_callback(lambda f: self._on_response(f, node, batches, sent_at))
+        request_id = self._request_ids = self._request_ids + 1
+        deadline = batches[0].deadline
+        for batch in batches:
+            if batch.deadline < deadline:
+                deadline = batch.deadline
+        self._requests[request_id] = ([deadline], batches)
+        fut.add_done_callback(lambda f: self._on_response(f, node, batches, sent_at, request_id))
 
     # --- responses -------------------------------------------------------------------
 
@@ -402,9 +435,11 @@ class Sender:
         node: int,
         batches: list[ProducerBatch],
         sent_at: float,
+        request_id: int = 0,
     ) -> None:
         self.in_flight[node] -= 1
         self._in_flight_total -= 1
+        self._requests.pop(request_id, None)
         now = _monotonic()
         self.metrics.request_latency(now - sent_at)
         exc = None if fut.cancelled() else fut.exception()
@@ -452,6 +487,8 @@ class Sender:
                         part.get("log_append_time_ms", -1),
                         part.get("log_start_offset", -1),
                     )
+                elif code == _TOO_LARGE and batch.record_count > 1 and not batch.user_batch:
+                    self._split(batch)
                 else:
                     message = part.get("error_message")
                     record_errors = part.get("record_errors")
@@ -463,6 +500,41 @@ class Sender:
                         message = f"{message or ''} ({details})".strip()
                     self._batch_failed(batch, errors.error_for_code(code, message), now)
         self.wakeup()
+
+    def _split(self, batch: ProducerBatch) -> None:
+        """MESSAGE_TOO_LARGE for a batch of several records: resend it in two halves.
+
+        The broker wrote nothing of it, so the halves take its place: its sequence
+        numbers (the first half keeps the batch's base sequence, the second follows), at
+        the head of the partition's queue. They go out like retries, one at a time after
+        everything sent before them is answered, so nothing is reordered or duplicated.
+        A half still too large is split again; a single record too large fails.
+        """
+        if batch.done:
+            if batch.in_flight:
+                self._release(batch)
+            return
+        if batch.in_flight:
+            self._release(batch)
+        parts = batch.split()
+        txn = self.txn
+        if txn is not None and batch.sequence_epoch == txn.generation and batch.has_sequence:
+            seq = batch.base_sequence
+            for part in parts:
+                part.set_producer_state(batch.producer_id, batch.producer_epoch, seq)
+                part.sequence_epoch = batch.sequence_epoch
+                seq = (seq + part.record_count) & _MAX_SEQUENCE
+        log.info(
+            "%s-%d: a batch of %d records was too large for the broker; sending it in "
+            "two parts (%d + %d records)",
+            batch.tp.topic,
+            batch.tp.partition,
+            batch.record_count,
+            parts[0].record_count,
+            parts[1].record_count,
+        )
+        for part in reversed(parts):
+            self.acc.reenqueue(part)
 
     def _release(self, batch: ProducerBatch) -> None:
         batch.in_flight = False
@@ -484,11 +556,17 @@ class Sender:
         txn = self.txn
         if txn is not None and batch.sequence_epoch == txn.generation:
             txn.acked(batch.tp, batch.base_sequence, batch.record_count)
+        if batch.done:
+            return  # expired while in flight: its records failed already
         self.metrics.batch_completed(batch.record_count)
         batch.complete(base_offset, log_append_time, log_start_offset)
 
     def _batch_failed(self, batch: ProducerBatch, exc: errors.KafkaError, now: float) -> None:
         if batch.done:
+            # Expired while in flight (its records failed at their delivery timeout):
+            # only the request's slot is left to free.
+            if batch.in_flight:
+                self._release(batch)
             return
         was_in_flight = batch.in_flight
         if was_in_flight:
@@ -555,10 +633,12 @@ class Sender:
         batch.fail(exc)
 
     def _expired_error(
-        self, batch: ProducerBatch, cause: BaseException | None
+        self, batch: ProducerBatch, cause: BaseException | None, *, in_flight: bool = False
     ) -> errors.KafkaError:
         age = (_monotonic() - batch.created) * 1000
         detail = f" (last error: {cause})" if cause is not None else ""
+        if in_flight:
+            detail = f" (a request with them got no answer yet){detail}"
         exc = errors.KafkaTimeoutError(
             f"{batch.record_count} record(s) for {batch.tp.topic}-{batch.tp.partition} expired "
             f"after {age:.0f} ms without delivery (delivery_timeout_ms){detail}"
@@ -570,7 +650,9 @@ class Sender:
     # --- expiry ------------------------------------------------------------------------
 
     def _expire(self, now: float) -> None:
-        """Fail queued batches whose delivery timeout passed."""
+        """Fail batches whose delivery timeout passed, queued or in flight."""
+        if self._requests:
+            self._expire_in_flight(now)
         for tp, dq in list(self.acc.batches.items()):
             if not dq or dq[0].deadline > now:
                 continue
@@ -587,12 +669,38 @@ class Sender:
                     batch, self._expired_error(batch, batch.last_error), sent=batch.attempts > 0
                 )
 
+    def _expire_in_flight(self, now: float) -> None:
+        """Fail the records of in-flight batches whose delivery timeout passed.
+
+        As in the Java client, ``delivery_timeout_ms`` bounds a record's wait even when
+        the request carrying it is still unanswered (a broker that stopped responding
+        answers only at ``request_timeout_ms``). The batch stays in flight: its
+        request's answer (or failure) frees the slot later. Having maybe reached the
+        broker, it leaves a hole in the partition's sequence, handled as for any batch
+        failed after it was sent (an epoch bump; a transaction must abort).
+        """
+        for soonest, batches in self._requests.values():
+            if soonest[0] > now:
+                continue
+            remaining = math.inf
+            for batch in batches:
+                if batch.done:
+                    continue
+                if batch.deadline <= now:
+                    exc = self._expired_error(batch, batch.last_error, in_flight=True)
+                    self._fail_batch(batch, exc, sent=True)
+                elif batch.deadline < remaining:
+                    remaining = batch.deadline
+            soonest[0] = remaining
+
     def _next_expiry(self) -> float:
         now = _monotonic()
         soonest = math.inf
         for dq in self.acc.batches.values():
             if dq:
                 soonest = min(soonest, dq[0].deadline - now)
+        for request_soonest, _batches in self._requests.values():
+            soonest = min(soonest, request_soonest[0] - now)
         return max(soonest, 0.001) if soonest != math.inf else math.inf
 
 

@@ -96,8 +96,10 @@ class TransactionManager:
         request_timeout_ms: int,
         retry_backoff_ms: int,
         wakeup: Callable[[float], None] | None = None,
+        on_fatal: Callable[[], None] | None = None,
     ) -> None:
         self.client = client
+        self._on_fatal = on_fatal
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
         self.request_timeout_ms = request_timeout_ms
@@ -195,9 +197,23 @@ class TransactionManager:
                     if isinstance(exc, _COORDINATOR_MOVED):
                         self.coordinator = None
                     elif isinstance(exc, _FATAL) or not exc.retriable:
-                        if self.transactional:
-                            raise self._set_fatal(exc) from None
-                        raise exc from None
+                        if not self.transactional and body["producer_id"] >= 0:
+                            # The broker refused the epoch bump (KIP-360). An idempotent
+                            # producer can start over with a new producer id instead, as
+                            # the Java client did before KIP-360: nothing is in flight
+                            # (the sender waits for that), and every partition's sequence
+                            # restarts at 0 under the new id.
+                            log.warning(
+                                "the broker refused to bump the producer epoch (%s); "
+                                "getting a new producer id",
+                                exc,
+                            )
+                            body["producer_id"] = -1
+                            body["producer_epoch"] = -1
+                            continue
+                        # Not worth asking again: the producer cannot send (Java: a
+                        # fatal error). Its records fail with this error.
+                        raise self._set_fatal(exc) from None
                     self.last_error = exc
                     if time.monotonic() + self.retry_backoff >= deadline:
                         raise exc from None
@@ -264,7 +280,13 @@ class TransactionManager:
         self.state = TransactionState.FATAL_ERROR
         self.last_error = exc
         self._pid_ready.set()
-        log.error("transactional producer failed for good: %s", exc)
+        log.error(
+            "%s producer failed for good: %s",
+            "transactional" if self.transactional else "idempotent",
+            exc,
+        )
+        if self._on_fatal is not None:
+            self._on_fatal()
         return exc
 
     def set_abortable(self, exc: errors.KafkaError) -> None:

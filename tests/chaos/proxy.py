@@ -33,14 +33,15 @@ import struct
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+import unittest.mock
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from types import TracebackType
 from typing import Any
 
 from aiokafka_lite.testing import Direction, FaultProxy, find_free_port
 
-__all__ = ["ALL_MODES", "DROP_MODES", "RemoteFaultProxy"]
+__all__ = ["ALL_MODES", "DROP_MODES", "ProxySet", "RemoteFaultProxy"]
 
 DROP_MODES = ("before_request", "after_request", "mid_response", "drop_all")
 ALL_MODES = (*DROP_MODES, "latency", "stall", "refuse")
@@ -300,6 +301,111 @@ class RemoteFaultProxy:
             self._proc = None
 
     def __enter__(self) -> RemoteFaultProxy:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class ProxySet:
+    """One :class:`RemoteFaultProxy` per broker of a cluster that is not ours to configure
+    (``KAFKA_BOOTSTRAP_SERVERS``): a real cluster advertises its brokers' own addresses,
+    so while the set is open, :mod:`aiokafka_lite.client`'s ``connect`` is routed (in this
+    process only) from each advertised address to that broker's proxy. Our clients then
+    go through the proxies for every connection; confluent-kafka (the verifier) goes
+    straight to the brokers. Plaintext listeners only (a TLS name check would see
+    127.0.0.1).
+
+    The controls fan out to every proxy; the chaos schedule runs on each with the
+    interval multiplied by the number of brokers, so the cluster sees the same fault
+    rate as one embedded broker does.
+    """
+
+    def __init__(self, brokers: Sequence[tuple[str, int]]) -> None:
+        if not brokers:
+            raise ValueError("no brokers")
+        self.proxies = [RemoteFaultProxy(host, port) for host, port in brokers]
+        self.routes = {
+            broker: proxy.port for broker, proxy in zip(brokers, self.proxies, strict=True)
+        }
+        self._unpatch: Callable[[], object] | None = None
+
+    @property
+    def address(self) -> str:
+        return self.proxies[0].address
+
+    def start(self) -> ProxySet:
+        import aiokafka_lite.client as client_module
+        from aiokafka_lite.connection import BrokerConnection, connect
+
+        try:
+            for proxy in self.proxies:
+                proxy.start()
+        except BaseException:
+            self.close()
+            raise
+        routes = self.routes
+
+        async def routed(host: str, port: int, **kwargs: Any) -> BrokerConnection:
+            local = routes.get((host, port))
+            if local is not None:
+                host, port = "127.0.0.1", local
+            return await connect(host, port, **kwargs)
+
+        patcher = unittest.mock.patch.object(client_module, "connect", routed)
+        patcher.start()
+        self._unpatch = patcher.stop
+        return self
+
+    def start_chaos(
+        self, interval_ms: float, modes: Sequence[str] = DROP_MODES, seed: int = 0
+    ) -> None:
+        n = len(self.proxies)
+        for i, proxy in enumerate(self.proxies):
+            proxy.start_chaos(interval_ms * n, modes, seed * 1000 + i)
+
+    def stop_chaos(self) -> None:
+        for proxy in self.proxies:
+            proxy.stop_chaos()
+
+    def fault_log(self) -> list[tuple[float, str]]:
+        return sorted(entry for proxy in self.proxies for entry in proxy.fault_log())
+
+    def stats(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for proxy in self.proxies:
+            for key, value in proxy.stats().items():
+                total[key] = total.get(key, 0) + value
+        return total
+
+    def drop_connections(self) -> int:
+        return sum(proxy.drop_connections() for proxy in self.proxies)
+
+    def blackhole(self, seconds: float | None = None) -> None:
+        for proxy in self.proxies:
+            proxy.blackhole(seconds)
+
+    def clear_blackhole(self) -> None:
+        for proxy in self.proxies:
+            proxy.clear_blackhole()
+
+    def refuse(self, on: bool = True) -> None:
+        for proxy in self.proxies:
+            proxy.refuse(on)
+
+    def close(self) -> None:
+        if self._unpatch is not None:
+            self._unpatch()
+            self._unpatch = None
+        for proxy in self.proxies:
+            proxy.close()
+
+    def __enter__(self) -> ProxySet:
         return self.start()
 
     def __exit__(

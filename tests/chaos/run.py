@@ -1,7 +1,12 @@
 """Run the chaos scenarios and print the table (``make chaos``).
 
     python -m tests.chaos.run [--size full|short] [--scenarios idempotent,transactional,...]
-                              [--json PATH]
+                              [--bootstrap-servers HOST:PORT] [--json PATH]
+
+Each scenario runs on a fresh embedded Tansu broker behind the fault proxy, or, with
+``--bootstrap-servers`` (default ``$KAFKA_BOOTSTRAP_SERVERS``), on that cluster: one
+proxy per broker, our client routed through them (plaintext listeners; topics, groups
+and transactional ids named uniquely per run).
 
 Columns: scenario, records sent, records verified, lost, duplicated, max recovery time.
 Exit status 1 when a scenario broke its promise (details printed under the table).
@@ -13,12 +18,19 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.chaos.scenarios import DEFAULT_SCENARIOS, SCENARIOS, SIZES, ScenarioResult
+from tests.chaos.scenarios import (
+    DEFAULT_SCENARIOS,
+    EMBEDDED_ONLY,
+    SCENARIOS,
+    SIZES,
+    ScenarioResult,
+)
 
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,13 +53,19 @@ def table(results: Sequence[ScenarioResult]) -> str:
     return "\n".join(lines)
 
 
-async def _run(names: Sequence[str], size_name: str) -> list[ScenarioResult]:
+async def _run(
+    names: Sequence[str], size_name: str, bootstrap_servers: str | None
+) -> list[ScenarioResult]:
     size = SIZES[size_name]
+    where = bootstrap_servers or "embedded Tansu"
     results = []
     for name in names:
-        sys.stderr.write(f"== scenario {name} ({size_name})\n")
+        sys.stderr.write(f"== scenario {name} ({size_name}, {where})\n")
         started = time.monotonic()
-        result = await SCENARIOS[name](size)
+        if bootstrap_servers:
+            result = await SCENARIOS[name](size, bootstrap_servers=bootstrap_servers)
+        else:
+            result = await SCENARIOS[name](size)
         sys.stderr.write(
             f"   {'ok' if result.ok else 'FAIL'} in {time.monotonic() - started:.0f}s\n"
         )
@@ -69,14 +87,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=_ROOT / "benchmarks" / "results" / "chaos-latest.json",
         help="where to write the figures",
     )
+    parser.add_argument(
+        "--bootstrap-servers",
+        default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or None,
+        help="run against this cluster (default: $KAFKA_BOOTSTRAP_SERVERS; unset: an "
+        "embedded Tansu broker per scenario)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    if not args.verbose:
+        # Under injected faults the client warns about every dropped connection (hundreds
+        # per scenario): expected, and it buries the table. -v shows them.
+        logging.getLogger("aiokafka_lite").setLevel(logging.ERROR)
     names = [n.strip() for n in args.scenarios.split(",") if n.strip()]
     unknown = sorted(set(names) - set(SCENARIOS))
     if unknown:
         parser.error(f"unknown scenarios {unknown}; known: {list(SCENARIOS)}")
-    results = asyncio.run(_run(names, args.size))
+    if args.bootstrap_servers and set(names) & set(EMBEDDED_ONLY):
+        parser.error(f"{', '.join(EMBEDDED_ONLY)}: needs the embedded broker (it restarts it)")
+    results = asyncio.run(_run(names, args.size, args.bootstrap_servers))
     sys.stdout.write(table(results) + "\n")
     for r in results:
         for failure in r.failures:
@@ -84,7 +114,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(
         json.dumps(
-            {"size": args.size, "results": [r.as_json() for r in results]}, indent=2, default=str
+            {
+                "size": args.size,
+                "cluster": args.bootstrap_servers or "embedded tansu",
+                "results": [r.as_json() for r in results],
+            },
+            indent=2,
+            default=str,
         )
         + "\n"
     )

@@ -29,6 +29,7 @@ import itertools
 import logging
 import random
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -40,8 +41,9 @@ from aiokafka_lite.producer import Producer
 from aiokafka_lite.producer.types import RecordMetadata
 from aiokafka_lite.structs import TopicPartition
 from aiokafka_lite.testing import EmbeddedBroker, find_free_port
-from tests.chaos.proxy import ALL_MODES, DROP_MODES, RemoteFaultProxy
+from tests.chaos.proxy import ALL_MODES, DROP_MODES, ProxySet, RemoteFaultProxy
 from tests.chaos.verify import (
+    Counts,
     committed_view,
     count_sequences,
     count_values,
@@ -52,7 +54,16 @@ from tests.chaos.verify import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SCENARIOS", "SIZES", "ScenarioResult", "Size", "chaos_cluster"]
+__all__ = [
+    "DEFAULT_SCENARIOS",
+    "EMBEDDED_ONLY",
+    "SCENARIOS",
+    "SIZES",
+    "ScenarioResult",
+    "Size",
+    "chaos_cluster",
+    "fault_cluster",
+]
 
 
 @dataclass(frozen=True)
@@ -85,9 +96,9 @@ SIZES = {
         restart_recovery_s=90,
     ),
     "short": Size(
-        idempotent_records=30_000,
-        idempotent_seconds=12,
-        txn_records=2_000,
+        idempotent_records=20_000,
+        idempotent_seconds=8,
+        txn_records=1_200,
         group_cycles=2,
         group_quiet_s=15,
         group_rate=200,
@@ -150,13 +161,55 @@ def chaos_cluster() -> Iterator[tuple[EmbeddedBroker, RemoteFaultProxy]]:
         broker.stop()
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, timeout: float = 30.0) -> None:
+@contextlib.contextmanager
+def fault_cluster(
+    bootstrap_servers: str | None = None,
+) -> Iterator[RemoteFaultProxy | ProxySet]:
+    """The proxied cluster a scenario runs on: a fresh embedded Tansu behind the fault
+    proxy, or, given ``bootstrap_servers`` (``KAFKA_BOOTSTRAP_SERVERS``), that cluster's
+    brokers, each behind a proxy of a :class:`ProxySet`."""
+    if bootstrap_servers is None:
+        with chaos_cluster() as (_broker, proxy):
+            yield proxy
+        return
+    with ProxySet(cluster_brokers(bootstrap_servers)) as proxies:
+        yield proxies
+
+
+def cluster_brokers(bootstrap_servers: str, timeout: float = 30.0) -> list[tuple[str, int]]:
+    """The advertised ``(host, port)`` of every broker of a cluster, by node id."""
+    from confluent_kafka.admin import AdminClient
+
+    admin: Any = AdminClient({"bootstrap.servers": bootstrap_servers})
+    brokers = admin.list_topics(timeout=timeout).brokers
+    return [(b.host, b.port) for _, b in sorted(brokers.items())]
+
+
+def _namer(bootstrap_servers: str | None) -> Callable[[str], str]:
+    """Fixed names on a fresh embedded broker; on an external cluster, where earlier runs
+    left their topics, groups and transactional ids behind, names unique to this run."""
+    suffix = f"-{uuid.uuid4().hex[:8]}" if bootstrap_servers else ""
+    return lambda base: base + suffix
+
+
+def _replication(bootstrap_servers: str | None) -> int:
+    """1 on the embedded broker; the cluster's default (-1) on an external one."""
+    return -1 if bootstrap_servers else 1
+
+
+def create_topic(
+    bootstrap: str,
+    name: str,
+    partitions: int,
+    replication_factor: int = 1,
+    timeout: float = 30.0,
+) -> None:
     from confluent_kafka.admin import AdminClient
     from confluent_kafka.cimpl import NewTopic
 
     admin: Any = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1)],
+        [NewTopic(name, num_partitions=partitions, replication_factor=replication_factor)],
         operation_timeout=timeout,
         request_timeout=timeout,
     )
@@ -204,12 +257,15 @@ async def _produce_plain(bootstrap: str, topic: str, values: dict[int, list[byte
 # --- 1. idempotent producer -------------------------------------------------------------
 
 
-async def scenario_idempotent(size: Size) -> ScenarioResult:
+async def scenario_idempotent(
+    size: Size, *, bootstrap_servers: str | None = None
+) -> ScenarioResult:
     partitions, n = 6, size.idempotent_records
-    topic = "chaos-idempotent"
-    with chaos_cluster() as (_broker, proxy):
+    topic = _namer(bootstrap_servers)("chaos-idempotent")
+    replication = _replication(bootstrap_servers)
+    with fault_cluster(bootstrap_servers) as proxy:
         bootstrap = proxy.address
-        await asyncio.to_thread(create_topic, bootstrap, topic, partitions)
+        await asyncio.to_thread(create_topic, bootstrap, topic, partitions, replication)
         sent: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
         acks: list[float] = []
         futures: list[Awaitable[RecordMetadata]] = []
@@ -320,9 +376,14 @@ async def _committed_offsets(
             await asyncio.sleep(0.2)
 
 
-async def scenario_transactional(size: Size) -> ScenarioResult:
+async def scenario_transactional(
+    size: Size, *, bootstrap_servers: str | None = None
+) -> ScenarioResult:
     partitions, n = 6, size.txn_records
-    source, sink, group = "chaos-txn-in", "chaos-txn-out", "chaos-txn-group"
+    name = _namer(bootstrap_servers)
+    source, sink, group = name("chaos-txn-in"), name("chaos-txn-out"), name("chaos-txn-group")
+    transactional_id = name("chaos-txn-1")
+    replication = _replication(bootstrap_servers)
     inputs = {p: [b"in-%d-%06d" % (p, i) for i in range(n // partitions)] for p in range(6)}
     expected = [b"out:" + v for vals in inputs.values() for v in vals]
     total = sum(len(v) for v in inputs.values())
@@ -336,17 +397,17 @@ async def scenario_transactional(size: Size) -> ScenarioResult:
         producers_made += 1
         return Producer(
             bootstrap_servers=bootstrap,
-            transactional_id="chaos-txn-1",
+            transactional_id=transactional_id,
             request_timeout_ms=10_000,
             delivery_timeout_ms=60_000,
             max_block_ms=30_000,
             transaction_timeout_ms=30_000,
         )
 
-    with chaos_cluster() as (_broker, proxy):
+    with fault_cluster(bootstrap_servers) as proxy:
         bootstrap = proxy.address
         for topic in (source, sink):
-            await asyncio.to_thread(create_topic, bootstrap, topic, partitions)
+            await asyncio.to_thread(create_topic, bootstrap, topic, partitions, replication)
         await _produce_plain(bootstrap, source, inputs)
         started = time.time()
         deadline = time.monotonic() + 60 + total / 20
@@ -358,7 +419,11 @@ async def scenario_transactional(size: Size) -> ScenarioResult:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             max_poll_records=50,
-            session_timeout_ms=30_000,
+            # Tansu answers a JoinGroup after about half the session timeout: 10 s (as in
+            # the group scenario) makes the join ~5 s rather than ~15 s, and a heartbeat
+            # every second keeps the member in through the faults
+            session_timeout_ms=10_000,
+            heartbeat_interval_ms=1_000,
             request_timeout_ms=10_000,
         )
         producer = make_producer(bootstrap)
@@ -371,6 +436,17 @@ async def scenario_transactional(size: Size) -> ScenarioResult:
         proxy.start_chaos(200, DROP_MODES, seed=size.seed + 1)
         next_report = time.monotonic() + 5
         attempt = 0
+        # diagnostics: the longest wait per step (seconds, from s), and what the consumer's
+        # health() said while getmany returned nothing for more than 2 s
+        slowest: dict[str, tuple[float, float]] = {}
+        idle_since = 0.0
+        idle_states: set[str] = set()
+
+        def slow(step: str, since: float) -> None:
+            took = time.time() - since
+            if took > slowest.get(step, (0.0, 0.0))[0]:
+                slowest[step] = (round(took, 2), round(since - started, 1))
+
         try:
             while True:
                 if time.monotonic() > deadline:
@@ -386,11 +462,20 @@ async def scenario_transactional(size: Size) -> ScenarioResult:
                     )
                 batch = await consumer.getmany(timeout_ms=500)
                 if not batch:
+                    idle_since = idle_since or time.time()
+                    if time.time() - idle_since > 2:
+                        health = consumer.health()
+                        idle_states.add(str(health.group_state.value))
+                        idle_states.update(health.problems[:2])
                     committed = await _committed_offsets(consumer, tps, deadline)
                     if sum(committed.values()) >= total:
                         break
                     continue
+                if idle_since:
+                    slow("no records (getmany empty)", idle_since)
+                    idle_since = 0.0
                 attempt += 1
+                txn_started = time.time()
                 try:
                     await producer.begin_transaction()
                     for tp, recs in batch.items():
@@ -404,8 +489,11 @@ async def scenario_transactional(size: Size) -> ScenarioResult:
                         # output: the transaction is aborted and the batch redone
                         await producer.flush()
                         raise _AppAbort()
+                    slow("begin..send_offsets_to_transaction", txn_started)
+                    commit_started = time.time()
                     await producer.commit_transaction()
                     commits.append(time.time())
+                    slow("commit_transaction", commit_started)
                 except (errors.KafkaError, _AppAbort) as exc:
                     failed[type(exc).__name__] += 1
                     try:
@@ -468,6 +556,8 @@ async def scenario_transactional(size: Size) -> ScenarioResult:
             "transaction_failures": dict(failed),
             "abort_markers": aborted,
             "producers_created": producers_made,
+            "slowest_steps": slowest,
+            "consumer_health_while_idle": sorted(idle_states)[:8],
             "marker_view": c_markers.__dict__,
             "read_committed_confluent": c_peer.__dict__,
             "read_committed_ours": c_ours.__dict__,
@@ -650,8 +740,9 @@ def _sample_health(members: dict[int, _Member], glog: _GroupLog) -> None:
             )
 
 
-async def scenario_group(size: Size) -> ScenarioResult:
-    partitions, topic, group = 6, "chaos-group", "chaos-group-g"
+async def scenario_group(size: Size, *, bootstrap_servers: str | None = None) -> ScenarioResult:
+    name = _namer(bootstrap_servers)
+    partitions, topic, group = 6, name("chaos-group"), name("chaos-group-g")
     acked: list[tuple[int, int]] = []
     send_errors: list[str] = []
     glog = _GroupLog()
@@ -694,9 +785,11 @@ async def scenario_group(size: Size) -> ScenarioResult:
                 else:
                     send_errors.append(repr(r))
 
-    with chaos_cluster() as (_broker, proxy):
+    with fault_cluster(bootstrap_servers) as proxy:
         bootstrap = proxy.address
-        await asyncio.to_thread(create_topic, bootstrap, topic, partitions)
+        await asyncio.to_thread(
+            create_topic, bootstrap, topic, partitions, _replication(bootstrap_servers)
+        )
         for _ in range(3):
             spawn()
         stop_producing = asyncio.Event()
@@ -981,15 +1074,19 @@ async def _running(coro: Awaitable[None]) -> AsyncIterator[asyncio.Task[None]]:
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def scenario_outage(size: Size) -> ScenarioResult:
-    partitions, topic, group = 3, "chaos-outage", "chaos-outage-g"
+async def scenario_outage(size: Size, *, bootstrap_servers: str | None = None) -> ScenarioResult:
+    name = _namer(bootstrap_servers)
+    partitions, topic, group = 3, name("chaos-outage"), name("chaos-outage-g")
+    unknown_topic = name("chaos-outage-new-topic")
     acked: list[tuple[int, int, bytes]] = []
     ack_times: list[float] = []
     consumed: list[tuple[int, int, float]] = []
     failures_during: list[str] = []
-    with chaos_cluster() as (_broker, proxy):
+    with fault_cluster(bootstrap_servers) as proxy:
         bootstrap = proxy.address
-        await asyncio.to_thread(create_topic, bootstrap, topic, partitions)
+        await asyncio.to_thread(
+            create_topic, bootstrap, topic, partitions, _replication(bootstrap_servers)
+        )
         main = Producer(
             bootstrap_servers=bootstrap,
             enable_idempotence=True,
@@ -1068,7 +1165,7 @@ async def scenario_outage(size: Size) -> ScenarioResult:
                 _bounded(
                     "partitions_for(unknown topic), max_block_ms=4000",
                     4,
-                    lambda: short.partitions_for("chaos-outage-new-topic"),
+                    lambda: short.partitions_for(unknown_topic),
                 ),
                 _bounded(
                     "consumer.commit(timeout_ms=3000)",
@@ -1311,18 +1408,30 @@ async def scenario_restart(size: Size) -> ScenarioResult:
         await producer.stop()
         await consumer.stop()
     in_log = {(p, off) for p, recs in log_now.items() for off, _ in recs}
-    # acknowledged after the restart: must be in the new log once, in send order
-    after: dict[int, list[bytes]] = defaultdict(list)
-    for t, p, _off, value in sorted(acks):
-        if t > up:
-            after[p].append(value)
-    counts = count_sequences(
-        {p: [(o, v) for o, v in recs if v != b"probe"] for p, recs in log_now.items()},
-        after,
-    )
+    # Acknowledged after the restart: must be in the new log once, each producer's in its
+    # send order. Two producers write to each partition: their records interleave in the
+    # log in an order that acknowledgement times cannot tell (a done-callback and a
+    # resumed send_and_wait run at different moments), so order is checked per producer,
+    # by send index (the running producer's values sort in send order; the new one sends
+    # in sequence).
+    counts = Counts(expected=0)
+    for prefix in (b"r-", b"fresh-"):
+        after: dict[int, list[bytes]] = defaultdict(list)
+        for t, p, _off, value in sorted(acks, key=lambda a: a[3]):
+            if t > up and value.startswith(prefix):
+                after[p].append(value)
+        part = count_sequences(
+            {
+                p: [(o, v) for o, v in recs if v is not None and v.startswith(prefix)]
+                for p, recs in log_now.items()
+            },
+            after,
+        )
+        for key in ("expected", "found", "verified", "lost", "duplicated", "out_of_order"):
+            setattr(counts, key, getattr(counts, key) + getattr(part, key))
+        counts.examples += part.examples
     # values in the new log that nobody acknowledged after the restart (sent before the
     # kill, delivered by a retry to the new broker) are fine; only the acked ones count
-    counts.unexpected = 0
     consumed_after = {(p, o) for p, o, t in consumed if t > up}
     not_consumed = sorted(in_log - consumed_after)
     recovery = [t - up for t in (first_ack, first_consumed) if t is not None]
@@ -1376,7 +1485,12 @@ async def _start_and_stop(client: Producer | Consumer) -> None:
 #: ``make chaos`` runs the first four (the issue's); ``restart`` on request.
 DEFAULT_SCENARIOS = ("idempotent", "transactional", "group", "outage")
 
-SCENARIOS: dict[str, Callable[[Size], Awaitable[ScenarioResult]]] = {
+#: Scenarios that need the embedded broker (they stop and start it).
+EMBEDDED_ONLY = ("restart",)
+
+#: ``SCENARIOS[name](size, bootstrap_servers=None)``; ``bootstrap_servers`` runs it
+#: against that cluster instead of an embedded broker (not for :data:`EMBEDDED_ONLY`).
+SCENARIOS: dict[str, Callable[..., Awaitable[ScenarioResult]]] = {
     "idempotent": scenario_idempotent,
     "transactional": scenario_transactional,
     "group": scenario_group,

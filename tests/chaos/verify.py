@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka_lite.connection import connect
+from aiokafka_lite.connection import BrokerConnection, connect
 from aiokafka_lite.consumer import Consumer
 from aiokafka_lite.protocol import records
 from aiokafka_lite.protocol.api import ApiKey
@@ -136,13 +136,29 @@ class RawRecord:
 async def read_raw(
     bootstrap: str, topic: str, partitions: Iterable[int], *, timeout: float = 120.0
 ) -> dict[int, list[RawRecord]]:
-    """Every batch of ``partitions`` (control batches included), decoded one by one."""
+    """Every batch of ``partitions`` (control batches included), decoded one by one, each
+    partition fetched from its leader (as the metadata names it)."""
     host, _, port = bootstrap.rpartition(":")
-    conn = await connect(host, int(port), client_id="chaos-raw-verifier")
+    conns: dict[tuple[str, int], BrokerConnection] = {}
     out: dict[int, list[RawRecord]] = {p: [] for p in partitions}
+
+    async def conn_to(address: tuple[str, int]) -> BrokerConnection:
+        if address not in conns:
+            conns[address] = await connect(*address, client_id="chaos-raw-verifier")
+        return conns[address]
+
     try:
+        meta = await (await conn_to((host, int(port)))).send(
+            int(ApiKey.METADATA),
+            {"topics": [{"name": topic}], "allow_auto_topic_creation": False},
+            version=9,
+        )
+        nodes = {b["node_id"]: (b["host"], b["port"]) for b in meta["brokers"]}
+        [t] = meta["topics"]
+        leaders = {p["partition_index"]: nodes[p["leader_id"]] for p in t["partitions"]}
         deadline = time.monotonic() + timeout
         for partition in out:
+            conn = await conn_to(leaders[partition])
             offset = 0
             while True:
                 if time.monotonic() > deadline:
@@ -165,8 +181,9 @@ async def read_raw(
                 if not blob:
                     await asyncio.sleep(0.05)
     finally:
-        conn.close()
-        await conn.wait_closed()
+        for conn in conns.values():
+            conn.close()
+            await conn.wait_closed()
     return out
 
 

@@ -145,20 +145,21 @@ def _run_builtin(target: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _table(results: Sequence[dict[str, Any]]) -> str:
-    header = f"{'target':<10} {'engine':<8} {'seconds':>8} {'inputs':>12} {'inputs/s':>9} "
+    width = max([len("target"), *(len(r["target"]) for r in results)])
+    header = f"{'target':<{width}} {'engine':<8} {'seconds':>8} {'inputs':>12} {'inputs/s':>9} "
     header += f"{'peak RSS MB':>11} {'crashes':>7}"
     lines = [header, "-" * len(header)]
     for r in results:
         rate = r["inputs"] / r["seconds"] if r["seconds"] else 0.0
         rss = "-" if r.get("peak_rss_mb") is None else f"{r['peak_rss_mb']:.0f}"
         lines.append(
-            f"{r['target']:<10} {r['engine']:<8} {r['seconds']:>8.0f} {r['inputs']:>12,} "
+            f"{r['target']:<{width}} {r['engine']:<8} {r['seconds']:>8.0f} {r['inputs']:>12,} "
             f"{rate:>9,.0f} {rss:>11} {r['crashes']:>7}"
         )
     total = sum(r["inputs"] for r in results)
     crashes = sum(r["crashes"] for r in results)
     lines.append("-" * len(header))
-    lines.append(f"{'total':<10} {'':<8} {'':>8} {total:>12,} {'':>9} {'':>11} {crashes:>7}")
+    lines.append(f"{'total':<{width}} {'':<8} {'':>8} {total:>12,} {'':>9} {'':>11} {crashes:>7}")
     return "\n".join(lines)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import os
 import re
@@ -75,6 +76,11 @@ def assert_one_error_line(result: subprocess.CompletedProcess[str], code: int, *
     assert "Traceback" not in result.stderr
     for word in words:
         assert word.lower() in lines[0].lower(), (word, lines[0])
+
+
+NOIDA_NO_TOPIC_IDS = (
+    "noida-db 0.2.3 answers Metadata v10-v12 and CreateTopics v7 with the all-zero topic id"
+)
 
 
 def unique(prefix: str) -> str:
@@ -201,13 +207,19 @@ def test_consume_from_the_end_and_from_a_time(
     topic = unique("when")
     b = ("-b", bootstrap_servers)
     assert run(cli, "topics", "create", topic, "-p", "1", *b).returncode == 0
-    base = 1_700_000_000_000
+    # Recent timestamps: a broker may delete records older than retention.ms (7 days by
+    # default) at any time, and noida-db does so within a second.
+    base = (int(time.time()) - 3600) * 1000
     asyncio.run(produce_one_by_one(bootstrap_servers, topic, 6, base_ts=base))
-    last_two = run(cli, "consume", topic, "--offset=-2", "-n", "2", *b)
+    last_two = run(cli, "consume", topic, "--offset=-2", "-n", "2", "--idle-timeout", "20", *b)
     assert last_two.stdout.splitlines() == ["r4", "r5"], last_two.stderr
     xfail_on("tansu", "Tansu 0.6.0 ignores the timestamp of ListOffsets (answers the earliest)")
-    iso = "2023-11-14T22:13:22.500Z"  # base + 2.5 s
-    since = run(cli, "consume", topic, "--timestamp", iso, "-n", "3", *b)
+    iso = (
+        datetime.datetime.fromtimestamp((base + 2500) / 1000, datetime.timezone.utc)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+    since = run(cli, "consume", topic, "--timestamp", iso, "-n", "3", "--idle-timeout", "20", *b)
     assert since.stdout.splitlines() == ["r3", "r4", "r5"], since.stderr
 
 
@@ -221,7 +233,7 @@ def test_produce_line_without_key_separator_fails(cli: list[str], bootstrap_serv
 # --- topics -------------------------------------------------------------------------------
 
 
-def test_topics_commands(cli: list[str], bootstrap_servers: str) -> None:
+def test_topics_commands(cli: list[str], bootstrap_servers: str, xfail_on: Any) -> None:
     topic = unique("topics")
     b = ("-b", bootstrap_servers)
     created = run(cli, "topics", "create", topic, "-p", "3", "-c", "retention.ms=3600000", *b)
@@ -233,7 +245,6 @@ def test_topics_commands(cli: list[str], bootstrap_servers: str) -> None:
     assert described.stdout.count("\tPartition: ") == 3
     as_json = json.loads(run(cli, "topics", "describe", topic, "--json", *b).stdout)
     assert [p["partition"] for p in as_json["partitions"]] == [0, 1, 2]
-    assert as_json["topic_id"]
     altered = run(cli, "topics", "alter-config", topic, "--set", "retention.ms=7200000", *b)
     assert altered.returncode == 0, altered.stderr
     assert altered.stdout.strip() == f"Updated config of topic {topic}."
@@ -246,6 +257,8 @@ def test_topics_commands(cli: list[str], bootstrap_servers: str) -> None:
     again = run(cli, "topics", "delete", topic, *b)
     assert_one_error_line(again, 1, topic)
     assert run(cli, "topics", "delete", topic, "--if-exists", *b).returncode == 0
+    xfail_on("noida", NOIDA_NO_TOPIC_IDS)
+    assert as_json["topic_id"]
 
 
 def test_create_existing_topic_next_to_a_new_one(cli: list[str], bootstrap_servers: str) -> None:

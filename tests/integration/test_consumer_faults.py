@@ -146,3 +146,67 @@ async def test_broker_down_getone_and_stop_keep_their_bounds(
     finally:
         if not stopped:
             await consumer.stop(timeout_ms=1000)
+
+
+def _swallow_join_group(link_id: int, direction: str, data: bytes) -> bytes:
+    """Proxy hook: JoinGroup requests never reach the broker (a coordinator gone silent).
+
+    Kafka requests start with a 4-byte size and a 2-byte API key (JoinGroup is 11); a
+    chunk holds whole small requests here (one client write each).
+    """
+    if direction == "upstream" and len(data) >= 6 and int.from_bytes(data[4:6], "big") == 11:
+        return b""
+    return data
+
+
+async def _commit_error(consumer: Consumer, tp: TopicPartition, timeout_ms: int) -> str:
+    started = time.monotonic()
+    try:
+        await consumer.commit({tp: 0}, timeout_ms=timeout_ms)
+    except errors.KafkaTimeoutError as exc:
+        message = str(exc)
+    else:
+        raise AssertionError("commit succeeded while the coordinator was unreachable")
+    assert time.monotonic() - started < timeout_ms / 1000 + 1.0
+    return message
+
+
+async def test_commit_while_the_coordinator_is_unreachable_names_it(
+    proxied_broker: tuple[FaultProxy, str], topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """A commit that waits for a rebalance the coordinator does not answer (outage during
+    a join) says which coordinator and what is wrong with it, not just "rebalancing"."""
+    proxy, bootstrap = proxied_broker
+    create_topic(topic_name, 1, bootstrap=bootstrap)
+    tp = TopicPartition(topic_name, 0)
+    proxy.set_hook(_swallow_join_group)
+    consumer = group_consumer(bootstrap, topic_name, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        deadline = time.monotonic() + 15
+        while consumer.health().coordinator_id is None:
+            assert time.monotonic() < deadline, consumer.health()
+            await asyncio.sleep(0.05)
+        coordinator = consumer.health().coordinator_id
+        assert consumer.health().group_state is GroupState.REBALANCING
+
+        # The coordinator is connected but does not answer the JoinGroup.
+        message = await _commit_error(consumer, tp, 1500)
+        assert "did not finish rebalancing in time" in message, message
+        assert f"coordinator node {coordinator} (" in message, message
+        assert "has not answered for" in message and "JoinGroup" in message, message
+
+        # Now it is gone: the JoinGroup fails, connecting is refused.
+        proxy.refuse(True)
+        proxy.drop_connections()
+        deadline = time.monotonic() + 10
+        while consumer.health().group_state is not GroupState.NO_COORDINATOR:
+            assert time.monotonic() < deadline, consumer.health()
+            await asyncio.sleep(0.05)
+        message = await _commit_error(consumer, tp, 1500)
+        assert "lost its coordinator" in message, message
+        assert f"node {coordinator} (" in message and "is unreachable" in message, message
+        assert "last connection error" in message and "refused" in message, message
+    finally:
+        proxy.reset()
+        await consumer.stop(timeout_ms=3000)

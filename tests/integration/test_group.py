@@ -25,6 +25,12 @@ from aiokafka_lite.structs import TopicPartition
 
 PARTITIONS = 6
 
+NOIDA_COMMIT_IN_REBALANCE = (
+    "noida-db 0.2.3 answers OffsetCommit with the current generation ILLEGAL_GENERATION "
+    "while the group is PreparingRebalance (Kafka accepts it), so the member that commits "
+    "before rejoining loses its partitions and a cooperative rebalance revokes kept ones"
+)
+
 
 class Recorder(ConsumerRebalanceListener):
     """Records every callback; optionally commits revoked partitions first."""
@@ -112,10 +118,15 @@ async def test_scale_from_one_to_three_members_and_back(
     bootstrap_servers: str,
     topic_name: str,
     create_topic: Callable[..., str],
+    xfail_on: Callable[[str, str], None],
 ) -> None:
     create_topic(topic_name, PARTITIONS)
     group = f"g-{topic_name}"
     cooperative = strategy == ["cooperative-sticky"]
+    if cooperative:
+        # Kafka accepts a commit of the current generation while the group prepares a
+        # rebalance; refused, the member must reset its generation and lose what it owns.
+        xfail_on("noida", NOIDA_COMMIT_IN_REBALANCE)
     consumers: list[Consumer] = []
     listeners: list[Recorder] = []
     try:

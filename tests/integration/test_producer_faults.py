@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -128,6 +128,93 @@ async def test_unreachable_broker_send_and_wait_flush_and_stop_end_in_time(
     assert pending.done()
     with pytest.raises(errors.KafkaTimeoutError):
         pending.result()
+
+
+#: What a loaded 2-core machine may add to a bound (the chaos scenarios allow 2 s).
+SLACK = 1.5
+
+
+async def _timed(call: Awaitable[object]) -> tuple[BaseException | None, float]:
+    """Run ``call`` (the outer wait_for only catches a hang); its error and duration."""
+    started = time.monotonic()
+    error: BaseException | None = None
+    try:
+        await asyncio.wait_for(call, 60)
+    except errors.KafkaError as exc:
+        error = exc
+    return error, time.monotonic() - started
+
+
+@pytest.mark.parametrize("how", ["blackhole", "refuse"])
+async def test_outage_flush_send_and_wait_and_stop_keep_their_bounds(
+    proxied_broker: tuple[FaultProxy, str],
+    topic_name: str,
+    create_topic: Callable[..., str],
+    how: str,
+) -> None:
+    """An idempotent producer writing steadily when the broker becomes unreachable:
+    every bounded call ends by its own bound (+ SLACK), with a KafkaTimeoutError that
+    says which bound, whether its requests are unanswered (blackhole: in flight until
+    request_timeout_ms) or cannot be sent (connections refused)."""
+    proxy, bootstrap = proxied_broker
+    create_topic(topic_name, 2, bootstrap=bootstrap)
+    producer = Producer(
+        bootstrap_servers=bootstrap,
+        enable_idempotence=True,
+        request_timeout_ms=4000,
+        delivery_timeout_ms=6000,
+        max_block_ms=4000,
+        retry_backoff_ms=50,
+    )
+    await producer.start()
+    for p in range(2):
+        await producer.send_and_wait(topic_name, b"before", partition=p)
+    futures: list[RecordFuture] = []
+    producing = True
+
+    async def produce() -> None:
+        i = 0
+        while producing:
+            futures.append(await producer.send(topic_name, b"%d" % i, partition=i % 2))
+            i += 1
+            await asyncio.sleep(0.005)
+
+    task = asyncio.create_task(produce())
+    try:
+        await asyncio.sleep(0.3)
+        _unreachable(proxy, how)
+        await asyncio.sleep(0.3)  # requests go out into the outage
+
+        error, took = await _timed(producer.flush(timeout=1.0))
+        assert isinstance(error, errors.KafkaTimeoutError) and "flush" in str(error), error
+        assert took < 1.0 + SLACK, took
+
+        error, took = await _timed(producer.send_and_wait(topic_name, b"during", partition=0))
+        assert isinstance(error, errors.KafkaTimeoutError), error
+        assert "delivery_timeout_ms" in str(error), error
+        assert took < 6.0 + SLACK, took
+
+        # Later in the outage (request timeouts passed, reconnecting): the same bound.
+        # (Buffered records may all reach their delivery timeout meanwhile: flush then
+        # returns, with every one of them done.)
+        buffered = list(futures)
+        error, took = await _timed(producer.flush(timeout=2.0))
+        assert took < 2.0 + SLACK, took
+        if error is None:
+            assert all(f.done() for f in buffered)
+        else:
+            assert isinstance(error, errors.KafkaTimeoutError) and "flush" in str(error), error
+    finally:
+        producing = False
+        await task
+
+    error, took = await _timed(producer.stop(timeout=1.0))
+    assert error is None and took < 1.0 + SLACK, (error, took)
+    assert all(f.done() for f in futures)
+    # Nothing was acknowledged during the outage: every record failed with a timeout
+    # (its delivery timeout, or the stop's), none with anything unclear.
+    outcomes = {type(f.exception()) for f in futures[40:]}
+    assert outcomes <= {errors.KafkaTimeoutError, type(None)}, outcomes
 
 
 async def test_start_with_no_reachable_broker_fails_clearly() -> None:

@@ -260,7 +260,10 @@ async def test_confluent_batches_decode_with_us(
         producer.produce(
             topic_name, value=value, key=key, partition=0, timestamp=ts, headers=list(headers)
         )
-    assert producer.flush(30) == 0
+    # Bounded (a flush without a timeout can wait forever); blocks the loop, which
+    # has nothing else to run yet.
+    unsent = producer.flush(30)
+    assert unsent == 0, f"confluent-kafka still held {unsent} of {len(rows)} records after 30 s"
 
     async with KafkaClient(bootstrap_servers) as client:
         batches = await fetch_raw(client, topic_name, len(rows))

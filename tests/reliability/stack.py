@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import TracebackType
 
-from aiokafka_lite.testing import EmbeddedBroker
+from aiokafka_lite.testing import EmbeddedBroker, find_free_port
 from tests.reliability.sasl_front import SaslFront
-from tests.reliability.tls import Pki, TlsTerminator, free_port
+from tests.reliability.tls import Pki, TlsTerminator
 
 __all__ = ["SecureStack"]
 
@@ -39,8 +39,8 @@ class SecureStack:
         self.sasl: SaslFront | None = None
         self._sasl_users = sasl_users
         self._sasl_tokens = sasl_tokens
-        self.sasl_port = free_port() if sasl_users is not None else None
-        self.tls_port = free_port() if pki is not None else None
+        self.sasl_port = find_free_port() if sasl_users is not None else None
+        self.tls_port = find_free_port() if pki is not None else None
         outer = self.tls_port or self.sasl_port
         self.broker = EmbeddedBroker(
             "tansu", advertised_port=outer, advertised_host=advertised_host

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from aiokafka_lite.testing import find_free_port
+
 log = logging.getLogger(__name__)
 
 __all__ = ["Pki", "TlsTerminator", "make_pki", "missing_tls_tools"]
@@ -145,13 +147,6 @@ def make_pki(directory: Path, hostnames: tuple[str, ...] = ("localhost",)) -> Pk
     return Pki(directory, ca_cert, server_cert, server_key, other_ca_cert, tuple(hostnames))
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class TlsTerminator:
     """``socat`` accepting TLS on ``host:port`` and forwarding plaintext to the upstream.
 
@@ -172,7 +167,7 @@ class TlsTerminator:
         self.upstream_host = upstream_host
         self.upstream_port = upstream_port
         self.host = host
-        self.port = free_port(host) if port is None else port
+        self.port = find_free_port(host) if port is None else port
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_path: Path | None = None
 

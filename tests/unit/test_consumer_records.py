@@ -173,3 +173,35 @@ def test_corrupted_uniform_batches_fail_like_the_general_path(
         data[61 + where % (len(data) - 61)] = byte
     call = (bytes(data), *_args(clean)[1:])
     assert _outcome(decode_v2_records, call) == _outcome(_reference, call)
+
+
+def test_collector_is_paused_per_batch_and_always_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    builder = BatchBuilder(max_size=10**7)
+    for i in range(1000):
+        builder.append(BASE_TS + i, None, b"v%d" % i)
+    data = builder.build()
+    seen: list[bool] = []
+    real = consumer_records._decode_v2
+
+    def spy(*args: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(*args)
+
+    monkeypatch.setattr(consumer_records, "_decode_v2", spy)
+    assert gc.isenabled()
+    assert len(decode_v2_records(*_args(data))) == 1000
+    assert seen == [False] and gc.isenabled()  # paused during, running after
+    broken = data[:-1]
+    args = list(_args(data))
+    args[0], args[2] = broken, len(broken)
+    with pytest.raises(errors.CorruptRecordError):
+        decode_v2_records(*args)
+    assert gc.isenabled()  # restored after an error too
+    gc.disable()
+    try:
+        decode_v2_records(*_args(data))
+        assert not gc.isenabled()  # a collector the application disabled stays off
+    finally:
+        gc.enable()

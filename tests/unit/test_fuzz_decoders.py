@@ -265,12 +265,6 @@ def test_consumer_decoder_on_mutated_batches(data: bytes) -> None:
     TARGETS["consumer_records"](data)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="consumer bug (reported in .notes/reliability-needs.md): decode_v2_records skips "
-    "records below min_offset only when the batch's base offset is below it, so a record "
-    "whose offset delta is negative comes back below min_offset",
-)
 def test_consumer_decoder_skips_every_record_below_min_offset() -> None:
     from aiokafka_lite.consumer.records import decode_v2_records
 

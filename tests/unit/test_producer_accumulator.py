@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 from hypothesis import given, settings
@@ -348,3 +349,70 @@ def test_a_resent_batch_is_compressed_once(monkeypatch: pytest.MonkeyPatch) -> N
     assert meta.producer_epoch == 1 and meta.compression == codecs.GZIP
     assert [r.value for r in decoded] == [b"value-%d" % i for i in range(20)]
     assert decode(first)[1] == decoded
+
+
+async def test_aborted_transaction_futures_are_not_reported_as_never_retrieved() -> None:
+    loop = asyncio.get_running_loop()
+    seen: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _loop, context: seen.append(context))
+    try:
+        acc = _accumulator(transactional=True)
+        aborted = [acc.try_append(TP, 1, None, b"v", None) for _ in range(3)]
+        for fut in aborted:
+            fut.add_done_callback(lambda _f: None)  # an asyncio future, never looked at
+        other = TopicPartition("t", 1)
+        failed = acc.try_append(other, 1, None, b"v", None)
+        failed.add_done_callback(lambda _f: None)
+        user = BatchBuilder(max_size=1000, compression=0, transactional=True)
+        user.append(timestamp=1, key=None, value=b"v")
+        user_fut = acc.append_user_batch(TopicPartition("t", 2), user._take())
+        acc.batches[other].popleft().fail(errors.KafkaError("a real delivery failure"))
+        acc.abort_undrained(errors.TransactionAbortedError("the transaction was aborted"))
+        await asyncio.sleep(0)
+        assert isinstance(aborted[0].exception(), errors.TransactionAbortedError)
+        del aborted, fut, user_fut
+        gc.collect()
+        await asyncio.sleep(0)
+        # Only the record that failed for another reason is reported.
+        assert not seen
+        del failed
+        gc.collect()
+        await asyncio.sleep(0)
+        assert len(seen) == 1 and "a real delivery failure" in str(seen[0].get("exception"))
+    finally:
+        loop.set_exception_handler(None)
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+async def test_split_keeps_every_record_and_maps_futures_to_the_parts(codec: str) -> None:
+    acc = _accumulator(batch_size=100_000, buffer_memory=1_000_000)
+    acc.compression = codecs.check_codec(None if codec == "none" else codec)
+    expected = []
+    futures = []
+    for i in range(7):
+        key = None if i % 2 else b"k%d" % i
+        headers = [("h", b"%d" % i)] if i % 3 == 0 else None
+        futures.append(acc.try_append(TP, 1_000 + i, key, b"v%d" % i, headers))
+        expected.append((1_000 + i, key, b"v%d" % i, headers or []))
+    batch = acc.batches[TP].popleft()
+    batch.build()  # (sent once, compressed)
+    parts = batch.split()
+    assert [p.record_count for p in parts] == [4, 3]
+    assert [p.part_offset for p in parts] == [0, 4]
+    got = []
+    for part in parts:
+        _meta, decoded = decode(part.build())
+        got += [(r.timestamp, r.key, r.value, list(r.headers)) for r in decoded]
+    assert got == expected
+    # A part split again; outcomes per part reach the original futures.
+    sub = parts[1].split()
+    assert [p.record_count for p in sub] == [2, 1]
+    parts[0].complete(50, -1, 0)
+    assert not batch.done and not futures[0].done()
+    sub[0].complete(60, -1, 0)
+    sub[1].fail(errors.RecordTooLargeError("too large"))
+    assert batch.done and not acc.incomplete and acc.used_memory == 0
+    assert [f.result().offset for f in futures[:6]] == [50, 51, 52, 53, 60, 61]
+    assert [f.result().timestamp for f in futures[:6]] == [1_000 + i for i in range(6)]
+    assert isinstance(futures[6].exception(), errors.RecordTooLargeError)
+    assert futures[5].exception() is None

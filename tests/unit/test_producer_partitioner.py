@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import random
+from collections.abc import Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -10,6 +12,7 @@ from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from aiokafka_lite import errors
+from aiokafka_lite.producer.accumulator import RecordAccumulator
 from aiokafka_lite.producer.partitioner import (
     CallablePartitioner,
     DefaultPartitioner,
@@ -22,6 +25,7 @@ from aiokafka_lite.producer.partitioner import (
     murmur2_partition,
     resolve_partitioner,
 )
+from aiokafka_lite.structs import TopicPartition
 
 # Expected values of Java's org.apache.kafka.common.utils.Utils.murmur2 (from Kafka's
 # own UtilsTest).
@@ -157,3 +161,122 @@ def test_check_partition_rejects_bad_answers() -> None:
     for bad in (3, -1, "1", 1.0, None, True):
         with pytest.raises(errors.ConfigurationError, match="partitioner returned"):
             check_partition(bad, [0, 1, 2], "t")
+
+
+# --- KIP-794: switch at a full batch, next partition weighted by queue sizes ------------
+
+
+class FakeQueues:
+    def __init__(self, sizes: dict[int, int], full: bool = True) -> None:
+        self.sizes = sizes
+        self.full = full
+        self.asked: list[list[int]] = []
+
+    def queue_sizes(self, topic: str, partitions: Sequence[int]) -> list[int]:
+        self.asked.append(list(partitions))
+        return [self.sizes.get(p, 0) for p in partitions]
+
+    def tail_batch_full(self, topic: str, partition: int) -> bool:
+        return self.full
+
+
+def _draws(
+    part: StickyPartitioner, n: int, all_parts: list[int], available: list[int]
+) -> collections.Counter[int]:
+    counts: collections.Counter[int] = collections.Counter()
+    for _ in range(n):
+        p = part.next_partition("t", all_parts, available)
+        counts[p] += 1
+    return counts
+
+
+def test_next_partition_follows_javas_cumulative_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Queue sizes 0, 3, 1 -> weights (max + 1 - size) 4, 1, 3 -> cumulative 4, 5, 8: every
+    # value of the draw in range(8) maps to one partition, each partition `weight` times.
+    part = StickyPartitioner(batch_size=100)
+    part.bind(FakeQueues({0: 0, 1: 3, 2: 1}))
+    draws = iter(range(8))
+    monkeypatch.setattr(random, "randrange", lambda n: next(draws))
+    chosen = [part.next_partition("t", [0, 1, 2], [0, 1, 2]) for _ in range(8)]
+    assert chosen == [0, 0, 0, 0, 1, 2, 2, 2]
+
+
+def test_less_loaded_partitions_get_more_records() -> None:
+    part = StickyPartitioner(batch_size=100)
+    part.bind(FakeQueues({0: 0, 1: 0, 2: 9}))  # weights 10, 10, 1
+    counts = _draws(part, 21_000, [0, 1, 2], [0, 1, 2])
+    assert 700 < counts[2] < 1300
+    assert 9_000 < counts[0] < 11_000 and 9_000 < counts[1] < 11_000
+
+
+def test_equal_queues_or_no_producer_draw_uniformly() -> None:
+    for queues in (FakeQueues({0: 2, 1: 2, 2: 2, 3: 2}), None):
+        part = StickyPartitioner(batch_size=100)
+        part.bind(queues)
+        counts = _draws(part, 8_000, [0, 1, 2, 3], [0, 1, 2, 3])
+        assert all(1_700 < counts[p] < 2_300 for p in range(4)), counts
+
+
+def test_partitions_without_a_leader_are_never_chosen() -> None:
+    queues = FakeQueues({0: 0, 1: 5, 2: 0, 3: 5})
+    part = StickyPartitioner(batch_size=100)
+    part.bind(queues)
+    counts = _draws(part, 2_000, [0, 1, 2, 3], [1, 3])
+    assert set(counts) == {1, 3}
+    assert queues.asked[-1] == [1, 3]  # only the available ones are weighed
+
+
+def test_switch_waits_for_a_full_batch_up_to_twice_batch_size() -> None:
+    queues = FakeQueues({}, full=False)
+    part = StickyPartitioner(batch_size=1000)
+    part.bind(queues)
+    parts = list(range(50))
+    first = part.partition("t", None, parts, parts)
+    part.on_append("t", first, 1500)
+    # batch_size reached, but the partition's batch still has room: stay.
+    assert part.partition("t", None, parts, parts) == first
+    # Full now: switch (the byte count restarts).
+    queues.full = True
+    second = part.partition("t", None, parts, parts)
+    part.on_append("t", second, 999)
+    assert part.partition("t", None, parts, parts) == second
+    # Twice batch_size switches whatever the batch.
+    queues.full = False
+    part.on_append("t", second, 1001)
+    assert part._current["t"] == [second, 2000]
+    part.partition("t", None, parts, parts)
+    assert part._current["t"][1] == 0
+
+
+async def test_the_accumulator_tells_queue_sizes_and_full_batches() -> None:
+    acc = RecordAccumulator(
+        batch_size=200,
+        buffer_memory=100_000,
+        compression=0,
+        linger_ms=5,
+        delivery_timeout_ms=120000,
+    )
+    assert acc.queue_sizes("t", [0, 1]) == [0, 0]
+    assert acc.tail_batch_full("t", 0)  # nothing being filled
+    acc.try_append(TopicPartition("t", 0), 1, None, b"x" * 40, None)
+    assert acc.queue_sizes("t", [0, 1]) == [1, 0]
+    assert not acc.tail_batch_full("t", 0)
+    for _ in range(3):
+        acc.try_append(TopicPartition("t", 0), 1, None, b"x" * 40, None)
+    # 4 records of ~47 bytes in 200: no room for a fifth.
+    assert acc.queue_sizes("t", [0, 1]) == [1, 0] and acc.tail_batch_full("t", 0)
+    acc.try_append(TopicPartition("t", 0), 1, None, b"x" * 40, None)
+    assert acc.queue_sizes("t", [0]) == [2] and not acc.tail_batch_full("t", 0)
+
+
+async def test_producer_binds_its_sticky_partitioner_to_its_queues() -> None:
+    from aiokafka_lite.producer import Producer
+
+    producer = Producer(bootstrap_servers="fake:9092")
+    producer._setup()
+    try:
+        assert isinstance(producer._partitioner, StickyPartitioner)
+        assert producer._partitioner._queues is producer._accumulator
+    finally:
+        assert producer._sender is not None
+        await producer._sender.stop()

@@ -106,6 +106,9 @@ class FakeClient:
         self.on_request: Callable[[], None] = lambda: None
         self.listeners: list[Callable[[ClusterMetadata], None]] = []
         self.next_epoch = 0
+        self.next_pid = 77
+        #: Error codes for the next InitProducerId requests, in order.
+        self.init_errors: list[int] = []
 
     async def start(self) -> None:
         return None
@@ -147,20 +150,25 @@ class FakeClient:
     async def send_to_any(self, api_key: int, body: Any, **kw: Any) -> dict[str, Any]:
         assert api_key == ApiKey.INIT_PRODUCER_ID
         self.init_requests.append(dict(body))
+        if self.init_errors:
+            return {"error_code": self.init_errors.pop(0), "producer_id": -1, "producer_epoch": -1}
+        if body["producer_id"] < 0 and self.init_requests[:-1]:
+            self.next_pid += 1  # a new producer id (not the first one): a new epoch 0
+            self.next_epoch = 0
         epoch = self.next_epoch
         self.next_epoch += 1
-        return {"error_code": 0, "producer_id": 77, "producer_epoch": epoch}
+        return {"error_code": 0, "producer_id": self.next_pid, "producer_epoch": epoch}
 
 
 async def start(**options: Any) -> tuple[Producer, FakeClient]:
-    producer = Producer(
-        bootstrap_servers="fake:9092",
-        linger_ms=0,
-        retry_backoff_ms=1,
-        retry_backoff_max_ms=5,
-        request_timeout_ms=1000,
-        **options,
-    )
+    settings: dict[str, Any] = {
+        "linger_ms": 0,
+        "retry_backoff_ms": 1,
+        "retry_backoff_max_ms": 5,
+        "request_timeout_ms": 1000,
+    }
+    settings.update(options)
+    producer = Producer(bootstrap_servers="fake:9092", **settings)
     client = FakeClient()
     producer.client = client  # type: ignore[assignment]
     await producer.start()
@@ -294,4 +302,212 @@ async def test_in_flight_limit_per_connection() -> None:
     for req in client.produce_requests[3:]:
         req.answer(0, 0)
     await asyncio.gather(*futures)
+    await producer.stop(timeout=1)
+
+
+async def test_refused_epoch_bump_falls_back_to_a_new_producer_id() -> None:
+    producer, client = await start()
+    first = await producer.send(TOPIC, b"a", partition=0)
+    await until(lambda: len(client.produce_requests) == 1)
+    client.produce_requests[0].answer(0, base_offset=0)
+    await first
+    fut = await producer.send(TOPIC, b"b", partition=0)
+    await until(lambda: len(client.produce_requests) == 2)
+    # The broker lost the producer's state (a restart) and refuses the KIP-360 bump
+    # with a non-retriable error, as Tansu does.
+    client.init_errors = [errors.UnknownServerError.errno]
+    client.produce_requests[1].answer(errors.UnknownProducerIdError.errno)
+    await until(lambda: len(client.produce_requests) == 3)
+    assert [(r["producer_id"], r["producer_epoch"]) for r in client.init_requests] == [
+        (-1, -1),
+        (77, 0),  # the bump, refused
+        (-1, -1),  # then a new producer id, asked for once
+    ]
+    resent = client.produce_requests[2]
+    assert (resent.batch.producer_id, resent.batch.producer_epoch) == (78, 0)
+    assert resent.batch.base_sequence == 0 and resent.values == [b"b"]
+    resent.answer(0, base_offset=1)
+    assert (await fut).offset == 1
+    # And it goes on under the new id.
+    more = await producer.send(TOPIC, b"c", partition=0)
+    await until(lambda: len(client.produce_requests) == 4)
+    assert client.produce_requests[3].batch.base_sequence == 1
+    client.produce_requests[3].answer(0, base_offset=2)
+    assert (await more).offset == 2
+    await producer.stop(timeout=1)
+
+
+async def test_non_retriable_init_producer_id_error_fails_records_at_once() -> None:
+    producer, client = await start(delivery_timeout_ms=60_000)
+    fut = await producer.send(TOPIC, b"a", partition=0)
+    await until(lambda: len(client.produce_requests) == 1)
+    # The bump and the request for a new id are both refused, for good.
+    client.init_errors = [errors.ClusterAuthorizationFailedError.errno] * 2
+    client.produce_requests[0].answer(errors.UnknownProducerIdError.errno)
+    with pytest.raises(errors.ClusterAuthorizationFailedError):
+        await asyncio.wait_for(fut, 5)  # long before delivery_timeout_ms
+    with pytest.raises(errors.ClusterAuthorizationFailedError):
+        await producer.send(TOPIC, b"b", partition=0)
+    with pytest.raises(errors.ClusterAuthorizationFailedError):
+        await producer.send_many(TOPIC, [b"c"], partition=0)
+    await asyncio.sleep(0.05)
+    assert len(client.init_requests) == 3  # not asked again and again
+    await asyncio.wait_for(producer.stop(timeout=1), 5)
+
+
+async def test_retriable_init_producer_id_errors_are_retried() -> None:
+    producer, client = await start()
+    fut = await producer.send(TOPIC, b"a", partition=0)
+    await until(lambda: len(client.produce_requests) == 1)
+    client.init_errors = [errors.CoordinatorLoadInProgressError.errno] * 3
+    client.produce_requests[0].answer(errors.UnknownProducerIdError.errno)
+    await until(lambda: len(client.produce_requests) == 2)
+    assert len(client.init_requests) == 5
+    assert client.init_requests[-1]["producer_id"] == 77  # still a bump
+    client.produce_requests[1].answer(0, base_offset=0)
+    assert (await fut).offset == 0
+    await producer.stop(timeout=1)
+
+
+async def test_delivery_timeout_bounds_records_whose_request_is_unanswered() -> None:
+    # The broker stopped answering (the fake connection never times a request out): the
+    # records fail at delivery_timeout_ms all the same, not when the request gives up.
+    producer, client = await start(request_timeout_ms=1000, delivery_timeout_ms=1000)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    fut = await producer.send(TOPIC, b"v", partition=0)
+    await until(lambda: len(client.produce_requests) == 1)
+    with pytest.raises(errors.KafkaTimeoutError, match="delivery_timeout_ms") as info:
+        await asyncio.wait_for(fut, 5)
+    assert 0.9 < loop.time() - started < 1.8
+    assert "no answer yet" in str(info.value)
+    assert producer.metrics()["requests_in_flight"] == 1  # the request itself is still out
+    # Its late answer only frees the slot; the sequence hole bumps the epoch.
+    client.produce_requests[0].answer(0, base_offset=0)
+    await until(lambda: producer.metrics()["requests_in_flight"] == 0)
+    assert producer.metrics()["records_failed"] == 1
+    assert producer.metrics()["records_sent"] == 0
+    after = await producer.send(TOPIC, b"w", partition=0)
+    await until(lambda: len(client.produce_requests) == 2)
+    assert len(client.init_requests) == 2
+    assert client.produce_requests[1].batch.producer_epoch == 1
+    client.produce_requests[1].answer(0, base_offset=1)
+    assert (await after).offset == 1
+    await producer.stop(timeout=1)
+
+
+_TOO_LARGE = errors.RecordTooLargeError.errno  # MESSAGE_TOO_LARGE
+
+
+async def test_too_large_batch_is_split_and_resent_in_order() -> None:
+    producer, client = await start()
+    futures = await producer.send_many(TOPIC, [b"a", b"b", b"c", b"d"], partition=0)
+    waiting = asyncio.ensure_future(asyncio.gather(*futures))  # asyncio futures too
+    await until(lambda: len(client.produce_requests) == 1)
+    whole = client.produce_requests[0]
+    assert whole.values == [b"a", b"b", b"c", b"d"] and whole.batch.base_sequence == 0
+    # A later batch of the partition goes out meanwhile.
+    later = await producer.send(TOPIC, b"e", partition=0)
+    await until(lambda: len(client.produce_requests) == 2)
+    assert client.produce_requests[1].batch.base_sequence == 4
+    whole.answer(_TOO_LARGE)
+    client.produce_requests[1].answer(errors.OutOfOrderSequenceNumberError.errno)
+    # The halves take the batch's sequences and go first, one request at a time.
+    await until(lambda: len(client.produce_requests) == 3)
+    first = client.produce_requests[2]
+    assert first.values == [b"a", b"b"]
+    assert (first.batch.base_sequence, first.batch.producer_epoch) == (0, 0)
+    await asyncio.sleep(0.02)
+    assert len(client.produce_requests) == 3
+    first.answer(0, base_offset=10)
+    await until(lambda: len(client.produce_requests) == 4)
+    second = client.produce_requests[3]
+    assert second.values == [b"c", b"d"] and second.batch.base_sequence == 2
+    second.answer(0, base_offset=12)
+    await until(lambda: len(client.produce_requests) == 5)
+    resent = client.produce_requests[4]
+    assert resent.values == [b"e"] and resent.batch.base_sequence == 4
+    resent.answer(0, base_offset=14)
+    assert [m.offset for m in await waiting] == [10, 11, 12, 13]
+    assert [(await f).offset for f in futures] == [10, 11, 12, 13]
+    assert (await later).offset == 14
+    assert len(client.init_requests) == 1  # no epoch bump: nothing was lost
+    assert producer.metrics()["records_sent"] == 5
+    await producer.stop(timeout=1)
+
+
+async def test_split_again_until_a_single_record_is_too_large() -> None:
+    producer, client = await start()
+    values = [b"small-1", b"x" * 500, b"small-2"]
+    futures = await producer.send_many(TOPIC, values, partition=0)
+    pending = asyncio.ensure_future(asyncio.gather(*futures, return_exceptions=True))
+
+    def answer(request: Request) -> None:
+        if b"x" * 500 in request.values and len(request.values) >= 1:
+            request.answer(_TOO_LARGE)
+        else:
+            request.answer(0, base_offset=100 + len(client.produce_requests))
+
+    client.on_request = lambda: asyncio.get_running_loop().call_soon(
+        answer, client.produce_requests[-1]
+    )
+    outcomes = await asyncio.wait_for(pending, 5)
+    sent = [r.values for r in client.produce_requests]
+    # [s1, x, s2] -> [s1, x] + [s2]; [s1, x] -> [s1] + [x]; [x] alone fails.
+    assert sent[0] == values
+    assert [b"small-1"] in sent and [b"small-2"] in sent and [b"x" * 500] in sent
+    assert isinstance(outcomes[1], errors.RecordTooLargeError)
+    assert futures[0].result().offset >= 100 and futures[2].result().offset >= 100
+    assert futures[0].exception() is None and futures[2].exception() is None
+    assert isinstance(futures[1].exception(), errors.RecordTooLargeError)
+    assert "exception=" in repr(futures[1]) and "result=" in repr(futures[0])
+    # Records keep their order: small-1 was written before small-2, which went under a
+    # new epoch (the refused record may have left a hole in the sequence).
+    assert futures[0].result().offset < futures[2].result().offset
+    last = client.produce_requests[-1]
+    assert last.values == [b"small-2"]
+    assert (last.batch.producer_epoch, last.batch.base_sequence) == (1, 0)
+    assert producer.metrics()["records_failed"] == 1
+    await producer.stop(timeout=1)
+
+
+async def test_split_parts_fail_with_the_batch_at_stop() -> None:
+    producer, client = await start(enable_idempotence=False, acks=1)
+    futures = await producer.send_many(TOPIC, [b"a", b"b", b"c"], partition=0)
+    await until(lambda: len(client.produce_requests) == 1)
+    client.produce_requests[0].answer(_TOO_LARGE)
+    await until(lambda: len(client.produce_requests) == 3)  # the halves, unanswered
+    await producer.stop(timeout=0.2)
+    for fut in futures:
+        assert fut.done() and isinstance(fut.exception(), errors.KafkaTimeoutError)
+    assert producer.metrics()["batches_incomplete"] == 0
+
+
+async def test_send_many_fast_path_encodes_like_send() -> None:
+    # Batches of ~300 bytes: runs fill and close them, send() opens the next ones.
+    producer, client = await start(max_batch_size=300, enable_idempotence=False, acks=1)
+
+    def answer() -> None:
+        req = client.produce_requests[-1]
+        base = sum(len(r.values) for r in client.produce_requests[:-1])
+        asyncio.get_running_loop().call_soon(req.answer, 0, base)
+
+    client.on_request = answer
+    values: list[Any] = [b"v%d" % i * (i % 7) for i in range(200)]
+    values[50] = bytearray(b"a bytearray")  # another type: through send()
+    values[120] = b"x" * 400  # larger than a batch: a batch of its own
+    keys = [None if i % 3 else b"k%d" % i for i in range(200)]
+    futures = await producer.send_many(TOPIC, values, keys=keys, partition=0)
+    futures += await producer.send_many(TOPIC, [b"tail-%d" % i for i in range(30)], partition=0)
+    results = await asyncio.wait_for(asyncio.gather(*futures), 5)
+    sent_values = [v for r in client.produce_requests for v in r.values]
+    sent_keys = [r.key for req in client.produce_requests for r in req.batch.records()]
+    expected = [bytes(v) for v in values] + [b"tail-%d" % i for i in range(30)]
+    assert sent_values == expected
+    assert sent_keys == keys + [None] * 30
+    assert [m.offset for m in results] == list(range(230))
+    stamps = [r.timestamp for req in client.produce_requests for r in req.batch.records()]
+    assert [m.timestamp for m in results] == stamps
+    with pytest.raises(ValueError, match="fewer keys"):
+        await producer.send_many(TOPIC, [b"a", b"b"], keys=[b"k"], partition=0)
     await producer.stop(timeout=1)
