@@ -65,8 +65,10 @@ endef
 test: $(STAMP)
 	$(call run_pytest,$(PY),-m "not slow")
 
+# The chaos tests always build their own Tansu behind a fault proxy (Tansu can advertise
+# the proxy's address); the default suite runs them already.
 test-noida: $(STAMP)
-	$(call run_pytest,AIOKAFKA_LITE_TEST_BROKER=noida $(PY),-m "integration and not slow" tests/integration)
+	$(call run_pytest,AIOKAFKA_LITE_TEST_BROKER=noida $(PY),-m "integration and not slow" tests/integration --ignore=tests/integration/test_chaos.py)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
