@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 from aiokafka_lite import errors
+from aiokafka_lite._aio import cancel_and_wait
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.connection import BrokerConnection
 from aiokafka_lite.errors import TransactionAbortedError
@@ -108,6 +109,8 @@ class Sender:
         self._drain_index: dict[int, int] = {}
         self.fatal_error: BaseException | None = None
         self._pid_failures = 0
+        #: The InitProducerId exchange in progress (a new producer id or epoch).
+        self._pid_task: asyncio.Task[None] | None = None
         #: Produce requests awaiting their response: id -> [the soonest delivery
         #: deadline among their undone batches, the batches].
         self._requests: dict[int, tuple[list[float], list[ProducerBatch]]] = {}
@@ -134,6 +137,9 @@ class Sender:
             except Exception:
                 log.exception("sender task failed")
         self._task = None
+        pid_task, self._pid_task = self._pid_task, None
+        if pid_task is not None:
+            await cancel_and_wait([pid_task])
 
     @property
     def in_flight_requests(self) -> int:
@@ -236,11 +242,34 @@ class Sender:
             # An abortable error: nothing more of this transaction goes out.
             assert txn.last_error is not None
             self.acc.abort_undrained(txn.last_error)
+        task = self._pid_task
+        if task is not None and task.done() and txn.has_producer_id:
+            # Another path (aborting a transaction) got the id meanwhile.
+            self._pid_task = None
+            if not task.cancelled():
+                task.exception()
+            task = None
         if not txn.has_producer_id:
             if self._in_flight_total:
                 return math.inf  # bump once every in-flight batch is resolved
+            # The id is fetched in a task of its own: while it is pending (up to
+            # request_timeout_ms per attempt when the broker is unreachable) the loop goes
+            # on failing records at their delivery timeout.
+            if task is None:
+                task = self._pid_task = asyncio.get_running_loop().create_task(
+                    txn.init_producer_id(_monotonic() + self.request_timeout_ms / 1000),
+                    name="aiokafka-lite-init-producer-id",
+                )
+                task.add_done_callback(self._on_pid_task_done)
+            if not task.done():
+                return math.inf  # woken when it is done
+            self._pid_task = None
             try:
-                await txn.init_producer_id(_monotonic() + self.request_timeout_ms / 1000)
+                if task.cancelled():
+                    raise errors.KafkaError("getting a producer id was cancelled")
+                exc = task.exception()
+                if exc is not None:
+                    raise exc
             except errors.KafkaError as exc:
                 if txn.is_fatal:
                     # Not retriable (a refused epoch bump has already fallen back to a
@@ -269,6 +298,9 @@ class Sender:
                 log.warning("AddPartitionsToTxn failed: %s", exc)
                 return self.retry_backoff
         return None
+
+    def _on_pid_task_done(self, task: asyncio.Task[None]) -> None:
+        self.wakeup()
 
     def _connect(self, node: int) -> None:
         if node in self._connecting:

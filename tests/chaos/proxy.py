@@ -367,7 +367,7 @@ class ProxySet:
     ) -> None:
         n = len(self.proxies)
         for i, proxy in enumerate(self.proxies):
-            proxy.start_chaos(interval_ms * n, modes, seed * 1000 + i)
+            proxy.start_chaos(interval_ms * n, modes, seed + 7919 * i)
 
     def stop_chaos(self) -> None:
         for proxy in self.proxies:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -54,9 +55,11 @@ def table(results: Sequence[ScenarioResult]) -> str:
 
 
 async def _run(
-    names: Sequence[str], size_name: str, bootstrap_servers: str | None
+    names: Sequence[str], size_name: str, bootstrap_servers: str | None, seed: int | None
 ) -> list[ScenarioResult]:
     size = SIZES[size_name]
+    if seed is not None:
+        size = dataclasses.replace(size, seed=seed)
     where = bootstrap_servers or "embedded Tansu"
     results = []
     for name in names:
@@ -93,6 +96,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run against this cluster (default: $KAFKA_BOOTSTRAP_SERVERS; unset: an "
         "embedded Tansu broker per scenario)",
     )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of the fault schedules and of the group scenario's churn (default: 1); "
+        "another seed is another sequence of faults",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
@@ -106,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown scenarios {unknown}; known: {list(SCENARIOS)}")
     if args.bootstrap_servers and set(names) & set(EMBEDDED_ONLY):
         parser.error(f"{', '.join(EMBEDDED_ONLY)}: needs the embedded broker (it restarts it)")
-    results = asyncio.run(_run(names, args.size, args.bootstrap_servers))
+    results = asyncio.run(_run(names, args.size, args.bootstrap_servers, args.seed))
     sys.stdout.write(table(results) + "\n")
     for r in results:
         for failure in r.failures:

@@ -967,7 +967,17 @@ def _judge_group(
         "problems_reported_meanwhile": problems[:8],
         "member_states_meanwhile": states[:12],
     }
-    stalled = [p for p in range(partitions) if not any(t > chaos_end for t, _ in positions[p])]
+    # Stalled: no progress after the faults ended although the partition had records left
+    # to read (the producer stops when the faults do, so a partition may have nothing new:
+    # its position then rightly stays where it was).
+    log_end = {p: 0 for p in range(partitions)}
+    for p, off in produced:
+        log_end[p] = max(log_end[p], off + 1)
+    stalled = [
+        p
+        for p in range(partitions)
+        if best.get(p, -1) < log_end[p] and not any(t > chaos_end for t, _ in positions[p])
+    ]
     # A stall must not be silent: while a partition makes no progress for more than
     # SILENT_S, some member's health() must say something is wrong (a problem, or a
     # group state other than stable).

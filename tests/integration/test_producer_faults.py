@@ -83,6 +83,66 @@ async def test_dropped_connections_deliver_exactly_once_in_order(
         assert unknown == 0 or metrics["duplicate_batches"] > 0
 
 
+async def _until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        await asyncio.sleep(0.005)
+
+
+async def test_lost_responses_retried_as_duplicates_keep_the_log_in_order(
+    proxied_broker: tuple[FaultProxy, str], topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """The broker wrote two batches but their responses were lost (the outage scenario's
+    black hole): the requests time out, the connection is closed, and the batches are
+    sent again, one at a time, in order. Tansu answers DUPLICATE_SEQUENCE_NUMBER for
+    them (Kafka would answer with the offsets of its last 5 batches), so their records
+    are acknowledged with offset -1, as the Java client does. The log holds every record
+    once, in send order: an offset of -1 is not a position in the log."""
+    proxy, bootstrap = proxied_broker
+    create_topic(topic_name, 1, bootstrap=bootstrap)
+    producer = Producer(
+        bootstrap_servers=bootstrap,
+        enable_idempotence=True,
+        linger_ms=0,
+        request_timeout_ms=1500,
+        retry_backoff_ms=20,
+    )
+    await producer.start()
+    try:
+        first = await producer.send_and_wait(topic_name, b"0")
+        victim: list[int] = []
+
+        def lose_responses(link: int, direction: str, data: bytes) -> bytes | None:
+            if direction == "downstream" and (not victim or victim[0] == link):
+                victim[:1] = [link]
+                return b""  # the requests reach the broker, the answers are lost
+            return data
+
+        proxy.set_hook(lose_responses)
+        lost = []
+        for i in (1, 2):  # two requests in flight, one batch each
+            lost.append(await producer.send(topic_name, b"%d" % i, partition=0))
+            await _until(lambda: producer.metrics()["requests_in_flight"] >= len(lost))
+            assert producer.metrics()["requests_in_flight"] == i
+        # The requests time out (request_timeout_ms), the connection is closed, the
+        # retries go out on a new connection, which answers.
+        results = await asyncio.wait_for(asyncio.gather(*lost), 30)
+        proxy.set_hook(None)
+        after = await producer.send_and_wait(topic_name, b"3", partition=0)
+    finally:
+        await producer.stop(timeout=5)
+    assert first.offset == 0 and after.offset == 3
+    assert all(r.offset in (i + 1, -1) for i, r in enumerate(results)), results
+    assert victim, "no response was dropped"
+    assert producer.metrics()["duplicate_batches"] == sum(r.offset == -1 for r in results)
+    assert producer.metrics()["records_retried"] >= 2
+    got = await asyncio.to_thread(read_all, bootstrap, topic_name, 1, expect=4)
+    assert [r[3] for r in got[0]] == [b"0", b"1", b"2", b"3"]
+    assert [r[1] for r in got[0]] == [0, 1, 2, 3]
+
+
 def _unreachable(proxy: FaultProxy, how: str) -> None:
     if how == "blackhole":
         proxy.blackhole()
@@ -215,6 +275,49 @@ async def test_outage_flush_send_and_wait_and_stop_keep_their_bounds(
     # (its delivery timeout, or the stop's), none with anything unclear.
     outcomes = {type(f.exception()) for f in futures[40:]}
     assert outcomes <= {errors.KafkaTimeoutError, type(None)}, outcomes
+
+
+@pytest.mark.parametrize("how", ["blackhole", "refuse"])
+async def test_send_and_wait_keeps_its_bound_while_an_epoch_bump_waits_for_the_broker(
+    proxied_broker: tuple[FaultProxy, str],
+    topic_name: str,
+    create_topic: Callable[..., str],
+    how: str,
+) -> None:
+    """Records in flight when the broker became unreachable may have been written: when
+    they fail at their delivery timeout the idempotent producer needs a new epoch, and
+    each attempt to get one keeps trying for up to request_timeout_ms while the outage
+    lasts. A record sent meanwhile still fails at its own delivery timeout (it used to
+    wait for the attempt to give up: up to request_timeout_ms late)."""
+    proxy, bootstrap = proxied_broker
+    create_topic(topic_name, 1, bootstrap=bootstrap)
+    producer = Producer(
+        bootstrap_servers=bootstrap,
+        enable_idempotence=True,
+        linger_ms=0,
+        request_timeout_ms=3000,
+        delivery_timeout_ms=3000,
+        retry_backoff_ms=50,
+    )
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic_name, b"before")
+        proxy.set_latency(100)  # a round trip takes 200 ms: requests are in flight at the cut
+        in_flight = [await producer.send(topic_name, b"in-flight-%d" % i) for i in range(5)]
+        await _until(lambda: producer.metrics()["requests_in_flight"] > 0)
+        _unreachable(proxy, how)
+        outcomes = await asyncio.wait_for(asyncio.gather(*in_flight, return_exceptions=True), 30)
+        assert all(isinstance(o, errors.KafkaTimeoutError) for o in outcomes), outcomes
+        await asyncio.sleep(0.5)  # the epoch bump is being tried now
+
+        error, took = await _timed(producer.send_and_wait(topic_name, b"during"))
+        assert isinstance(error, errors.KafkaTimeoutError), error
+        assert "delivery_timeout_ms" in str(error), error
+        assert took < 3.0 + SLACK, took
+    finally:
+        error, took = await _timed(producer.stop(timeout=1.0))
+        proxy.set_latency(0)
+    assert error is None and took < 1.0 + SLACK, (error, took)
 
 
 async def test_start_with_no_reachable_broker_fails_clearly() -> None:

@@ -47,6 +47,9 @@ class Request:
     def values(self) -> list[bytes | None]:
         return [r.value for r in self.batch.records()]
 
+    def fail(self, exc: BaseException) -> None:
+        self.future.set_exception(exc)
+
     def answer(self, code: int = 0, base_offset: int = 0) -> None:
         self.future.set_result(
             {
@@ -109,6 +112,8 @@ class FakeClient:
         self.next_pid = 77
         #: Error codes for the next InitProducerId requests, in order.
         self.init_errors: list[int] = []
+        #: When set, InitProducerId cannot reach the broker (connection refused).
+        self.init_unreachable = False
 
     async def start(self) -> None:
         return None
@@ -150,6 +155,8 @@ class FakeClient:
     async def send_to_any(self, api_key: int, body: Any, **kw: Any) -> dict[str, Any]:
         assert api_key == ApiKey.INIT_PRODUCER_ID
         self.init_requests.append(dict(body))
+        if self.init_unreachable:
+            raise errors.KafkaConnectionError("connection refused (scripted)")
         if self.init_errors:
             return {"error_code": self.init_errors.pop(0), "producer_id": -1, "producer_epoch": -1}
         if body["producer_id"] < 0 and self.init_requests[:-1]:
@@ -173,6 +180,18 @@ async def start(**options: Any) -> tuple[Producer, FakeClient]:
     producer.client = client  # type: ignore[assignment]
     await producer.start()
     return producer, client
+
+
+def requests_sent(client: FakeClient, count: int) -> Callable[[], bool]:
+    """A predicate for :func:`until`: at least ``count`` Produce requests were sent."""
+    return lambda: len(client.produce_requests) >= count
+
+
+def first_byte(request: Request) -> bytes:
+    """The first byte of the request's first value (which record it carries)."""
+    value = request.values[0]
+    assert value is not None
+    return value[:1]
 
 
 async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -510,4 +529,112 @@ async def test_send_many_fast_path_encodes_like_send() -> None:
     assert [m.timestamp for m in results] == stamps
     with pytest.raises(ValueError, match="fewer keys"):
         await producer.send_many(TOPIC, [b"a", b"b"], keys=[b"k"], partition=0)
+    await producer.stop(timeout=1)
+
+
+async def test_delivery_timeout_holds_while_the_epoch_bump_cannot_reach_the_broker() -> None:
+    # A bump is due (a real sequence gap) and the broker is unreachable: each attempt
+    # to get the new epoch keeps retrying for up to request_timeout_ms. The records
+    # waiting meanwhile must still fail at their delivery_timeout_ms, not when the
+    # attempt gives up (which, starting just before their deadline, is up to a whole
+    # request_timeout_ms later).
+    producer, client = await start(request_timeout_ms=2000, delivery_timeout_ms=2000)
+    loop = asyncio.get_running_loop()
+    first = await producer.send(TOPIC, b"v", partition=0)
+    await until(lambda: len(client.produce_requests) == 1)
+    client.init_unreachable = True
+    client.produce_requests[0].answer(errors.OutOfOrderSequenceNumberError.errno)
+    await until(lambda: len(client.init_requests) >= 2)  # the bump is being tried
+    await asyncio.sleep(0.3)
+    started = loop.time()
+    later = await producer.send(TOPIC, b"w", partition=0)
+    for fut in (first, later):
+        with pytest.raises(errors.KafkaTimeoutError, match="delivery_timeout_ms"):
+            await asyncio.wait_for(fut, 10)
+    assert loop.time() - started < 2.0 + 0.5
+    # Once the broker is back, the bump completes and records flow again.
+    client.init_unreachable = False
+    ok = await producer.send(TOPIC, b"x", partition=0)
+    await until(lambda: len(client.produce_requests) == 2, timeout=8)
+    resent = client.produce_requests[1]
+    assert resent.values == [b"x"] and resent.batch.producer_epoch == 1
+    resent.answer(0, base_offset=3)
+    assert (await ok).offset == 3
+    await asyncio.wait_for(producer.stop(timeout=1), 5)
+
+
+async def test_lost_responses_resent_in_order_and_acknowledged_as_duplicates() -> None:
+    # The outage scenario: three requests in flight when the broker goes silent. It had
+    # written the first two; their answers are lost. The first request times out, which
+    # closes the connection and fails the other two. The batches go again one at a
+    # time, in send order, with their sequences and epoch; the broker answers
+    # DUPLICATE_SEQUENCE_NUMBER for the two it has (offset unknown: -1, as in Java).
+    producer, client = await start(max_batch_size=60)
+    futures = [await producer.send(TOPIC, b"%d" % i + b"." * 40, partition=0) for i in range(3)]
+    await until(lambda: len(client.produce_requests) == 3)
+    first, second, third = client.produce_requests
+    assert [r.batch.base_sequence for r in (first, second, third)] == [0, 1, 2]
+    first.fail(errors.KafkaTimeoutError("Produce request timed out"))
+    second.fail(errors.KafkaConnectionError("connection closed"))
+    third.fail(errors.KafkaConnectionError("connection closed"))
+    answers = [(errors.DuplicateSequenceNumberError.errno, -1)] * 2 + [(0, 2)]
+    for n, (code, offset) in enumerate(answers):
+        await until(requests_sent(client, 4 + n))
+        await asyncio.sleep(0.02)
+        assert len(client.produce_requests) == 4 + n  # one at a time
+        request = client.produce_requests[-1]
+        assert request.batch.base_sequence == n
+        assert request.batch.producer_epoch == first.batch.producer_epoch
+        assert first_byte(request) == b"%d" % n
+        request.answer(code, offset)
+    assert [(await f).offset for f in futures] == [-1, -1, 2]
+    assert producer.metrics()["duplicate_batches"] == 2
+    # Nothing was lost: no epoch bump, the next record follows in sequence.
+    later = await producer.send(TOPIC, b"later", partition=0)
+    await until(lambda: len(client.produce_requests) == 7)
+    request = client.produce_requests[-1]
+    assert (request.batch.base_sequence, request.values) == (3, [b"later"])
+    request.answer(0, base_offset=3)
+    assert (await later).offset == 3
+    assert len(client.init_requests) == 1
+    await producer.stop(timeout=1)
+
+
+async def test_after_an_epoch_bump_batches_go_again_in_send_order() -> None:
+    # A real gap bumps the epoch with batches to resend and one never sent; they get
+    # fresh sequences under the new epoch, in send order. When those requests fail too
+    # (the connection drops), the batches go again in send order: the retries one at a
+    # time, the one never sent only behind them.
+    producer, client = await start(max_batch_size=60, max_in_flight_requests_per_connection=2)
+    futures = [await producer.send(TOPIC, b"%d" % i + b"." * 40, partition=0) for i in range(3)]
+    await until(lambda: len(client.produce_requests) == 2)
+    client.produce_requests[0].answer(errors.OutOfOrderSequenceNumberError.errno)  # real gap
+    client.produce_requests[1].answer(errors.OutOfOrderSequenceNumberError.errno)
+    # The bump; then the first two go under epoch 1 (two in flight), the third waits.
+    await until(lambda: len(client.produce_requests) == 4)
+    bumped = client.produce_requests[2:4]
+    assert len(client.init_requests) == 2
+    assert [(r.batch.producer_epoch, r.batch.base_sequence) for r in bumped] == [(1, 0), (1, 1)]
+    assert [first_byte(r) for r in bumped] == [b"0", b"1"]
+
+    # From now on every request is answered as it comes: the first two batches are
+    # retries (one at a time), the third follows with its first epoch-1 sequence,
+    # never ahead of them.
+    def answer_it() -> None:
+        request = client.produce_requests[-1]
+        asyncio.get_running_loop().call_soon(request.answer, 0, request.batch.base_sequence)
+
+    client.on_request = answer_it
+    for r in bumped:
+        r.fail(errors.KafkaConnectionError("connection closed"))
+    await asyncio.wait_for(asyncio.gather(*futures), 5)
+    resent = client.produce_requests[4:]
+    assert [first_byte(r) for r in resent] == [b"0", b"1", b"2"]
+    assert [(r.batch.producer_epoch, r.batch.base_sequence) for r in resent] == [
+        (1, 0),
+        (1, 1),
+        (1, 2),
+    ]
+    assert [(await f).offset for f in futures] == [0, 1, 2]
+    assert len(client.init_requests) == 2
     await producer.stop(timeout=1)
