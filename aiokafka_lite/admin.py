@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
 from aiokafka_lite import errors
+from aiokafka_lite._aio import wait_for
 from aiokafka_lite.client import COORDINATOR_GROUP, KafkaClient
 from aiokafka_lite.cluster import BrokerMetadata, ClusterMetadata
-from aiokafka_lite.consumer.group_protocol import decode_assignment, decode_subscription
 from aiokafka_lite.protocol.api import ApiKey, api_name
+from aiokafka_lite.protocol.group_protocol import decode_assignment, decode_subscription
 from aiokafka_lite.security import SecurityConfig, TokenProviderLike
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
@@ -667,7 +668,7 @@ class AdminClient:
         deadline = _Deadline(timeout_ms or self._timeout_ms, what)
         try:
             # The margin lets inner requests report their own, more precise timeout.
-            return await asyncio.wait_for(body(deadline), deadline.timeout_ms / 1000 + 0.5)
+            return await wait_for(body(deadline), deadline.timeout_ms / 1000 + 0.5)
         except asyncio.TimeoutError:
             raise deadline.timeout_error() from None
 
@@ -677,7 +678,7 @@ class AdminClient:
         if deadline.expired:
             raise deadline.timeout_error()
         try:
-            return await asyncio.wait_for(
+            return await wait_for(
                 self._client.send(node_id, api_key, body, timeout_ms=deadline.remaining_ms()),
                 deadline.remaining() + 0.25,
             )
@@ -987,7 +988,7 @@ class AdminClient:
 
     async def _supports(self, api_key: int, deadline: _Deadline) -> bool:
         node = self._client.least_loaded_node()
-        conn = await asyncio.wait_for(self._client.get_connection(node), deadline.remaining())
+        conn = await wait_for(self._client.get_connection(node), deadline.remaining())
         try:
             return conn.version_for(api_key) is not None
         except errors.UnsupportedVersionError:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, NoReturn
 
 from aiokafka_lite import errors
+from aiokafka_lite._aio import wait_for
 from aiokafka_lite.security import SECURITY_PROTOCOLS, SecurityConfig, create_ssl_context
 
 __all__ = ["EXIT_AUTH", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_UNREACHABLE", "EXIT_USAGE", "main"]
@@ -456,7 +457,7 @@ class StopSignal:
     async def wait(self, timeout: float | None = None) -> bool:
         """Wait for a stop signal; True if one came."""
         try:
-            await asyncio.wait_for(self.event.wait(), timeout)
+            await wait_for(self.event.wait(), timeout)
         except asyncio.TimeoutError:
             return False
         return True

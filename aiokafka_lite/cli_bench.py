@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from aiokafka_lite import errors
+from aiokafka_lite._aio import wait_for
 from aiokafka_lite.cli import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -107,7 +108,7 @@ async def _ticker(stop: asyncio.Event, draw: Callable[[], None], interval: float
     while not stop.is_set():
         draw()
         try:
-            await asyncio.wait_for(stop.wait(), interval)
+            await wait_for(stop.wait(), interval)
         except asyncio.TimeoutError:
             pass
 

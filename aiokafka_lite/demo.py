@@ -36,6 +36,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from aiokafka_lite._aio import wait_for
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
@@ -252,7 +254,7 @@ async def watch_query(query: StreamingQuery, stop: asyncio.Event) -> dict[str, f
     seen: set[str] = set()
     totals = {"batches": 0.0, "rows": 0.0, "peak": 0.0}
     while True:
-        progress = await asyncio.wait_for(
+        progress = await wait_for(
             asyncio.to_thread(lambda: list(query.recentProgress)), SPARK_CALL_TIMEOUT_S
         )
         for p in progress:
@@ -270,13 +272,13 @@ async def watch_query(query: StreamingQuery, stop: asyncio.Event) -> dict[str, f
                     f"micro-batch {p['batchId']:>3}: {rows:>6,} events read, "
                     f"{rate:>8,.0f} rows/s, {totals['rows']:>8,.0f} so far",
                 )
-        exc = await asyncio.wait_for(asyncio.to_thread(query.exception), SPARK_CALL_TIMEOUT_S)
+        exc = await wait_for(asyncio.to_thread(query.exception), SPARK_CALL_TIMEOUT_S)
         if exc is not None:
             raise RuntimeError(f"the Spark query failed: {exc}")
         if stop.is_set():
             return totals
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), 2)
+            await wait_for(stop.wait(), 2)
 
 
 # --- 3. the dashboard -------------------------------------------------------------------------

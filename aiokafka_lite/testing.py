@@ -43,6 +43,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
+from aiokafka_lite._aio import wait_for
 from aiokafka_lite.errors import ConfigurationError
 
 __all__ = [
@@ -204,7 +205,7 @@ async def async_probe_api_versions(
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
 
-    return await asyncio.wait_for(round_trip(), timeout)
+    return await wait_for(round_trip(), timeout)
 
 
 def _tail(path: Path | None, limit: int = 4000) -> str:
@@ -1235,7 +1236,7 @@ class FaultProxy:
             if cut_now:
                 # Give the partial data a moment to leave before the reset.
                 with contextlib.suppress(ConnectionError):
-                    await asyncio.wait_for(writer.drain(), 1.0)
+                    await wait_for(writer.drain(), 1.0)
                 self._cut(link, f"drop_after_bytes ({direction})")
                 return
             await writer.drain()

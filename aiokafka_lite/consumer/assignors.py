@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from aiokafka_lite import errors
-from aiokafka_lite.consumer.group_protocol import (
+from aiokafka_lite.protocol.group_protocol import (
     Assignment,
     Subscription,
     decode_sticky_user_data,

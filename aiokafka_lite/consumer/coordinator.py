@@ -29,14 +29,6 @@ from aiokafka_lite.consumer._errors import CommitFailedError
 from aiokafka_lite.consumer.assignors import GroupMember, PartitionAssignor, RebalanceProtocol
 from aiokafka_lite.consumer.config import ConsumerConfig
 from aiokafka_lite.consumer.fetcher import Fetcher
-from aiokafka_lite.consumer.group_protocol import (
-    Assignment,
-    Subscription,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-)
 from aiokafka_lite.consumer.membership import (
     ErrorAction,
     Generation,
@@ -50,6 +42,14 @@ from aiokafka_lite.consumer.subscription import (
     SubscriptionType,
 )
 from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol.group_protocol import (
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = ["GroupCoordinator"]

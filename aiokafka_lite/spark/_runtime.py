@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from aiokafka_lite import errors
+from aiokafka_lite._aio import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ class PrivateLoop:
 
         async def bounded() -> T:
             try:
-                return await asyncio.wait_for(awaitable, timeout)
+                return await wait_for(awaitable, timeout)
             except asyncio.TimeoutError:
                 raise errors.KafkaTimeoutError(
                     f"aiokafka_lite data source: {what} did not finish within {timeout:.0f} s"

@@ -21,6 +21,7 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from aiokafka_lite import errors
+from aiokafka_lite._aio import wait_for
 from aiokafka_lite.spark._compat import HAS_STREAM_ARROW_WRITER
 from aiokafka_lite.spark._runtime import run_async
 from aiokafka_lite.spark.options import WriteOptions
@@ -182,7 +183,7 @@ async def _produce(
     kwargs.setdefault("max_batch_size", WRITE_BATCH_BYTES)
     producer = Producer(**kwargs)
     timeout_s = producer.config.delivery_timeout_ms / 1000 + 10
-    await asyncio.wait_for(producer.start(), producer.config.request_timeout_ms / 1000 + 10)
+    await wait_for(producer.start(), producer.config.request_timeout_ms / 1000 + 10)
     message = KafkaCommitMessage()
     router = _PartitionBatches(producer, message)
 

@@ -17,13 +17,13 @@ import pytest
 
 from aiokafka_lite import errors
 from aiokafka_lite.admin import AdminClient, NewPartitions, NewTopic
-from aiokafka_lite.consumer.group_protocol import (
+from aiokafka_lite.protocol import api
+from aiokafka_lite.protocol.api import ApiKey, RequestHeader
+from aiokafka_lite.protocol.group_protocol import (
     Subscription,
     encode_assignment,
     encode_subscription,
 )
-from aiokafka_lite.protocol import api
-from aiokafka_lite.protocol.api import ApiKey, RequestHeader
 from aiokafka_lite.structs import TopicPartition
 
 Script = Callable[[RequestHeader, dict[str, Any], int], "dict[str, Any] | None"]

@@ -22,7 +22,7 @@ from aiokafka_lite.consumer.assignors import (
     resolve_assignors,
     sticky_assign,
 )
-from aiokafka_lite.consumer.group_protocol import (
+from aiokafka_lite.protocol.group_protocol import (
     Assignment,
     Subscription,
     decode_assignment,
