@@ -497,7 +497,12 @@ class KafkaClient:
         )
         return await self._connection_before(node_id, deadline)
 
-    async def _connection_before(self, node_id: int, deadline: float) -> BrokerConnection:
+    async def _connection_before(
+        self, node_id: int, deadline: float, *, bounded: bool = False
+    ) -> BrokerConnection:
+        """The connection to ``node_id``; no new attempt starts that could not begin by
+        ``deadline``. With ``bounded``, waiting for an attempt under way (TCP, TLS, SASL,
+        ApiVersions) also stops at ``deadline`` (the attempt itself carries on)."""
         self._check_usable()
         state = self._nodes.get(node_id)
         if state is None:
@@ -519,7 +524,17 @@ class KafkaClient:
             state.connecting = task
             task.add_done_callback(_consume_exception)
         # Shielded so a caller that times out does not abort a connect others wait on.
-        return await asyncio.shield(state.connecting)
+        if not bounded:
+            return await asyncio.shield(state.connecting)
+        try:
+            return await wait_for(
+                asyncio.shield(state.connecting), max(deadline - time.monotonic(), 0.0)
+            )
+        except asyncio.TimeoutError:
+            raise errors.KafkaTimeoutError(
+                f"{self._describe_node(node_id)}: not connected in time"
+                + (f" (last connection error: {state.last_error})" if state.last_error else "")
+            ) from None
 
     async def _connect(
         self, node_id: int, address: tuple[str, int], delay: float
@@ -582,8 +597,16 @@ class KafkaClient:
         timeout_ms: int | None = None,
         expect_response: bool = True,
     ) -> dict[str, Any]:
-        """Send one request to ``node_id`` and return the decoded response body."""
-        conn = await self.get_connection(node_id)
+        """Send one request to ``node_id`` and return the decoded response body.
+
+        With ``timeout_ms``, getting the connection counts against it too.
+        """
+        if timeout_ms is None:
+            conn = await self.get_connection(node_id)
+        else:
+            deadline = time.monotonic() + timeout_ms / 1000
+            conn = await self._connection_before(node_id, deadline, bounded=True)
+            timeout_ms = max(int((deadline - time.monotonic()) * 1000), 1)
         return await conn.send(
             api_key, body, version=version, timeout_ms=timeout_ms, expect_response=expect_response
         )
@@ -596,14 +619,23 @@ class KafkaClient:
         version: int | None = None,
         timeout_ms: int | None = None,
     ) -> dict[str, Any]:
-        """Send to the least loaded node, trying another once if the connection fails."""
+        """Send to the least loaded node, trying another once if the connection fails.
+
+        With ``timeout_ms``, every attempt together (connecting included) keeps to it.
+        """
+        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
         attempts = 0
         while True:
             node_id = self.least_loaded_node()
+            left = None
+            if deadline is not None:
+                left = int((deadline - time.monotonic()) * 1000)
+                if left <= 0:
+                    raise errors.KafkaTimeoutError(
+                        f"{ApiKey(api_key).name}: no broker answered within {timeout_ms} ms"
+                    )
             try:
-                return await self.send(
-                    node_id, api_key, body, version=version, timeout_ms=timeout_ms
-                )
+                return await self.send(node_id, api_key, body, version=version, timeout_ms=left)
             except errors.KafkaConnectionError:
                 attempts += 1
                 if attempts >= max(2, len(self.cluster.brokers)):
@@ -629,7 +661,7 @@ class KafkaClient:
         while time.monotonic() < deadline:
             node_id = self.least_loaded_node()
             try:
-                conn = await self._connection_before(node_id, deadline)
+                conn = await self._connection_before(node_id, deadline, bounded=True)
                 response = await _send_before(
                     conn,
                     ApiKey.FIND_COORDINATOR,
