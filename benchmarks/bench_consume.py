@@ -24,18 +24,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
-import statistics
-import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent
-RESULTS = ROOT / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import _harness as h
+
 CLIENTS = ("aiokafka_lite", "aiokafka", "confluent_kafka", "kafka_python")
 MODES = ("assign", "group")
 CODECS = ("none", "lz4")
@@ -47,79 +46,64 @@ BATCH = 10_000  # records asked for per poll where a client takes a limit
 # --- workers: one measurement each, in a fresh process --------------------------------
 
 
-_CPU: dict[str, float] = {}
+class _Tally:
+    """What a worker has read, timed from the first record to the last."""
 
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.count = 0
+        self.size = 0
+        self.first: h.Stamp | None = None
+        self.last: h.Stamp | None = None
+        self.deadline = time.monotonic() + 300
 
-def _mark_first() -> float:
-    _CPU["first"] = time.process_time()
-    return time.perf_counter()
+    def wanted(self) -> bool:
+        return self.count < self.total and time.monotonic() < self.deadline
 
+    def add(self, batch: Mapping[Any, Iterable[Any]]) -> None:
+        """A poll's records by partition (aiokafka_lite, aiokafka, kafka-python)."""
+        if not batch:
+            return
+        if self.first is None:
+            self.first = h.stamp()
+        for records in batch.values():
+            for record in records:
+                self.size += len(record.value)
+                self.count += 1
+        self.last = h.stamp()
 
-def _mark_last() -> float:
-    _CPU["last"] = time.process_time()
-    return time.perf_counter()
-
-
-def _finish(count: int, first: float | None, last: float | None, total: int) -> dict[str, Any]:
-    if first is None or last is None or count < total:
-        return {"error": f"read {count}/{total} records"}
-    elapsed = max(last - first, 1e-9)
-    cpu = max(_CPU["last"] - _CPU["first"], 1e-9)
-    return {
-        "records": count,
-        "seconds": elapsed,
-        "rate": (count - 1) / elapsed,
-        # CPU seconds of the whole client process (all its threads) per record: the
-        # cost of consuming, which a busy machine does not distort as much as the rate.
-        "cpu_us_per_record": cpu / (count - 1) * 1e6,
-    }
-
-
-async def _run_aiokafka_lite(
-    bootstrap: str, topic: str, total: int, group: str | None
-) -> dict[str, Any]:
-    from aiokafka_lite.consumer import Consumer
-    from aiokafka_lite.structs import TopicPartition
-
-    consumer = Consumer(
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        max_poll_records=BATCH,
-    )
-    await consumer.start()
-    if group is None:
-        consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
-    else:
-        consumer.subscribe([topic])
-    count = 0
-    size = 0
-    first = last = None
-    try:
-        deadline = time.monotonic() + 300
-        while count < total and time.monotonic() < deadline:
-            batch = await consumer.getmany(timeout_ms=1000, max_records=BATCH)
-            if not batch:
+    def add_messages(self, messages: list[Any]) -> None:
+        """confluent-kafka's ``consume()`` list, errors included."""
+        if not messages:
+            return
+        if self.first is None:
+            self.first = h.stamp()
+        for message in messages:
+            if message.error():
                 continue
-            if first is None:
-                first = _mark_first()
-            for records in batch.values():
-                for record in records:
-                    size += len(record.value)
-                count += len(records)
-            last = _mark_last()
-    finally:
-        await consumer.stop()
-    return _finish(count, first, last, total)
+            self.size += len(message.value())
+            self.count += 1
+        self.last = h.stamp()
+
+    def result(self) -> dict[str, Any]:
+        if self.first is None or self.last is None or self.count < self.total:
+            return {"error": f"read {self.count}/{self.total} records"}
+        # Counted from the first record on: the first one's time is not measured.
+        return h.throughput(self.count, self.first, self.last, counted=self.count - 1)
 
 
-async def _run_aiokafka(
-    bootstrap: str, topic: str, total: int, group: str | None
+async def _run_asyncio_client(
+    client: str, bootstrap: str, topic: str, total: int, group: str | None
 ) -> dict[str, Any]:
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+    """aiokafka_lite and aiokafka: the same calls, the same loop."""
+    if client == "aiokafka_lite":
+        from aiokafka_lite.consumer import Consumer as consumer_class
+        from aiokafka_lite.structs import TopicPartition
+    else:
+        from aiokafka import AIOKafkaConsumer as consumer_class
+        from aiokafka import TopicPartition  # type: ignore[assignment]
 
-    consumer = AIOKafkaConsumer(
+    consumer: Any = consumer_class(
         bootstrap_servers=bootstrap,
         group_id=group,
         auto_offset_reset="earliest",
@@ -130,28 +114,17 @@ async def _run_aiokafka(
     if group is None:
         tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
+        if client == "aiokafka":
+            await consumer.seek_to_beginning(*tps)
     else:
         consumer.subscribe([topic])
-    count = 0
-    size = 0
-    first = last = None
+    tally = _Tally(total)
     try:
-        deadline = time.monotonic() + 300
-        while count < total and time.monotonic() < deadline:
-            batch = await consumer.getmany(timeout_ms=1000, max_records=BATCH)
-            if not batch:
-                continue
-            if first is None:
-                first = _mark_first()
-            for records in batch.values():
-                for record in records:
-                    size += len(record.value)
-                count += len(records)
-            last = _mark_last()
+        while tally.wanted():
+            tally.add(await consumer.getmany(timeout_ms=1000, max_records=BATCH))
     finally:
         await consumer.stop()
-    return _finish(count, first, last, total)
+    return tally.result()
 
 
 def _run_confluent(bootstrap: str, topic: str, total: int, group: str | None) -> dict[str, Any]:
@@ -174,28 +147,17 @@ def _run_confluent(bootstrap: str, topic: str, total: int, group: str | None) ->
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     else:
         consumer.subscribe([topic])
-    count = 0
-    size = 0
-    first = last = None
+    tally = _Tally(total)
     try:
-        deadline = time.monotonic() + 300
-        while count < total and time.monotonic() < deadline:
+        while tally.wanted():
             # consume() returns only once it has num_messages (or at the timeout):
             # asking for more than are left would add a whole timeout to the run.
-            messages = consumer.consume(num_messages=min(BATCH, total - count), timeout=1.0)
-            if not messages:
-                continue
-            if first is None:
-                first = _mark_first()
-            for message in messages:
-                if message.error():
-                    continue
-                size += len(message.value())
-                count += 1
-            last = _mark_last()
+            tally.add_messages(
+                consumer.consume(num_messages=min(BATCH, total - tally.count), timeout=1.0)
+            )
     finally:
         consumer.close()
-    return _finish(count, first, last, total)
+    return tally.result()
 
 
 def _run_kafka_python(bootstrap: str, topic: str, total: int, group: str | None) -> dict[str, Any]:
@@ -214,33 +176,19 @@ def _run_kafka_python(bootstrap: str, topic: str, total: int, group: str | None)
         consumer.seek_to_beginning(*tps)
     else:
         consumer.subscribe([topic])
-    count = 0
-    size = 0
-    first = last = None
+    tally = _Tally(total)
     try:
-        deadline = time.monotonic() + 300
-        while count < total and time.monotonic() < deadline:
-            batch = consumer.poll(timeout_ms=1000, max_records=BATCH)
-            if not batch:
-                continue
-            if first is None:
-                first = _mark_first()
-            for records in batch.values():
-                for record in records:
-                    size += len(record.value)
-                count += len(records)
-            last = _mark_last()
+        while tally.wanted():
+            tally.add(consumer.poll(timeout_ms=1000, max_records=BATCH))
     finally:
         consumer.close()
-    return _finish(count, first, last, total)
+    return tally.result()
 
 
 def worker(client: str, bootstrap: str, topic: str, total: int, mode: str) -> dict[str, Any]:
     group = f"bench-{client}-{uuid.uuid4().hex[:8]}" if mode == "group" else None
-    if client == "aiokafka_lite":
-        return asyncio.run(_run_aiokafka_lite(bootstrap, topic, total, group))
-    if client == "aiokafka":
-        return asyncio.run(_run_aiokafka(bootstrap, topic, total, group))
+    if client in ("aiokafka_lite", "aiokafka"):
+        return asyncio.run(_run_asyncio_client(client, bootstrap, topic, total, group))
     if client == "confluent_kafka":
         return _run_confluent(bootstrap, topic, total, group)
     if client == "kafka_python":
@@ -249,29 +197,9 @@ def worker(client: str, bootstrap: str, topic: str, total: int, mode: str) -> di
 
 
 def measure(client: str, bootstrap: str, topic: str, total: int, mode: str) -> dict[str, Any]:
-    cmd = [
-        sys.executable,
-        __file__,
-        "--worker",
-        client,
-        "--bootstrap",
-        bootstrap,
-        "--topic",
-        topic,
-        "--records",
-        str(total),
-        "--mode",
-        mode,
-    ]
-    env = dict(
-        os.environ, PYTHONPATH=str(ROOT.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")
-    )
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["failed"]}
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
+    options = [client, "--bootstrap", bootstrap, "--topic", topic]
+    options += ["--records", str(total), "--mode", mode]
+    return h.run_worker(__file__, options, timeout=600)
 
 
 # --- the run --------------------------------------------------------------------------
@@ -279,12 +207,8 @@ def measure(client: str, bootstrap: str, topic: str, total: int, mode: str) -> d
 
 def produce(bootstrap: str, topic: str, total: int, codec: str) -> None:
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])[
-        topic
-    ].result(30)
+    h.create_topic(bootstrap, topic, PARTITIONS)
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -306,28 +230,24 @@ def produce(bootstrap: str, topic: str, total: int, codec: str) -> None:
 
 
 def chart(results: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = h.pyplot()
     cases = [f"{m}\n{c}" for m in MODES for c in CODECS]
     clients = [c for c in CLIENTS if any(c in case for case in results["cases"].values())]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 8.5))
-    width = 0.8 / max(len(clients), 1)
     for ax, field, scale, fmt in (
         (top, "rate", 1000, "%.0f"),
         (bottom, "cpu_us_per_record", 1, "%.2f"),
     ):
-        for i, client in enumerate(clients):
-            values = []
-            for mode in MODES:
-                for codec in CODECS:
-                    entry = results["cases"].get(f"{mode}/{codec}", {}).get(client, {})
-                    values.append((entry.get(field) or 0) / scale)
-            xs = [j + (i - (len(clients) - 1) / 2) * width for j in range(len(cases))]
-            bars = ax.bar(xs, values, width, label=client)
-            ax.bar_label(bars, fmt=fmt, fontsize=7)
+        series = {
+            client: [
+                (results["cases"].get(f"{mode}/{codec}", {}).get(client, {}).get(field) or 0)
+                / scale
+                for mode in MODES
+                for codec in CODECS
+            ]
+            for client in clients
+        }
+        h.grouped_bars(ax, series, fmt)
         ax.set_xticks(range(len(cases)), cases)
     top.set_ylabel("thousand records / s (best run)")
     top.set_title(
@@ -337,26 +257,14 @@ def chart(results: dict[str, Any], path: Path) -> None:
     top.legend()
     bottom.set_ylabel("CPU us per record (lowest run)")
     bottom.set_title("Client CPU per record: lower is better")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    h.save(fig, path)
 
 
 def run(args: argparse.Namespace) -> int:
-    from aiokafka_lite.testing import kafka_broker
-
     total = args.records
     clients = args.clients.split(",") if args.clients else list(CLIENTS)
-    results: dict[str, Any] = {
-        "records": total,
-        "value_size": VALUE_SIZE,
-        "partitions": PARTITIONS,
-        "repeat": args.repeat,
-        "python": platform.python_version(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
-        "cases": {},
-    }
-    with kafka_broker(args.broker) if not args.bootstrap else _external(args.bootstrap) as handle:
+    results = h.run_info(total, args.repeat, value_size=VALUE_SIZE, partitions=PARTITIONS)
+    with h.broker(args.bootstrap, args.broker) as handle:
         bootstrap = handle.bootstrap_servers
         results["broker"] = handle.kind
         for codec in CODECS:
@@ -372,24 +280,15 @@ def run(args: argparse.Namespace) -> int:
                     for client in clients:
                         runs[client].append(measure(client, bootstrap, topic, total, mode))
                 for client in clients:
-                    good = [r for r in runs[client] if "rate" in r]
-                    rates = [r["rate"] for r in good]
-                    cpus = [r["cpu_us_per_record"] for r in good]
-                    if rates:
-                        case[client] = {
-                            "rate": max(rates),
-                            "median": statistics.median(rates),
-                            "runs": rates,
-                            "cpu_us_per_record": min(cpus),
-                            "cpu_median": statistics.median(cpus),
-                        }
+                    entry = case[client] = h.summarize(runs[client])
+                    if "rate" in entry:
                         shown = (
-                            f"best {max(rates):>10,.0f} msg/s, median "
-                            f"{statistics.median(rates):>10,.0f}; CPU {min(cpus):5.2f} us/record"
+                            f"best {entry['rate']:>10,.0f} msg/s, median "
+                            f"{entry['median']:>10,.0f}; CPU {entry['cpu_us_per_record']:5.2f} "
+                            "us/record"
                         )
                     else:
-                        case[client] = {"error": runs[client][-1].get("error")}
-                        shown = f"failed: {case[client]}"
+                        shown = f"failed: {entry}"
                     print(f"  {mode:6} {codec:4} {client:16} {shown}", flush=True)
                 results["cases"][f"{mode}/{codec}"] = case
     print()
@@ -421,43 +320,20 @@ def run(args: argparse.Namespace) -> int:
         ra = case["cpu_ratios"]["aiokafka"]
         rc = case["cpu_ratios"]["confluent_kafka"]
         print(f"{key:14} {cells}   {ra or 0:>10.2f}x {rc or 0:>11.2f}x")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "consume.json").write_text(json.dumps(results, indent=2) + "\n")
-    chart(results, RESULTS / "consume.png")
-    print(f"\nwrote {RESULTS / 'consume.json'} and {RESULTS / 'consume.png'}")
+    h.write_results(results, args.out, "consume", chart)
     return 0
 
 
-class _external:
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap_servers = bootstrap
-        self.kind = "external"
-
-    def __enter__(self) -> _external:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser = h.parser(__doc__ or "", CLIENTS)
     parser.add_argument(
-        "--clients", default="", help="comma-separated subset of " + ",".join(CLIENTS)
+        "--chart-only", action="store_true", help="redraw the chart from consume.json in --out"
     )
-    parser.add_argument("--broker", default=None, help="tansu, noida, docker (default: auto)")
-    parser.add_argument("--bootstrap", default=None, help="use this broker instead of starting one")
-    parser.add_argument(
-        "--chart-only", action="store_true", help="redraw the chart from results/consume.json"
-    )
-    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--topic", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="assign", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.chart_only:
-        chart(json.loads((RESULTS / "consume.json").read_text()), RESULTS / "consume.png")
+        out = Path(args.out) if args.out else h.RESULTS
+        chart(json.loads((out / "consume.json").read_text()), out / "consume.png")
         return 0
     if args.worker:
         print(json.dumps(worker(args.worker, args.bootstrap, args.topic, args.records, args.mode)))

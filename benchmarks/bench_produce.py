@@ -32,23 +32,23 @@ import argparse
 import asyncio
 import json
 import os
-import platform
-import statistics
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent
-RESULTS = ROOT / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import _harness as h
+
 VALUE_SIZE = 100
 LINGER_MS = 5
 #: Every client's batch-size limit, the same for all for a fair fight (Kafka's default;
 #: ``--batch-size`` changes it, e.g. to librdkafka's default of 1 MB).
 BATCH_SIZE = int(os.environ.get("BENCH_PRODUCE_BATCH_SIZE", "16384"))
 CODECS = ("none", "lz4")
+CLIENTS = ("aiokafka_lite", "aiokafka", "confluent_kafka", "kafka_python")
 #: (client, path) pairs measured, in chart order.
 RUNNERS = (
     ("aiokafka_lite", "send"),
@@ -67,29 +67,15 @@ MANY_CHUNK = 1000
 # --- workers: one measurement each, in a fresh process --------------------------------
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.wall = time.perf_counter()
-        self.cpu = time.process_time()
-
-    def result(self, records: int) -> dict[str, Any]:
-        wall = max(time.perf_counter() - self.wall, 1e-9)
-        cpu = max(time.process_time() - self.cpu, 1e-9)
-        return {
-            "records": records,
-            "seconds": wall,
-            "rate": records / wall,
-            # CPU seconds of the whole client process (all its threads) per record.
-            "cpu_us_per_record": cpu / records * 1e6,
-        }
-
-
-async def _aiokafka_lite(
-    bootstrap: str, topic: str, total: int, codec: str, path: str
+async def _asyncio_client(
+    client: str, bootstrap: str, topic: str, total: int, codec: str, path: str
 ) -> dict[str, Any]:
-    from aiokafka_lite.producer import Producer
-
-    producer = Producer(
+    """aiokafka_lite and aiokafka: the same calls, the same loops."""
+    if client == "aiokafka_lite":
+        from aiokafka_lite.producer import Producer as producer_class
+    else:
+        from aiokafka import AIOKafkaProducer as producer_class
+    producer: Any = producer_class(
         bootstrap_servers=bootstrap,
         acks=1,
         linger_ms=LINGER_MS,
@@ -100,7 +86,7 @@ async def _aiokafka_lite(
     try:
         await producer.send_and_wait(topic, b"warm-up", partition=0)
         value = b"x" * VALUE_SIZE
-        clock = _Clock()
+        start = h.stamp()
         if path == "send":
             send = producer.send
             for _ in range(total):
@@ -109,8 +95,8 @@ async def _aiokafka_lite(
             last = fut.result()
         elif path == "many":
             chunk = [value] * MANY_CHUNK
-            for start in range(0, total, MANY_CHUNK):
-                values = chunk if total - start >= MANY_CHUNK else chunk[: total - start]
+            for first in range(0, total, MANY_CHUNK):
+                values = chunk if total - first >= MANY_CHUNK else chunk[: total - first]
                 futures = await producer.send_many(topic, values, partition=0)
             await producer.flush()
             last = futures[-1].result()
@@ -122,54 +108,13 @@ async def _aiokafka_lite(
                 while sent < total and append(key=None, value=value, timestamp=None) is not None:
                     sent += 1
                 in_batch = batch.record_count()
-                fut = await producer.send_batch(batch, topic, partition=0)
-            await producer.flush()
-            # The batch's future gives its first record's offset.
-            last = fut.result()._replace(offset=fut.result().offset + in_batch - 1)
-        result = clock.result(total)
-        result["last_offset"] = last.offset
-        return result
-    finally:
-        await producer.stop()
-
-
-async def _aiokafka(
-    bootstrap: str, topic: str, total: int, codec: str, path: str
-) -> dict[str, Any]:
-    from aiokafka import AIOKafkaProducer
-
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
-        acks=1,
-        linger_ms=LINGER_MS,
-        max_batch_size=BATCH_SIZE,
-        compression_type=None if codec == "none" else codec,
-    )
-    await producer.start()
-    try:
-        await producer.send_and_wait(topic, b"warm-up", partition=0)
-        value = b"x" * VALUE_SIZE
-        clock = _Clock()
-        if path == "send":
-            send = producer.send
-            for _ in range(total):
-                fut = await send(topic, value, partition=0)
-            await producer.flush()
-            last = fut.result()
-        else:
-            sent = 0
-            while sent < total:
-                batch = producer.create_batch()
-                append = batch.append
-                while sent < total and append(key=None, value=value, timestamp=None) is not None:
-                    sent += 1
-                in_batch = batch.record_count()
                 batch.close()
                 fut = await producer.send_batch(batch, topic, partition=0)
             await producer.flush()
+            # The batch's future gives its first record's offset.
             last = await fut
             last = last._replace(offset=last.offset + in_batch - 1)
-        result = clock.result(total)
+        result = h.throughput(total, start, h.stamp())
         result["last_offset"] = last.offset
         return result
     finally:
@@ -199,7 +144,7 @@ def _confluent(bootstrap: str, topic: str, total: int, codec: str) -> dict[str, 
     producer.flush(30)
     value = b"x" * VALUE_SIZE
     produce = producer.produce
-    clock = _Clock()
+    start = h.stamp()
     for _ in range(total):
         while True:
             try:
@@ -208,7 +153,7 @@ def _confluent(bootstrap: str, topic: str, total: int, codec: str) -> dict[str, 
             except BufferError:
                 producer.poll(0.001)
     remaining = producer.flush(120)
-    result = clock.result(total)
+    result = h.throughput(total, start, h.stamp())
     if remaining or failures:
         return {"error": f"{remaining} undelivered, {len(failures)} failed"}
     return result
@@ -228,11 +173,11 @@ def _kafka_python(bootstrap: str, topic: str, total: int, codec: str) -> dict[st
         producer.send(topic, b"warm-up", partition=0).get(timeout=30)
         value = b"x" * VALUE_SIZE
         send = producer.send
-        clock = _Clock()
+        start = h.stamp()
         for _ in range(total):
             fut = send(topic, value, partition=0)
         producer.flush(120)
-        result = clock.result(total)
+        result = h.throughput(total, start, h.stamp())
         result["last_offset"] = fut.get(timeout=1).offset
         return result
     finally:
@@ -240,10 +185,8 @@ def _kafka_python(bootstrap: str, topic: str, total: int, codec: str) -> dict[st
 
 
 def worker(client: str, path: str, bootstrap: str, topic: str, total: int, codec: str) -> Any:
-    if client == "aiokafka_lite":
-        return asyncio.run(_aiokafka_lite(bootstrap, topic, total, codec, path))
-    if client == "aiokafka":
-        return asyncio.run(_aiokafka(bootstrap, topic, total, codec, path))
+    if client in ("aiokafka_lite", "aiokafka"):
+        return asyncio.run(_asyncio_client(client, bootstrap, topic, total, codec, path))
     if client == "confluent_kafka":
         return _confluent(bootstrap, topic, total, codec)
     if client == "kafka_python":
@@ -253,63 +196,32 @@ def worker(client: str, path: str, bootstrap: str, topic: str, total: int, codec
 
 def measure(client: str, path: str, bootstrap: str, total: int, codec: str) -> dict[str, Any]:
     topic = f"bench-produce-{client}-{path}-{codec}-{uuid.uuid4().hex[:8]}"
-    create_topic(bootstrap, topic)
-    cmd = [
-        sys.executable,
-        __file__,
-        "--worker",
-        f"{client}:{path}",
-        "--bootstrap",
-        bootstrap,
-        "--topic",
-        topic,
-        "--records",
-        str(total),
-        "--codec",
-        codec,
-    ]
-    env = dict(
-        os.environ, PYTHONPATH=str(ROOT.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")
-    )
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["failed"]}
-    result: dict[str, Any] = json.loads(lines[-1])
+    h.create_topic(bootstrap, topic)
+    options = [f"{client}:{path}", "--bootstrap", bootstrap, "--topic", topic]
+    options += ["--records", str(total), "--codec", codec]
+    result = h.run_worker(__file__, options, timeout=900)
     # Everything was written: the warm-up record is offset 0, the last one offset N.
     if "last_offset" in result and result["last_offset"] != total:
         return {"error": f"last offset {result['last_offset']}, expected {total}"}
     return result
 
 
-def create_topic(bootstrap: str, topic: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin: Any = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(30)
-
-
 # --- the run --------------------------------------------------------------------------
 
 
 def chart(results: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = h.pyplot()
     labels = [
         f"{client}\n{'produce() loop' if client == 'confluent_kafka' else p}"
         for client, p in RUNNERS
     ]
     fig, ax = plt.subplots(figsize=(12, 5))
-    width = 0.8 / len(CODECS)
-    for i, codec in enumerate(CODECS):
+    series = {}
+    for codec in CODECS:
         case = results["cases"].get(codec, {})
         values = [(case.get(f"{c}:{p}", {}).get("rate") or 0) / 1000 for c, p in RUNNERS]
-        xs = [j + (i - (len(CODECS) - 1) / 2) * width for j in range(len(RUNNERS))]
-        bars = ax.bar(xs, values, width, label=f"compression: {codec}")
-        ax.bar_label(bars, fmt="%.0f", fontsize=7)
+        series[f"compression: {codec}"] = values
+    h.grouped_bars(ax, series, "%.0f")
     ax.set_xticks(range(len(labels)), labels, fontsize=8)
     ax.set_ylabel("thousand records / s (best run)")
     ax.set_title(
@@ -318,9 +230,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
         f"({results['broker']})"
     )
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    h.save(fig, path)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -355,8 +265,6 @@ def ratios(case: dict[str, Any]) -> dict[str, float | None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from aiokafka_lite.testing import kafka_broker
-
     total = args.records
     wanted = set(args.clients.split(",")) if args.clients else None
     paths = set(args.paths.split(",")) if args.paths else None
@@ -365,19 +273,16 @@ def run(args: argparse.Namespace) -> int:
         for r in RUNNERS
         if (wanted is None or r[0] in wanted) and (paths is None or r[1] in paths)
     ]
-    results: dict[str, Any] = {
-        "records": total,
-        "value_size": VALUE_SIZE,
-        "partitions": 1,
-        "acks": 1,
-        "linger_ms": LINGER_MS,
-        "batch_size": BATCH_SIZE,
-        "repeat": args.repeat,
-        "python": platform.python_version(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
-        "cases": {},
-    }
-    with kafka_broker(args.broker) if not args.bootstrap else _External(args.bootstrap) as handle:
+    results = h.run_info(
+        total,
+        args.repeat,
+        value_size=VALUE_SIZE,
+        partitions=1,
+        acks=1,
+        linger_ms=LINGER_MS,
+        batch_size=BATCH_SIZE,
+    )
+    with h.broker(args.bootstrap, args.broker) as handle:
         bootstrap = handle.bootstrap_servers
         results["broker"] = handle.kind
         for codec in CODECS:
@@ -393,19 +298,7 @@ def run(args: argparse.Namespace) -> int:
                         else f"failed: {result.get('error')}"
                     )
                     print(f"  [{rep + 1}] {codec:4} {key:24} {shown}", flush=True)
-            case: dict[str, Any] = {}
-            for key, entries in runs.items():
-                rates = [r["rate"] for r in entries if "rate" in r]
-                cpus = [r["cpu_us_per_record"] for r in entries if "rate" in r]
-                if rates:
-                    case[key] = {
-                        "rate": max(rates),
-                        "median": statistics.median(rates),
-                        "cpu_us_per_record": min(cpus),
-                        "runs": rates,
-                    }
-                else:
-                    case[key] = {"error": entries[-1].get("error")}
+            case: dict[str, Any] = {key: h.summarize(entries) for key, entries in runs.items()}
             case["ratios"] = ratios(case)
             results["cases"][codec] = case
     print()
@@ -424,38 +317,13 @@ def run(args: argparse.Namespace) -> int:
         for name, value in case["ratios"].items():
             if value is not None:
                 print(f"{codec:6}   {name:36} {value:6.2f}x")
-    out = Path(args.out) if args.out else RESULTS
-    out.mkdir(parents=True, exist_ok=True)
     suffix = "" if BATCH_SIZE == 16384 else f"-batch{BATCH_SIZE}"
-    json_path = out / f"produce{suffix}.json"
-    png_path = out / f"produce{suffix}.png"
-    json_path.write_text(json.dumps(results, indent=2) + "\n")
-    chart(results, png_path)
-    print(f"\nwrote {json_path} and {png_path}")
+    h.write_results(results, args.out, f"produce{suffix}", chart)
     return 0
 
 
-class _External:
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap_servers = bootstrap
-        self.kind = "external"
-
-    def __enter__(self) -> _External:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument(
-        "--clients",
-        default="",
-        help="comma-separated subset of aiokafka_lite,aiokafka,confluent_kafka,kafka_python",
-    )
+    parser = h.parser(__doc__ or "", CLIENTS)
     parser.add_argument(
         "--paths",
         default="",
@@ -465,13 +333,6 @@ def main() -> int:
     parser.add_argument(
         "--batch-size", type=int, default=BATCH_SIZE, help="every client's batch size limit"
     )
-    parser.add_argument(
-        "--out", default=None, help="directory for the json and chart (default: benchmarks/results)"
-    )
-    parser.add_argument("--broker", default=None, help="tansu, noida, docker (default: auto)")
-    parser.add_argument("--bootstrap", default=None, help="use this broker instead of starting one")
-    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--topic", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--codec", default="none", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.batch_size != BATCH_SIZE:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import statistics
@@ -44,9 +43,8 @@ import psutil  # type: ignore[import-untyped]
 
 from aiokafka_lite.consumer import Consumer
 from aiokafka_lite.producer import Producer
-from aiokafka_lite.testing import EmbeddedBroker
+from benchmarks import _harness as h
 
-RESULTS = Path(__file__).resolve().parent / "results"
 PARTITIONS = 6
 MIB = 1024 * 1024
 
@@ -81,19 +79,6 @@ def _rss_mib() -> float:
     return float(psutil.Process(os.getpid()).memory_info().rss) / MIB
 
 
-async def _create_topic(bootstrap: str, topic: str) -> None:
-    from confluent_kafka.admin import AdminClient
-    from confluent_kafka.cimpl import NewTopic
-
-    def create() -> None:
-        admin: Any = AdminClient({"bootstrap.servers": bootstrap})
-        futures = admin.create_topics([NewTopic(topic, PARTITIONS, 1)], operation_timeout=30)
-        with contextlib.suppress(Exception):  # already there: fine
-            futures[topic].result(30)
-
-    await asyncio.to_thread(create)
-
-
 async def run(args: argparse.Namespace, bootstrap: str) -> Soak:
     soak = Soak(
         duration_s=args.duration,
@@ -104,7 +89,8 @@ async def run(args: argparse.Namespace, bootstrap: str) -> Soak:
         margin_mib=args.margin_mb,
     )
     topic = f"soak-{int(time.time())}"
-    await _create_topic(bootstrap, topic)
+    # Already there: fine.
+    await asyncio.to_thread(h.create_topic, bootstrap, topic, PARTITIONS, exist_ok=True)
     soak.rss_before_mib = _rss_mib()
     soak.rss_limit_mib = (
         soak.rss_before_mib + (args.buffer_memory + args.max_buffer_bytes) / MIB + args.margin_mb
@@ -245,11 +231,7 @@ def judge(soak: Soak, args: argparse.Namespace) -> None:
 
 
 def chart(soak: Soak, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = h.pyplot()
     t = [s.t for s in soak.samples]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
     top.plot(t, [s.produced_per_s for s in soak.samples], label="produced (acknowledged)")
@@ -270,10 +252,7 @@ def chart(soak: Soak, path: Path) -> None:
     bottom.set_ylim(bottom=0)
     bottom.set_xlabel("seconds")
     bottom.legend(loc="lower right")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    h.save(fig, path, dpi=100)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -293,23 +272,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="noida",
         help="the embedded broker to start when --bootstrap is not given",
     )
-    parser.add_argument("--out", type=Path, default=RESULTS / "soak.png")
+    parser.add_argument("--out", type=Path, default=h.RESULTS / "soak.png")
     args = parser.parse_args(argv)
     if args.interval * 3 > args.duration:
         args.interval = max(args.duration / 6, 0.5)
-    broker: EmbeddedBroker | None = None
-    bootstrap = args.bootstrap
-    if bootstrap is None:
-        broker = EmbeddedBroker(args.broker).start()
-        bootstrap = broker.bootstrap_servers
-    try:
-        soak = asyncio.run(run(args, bootstrap))
-    finally:
-        if broker is not None:
-            broker.stop()
+    with h.broker(args.bootstrap, args.broker) as handle:
+        soak = asyncio.run(run(args, handle.bootstrap_servers))
     chart(soak, args.out)
     summary = asdict(soak)
-    summary["broker"] = f"{args.broker} (embedded)" if broker is not None else bootstrap
+    summary["broker"] = args.bootstrap or f"{args.broker} (embedded)"
     summary["peak_rss_mib"] = max((s.rss_mib for s in soak.samples), default=None)
     args.out.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
     print(

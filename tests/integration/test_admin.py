@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
@@ -33,6 +32,8 @@ from aiokafka_lite.admin import (
 from aiokafka_lite.producer import Producer
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 from aiokafka_lite.testing import EmbeddedBroker, find_free_port
+
+from ._helpers import produce_one_by_one, unique
 
 XfailOn = Callable[[str, str], None]
 
@@ -62,10 +63,6 @@ def isolated_bootstrap(bootstrap_servers: str, broker_kind: str) -> Iterator[str
         yield broker.bootstrap_servers
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
 async def create(admin: AdminClient, name: str, partitions: int = 1, **configs: str) -> None:
     results = await admin.create_topics(
         [
@@ -90,18 +87,6 @@ async def create(admin: AdminClient, name: str, partitions: int = 1, **configs: 
             return
         assert time.monotonic() < deadline, f"topic {name} not ready: {described}"
         await asyncio.sleep(0.05)
-
-
-async def produce_one_by_one(
-    bootstrap: str, topic: str, count: int, partition: int = 0, base_ts: int | None = None
-) -> None:
-    """Each record in a batch of its own (the send is awaited before the next)."""
-    async with Producer(bootstrap_servers=bootstrap, linger_ms=0) as producer:
-        for i in range(count):
-            ts = None if base_ts is None else base_ts + i * 1000
-            await producer.send_and_wait(
-                topic, f"v{i}".encode(), partition=partition, timestamp_ms=ts
-            )
 
 
 async def produce_one_batch(bootstrap: str, topic: str, count: int, partition: int = 0) -> None:

@@ -8,7 +8,6 @@ runs a per-test script for the API under test.
 from __future__ import annotations
 
 import asyncio
-import struct
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -17,7 +16,6 @@ import pytest
 
 from aiokafka_lite import errors
 from aiokafka_lite.admin import AdminClient, NewPartitions, NewTopic
-from aiokafka_lite.protocol import api
 from aiokafka_lite.protocol.api import ApiKey, RequestHeader
 from aiokafka_lite.protocol.group_protocol import (
     Subscription,
@@ -25,6 +23,8 @@ from aiokafka_lite.protocol.group_protocol import (
     encode_subscription,
 )
 from aiokafka_lite.structs import TopicPartition
+
+from ._helpers import api_versions_body, serve_requests
 
 Script = Callable[[RequestHeader, dict[str, Any], int], "dict[str, Any] | None"]
 
@@ -61,14 +61,7 @@ class ScriptedBroker:
     def _builtin(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any] | None:
         key = header.api_key
         if key == ApiKey.API_VERSIONS:
-            return {
-                "error_code": 0,
-                "api_keys": [
-                    {"api_key": k, "min_version": lo, "max_version": hi}
-                    for k, (lo, hi) in sorted(api.SUPPORTED_VERSIONS.items())
-                    if k not in self.missing
-                ],
-            }
+            return api_versions_body(self.missing)
         if key == ApiKey.METADATA:
             wanted = (
                 list(self.topics) if body["topics"] is None else [t["name"] for t in body["topics"]]
@@ -100,28 +93,17 @@ class ScriptedBroker:
             return {**entry, "coordinators": [{**entry, "key": body.get("key", "")}]}
         return None
 
+    def _answer(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any] | None:
+        answer = self._builtin(header, body)
+        if answer is None:
+            count = self.calls[header.api_key] = self.calls.get(header.api_key, 0) + 1
+            script = self.scripts.get(header.api_key)
+            answer = None if script is None else script(header, body, count)
+        return answer  # None: no answer, the client's timeout must end the wait
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.writers.append(writer)
-        try:
-            while True:
-                size = struct.unpack(">i", await reader.readexactly(4))[0]
-                header, body = api.decode_request(await reader.readexactly(size))
-                answer = self._builtin(header, body)
-                if answer is None:
-                    count = self.calls[header.api_key] = self.calls.get(header.api_key, 0) + 1
-                    script = self.scripts.get(header.api_key)
-                    answer = None if script is None else script(header, body, count)
-                if answer is None:
-                    continue  # no answer: the client's timeout must end the wait
-                payload = api.encode_response(
-                    header.api_key, header.api_version, header.correlation_id, answer
-                )
-                writer.write(struct.pack(">i", len(payload)) + payload)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+        await serve_requests(reader, writer, self._answer)
 
 
 @pytest.fixture

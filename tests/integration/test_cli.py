@@ -9,22 +9,20 @@ import os
 import re
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from aiokafka_lite.producer import Producer
-from aiokafka_lite.protocol import api
-from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol.api import ApiKey, RequestHeader
 from aiokafka_lite.testing import find_free_port
+
+from ._helpers import CLOSE, api_versions_body, produce_one_by_one, serve_requests, unique
 
 
 def _console_script() -> list[str]:
@@ -81,20 +79,6 @@ def assert_one_error_line(result: subprocess.CompletedProcess[str], code: int, *
 NOIDA_NO_TOPIC_IDS = (
     "noida-db 0.2.3 answers Metadata v10-v12 and CreateTopics v7 with the all-zero topic id"
 )
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-async def produce_one_by_one(
-    bootstrap: str, topic: str, count: int, base_ts: int | None = None
-) -> None:
-    """Records in batches of one each (setup for lag tests; see the Tansu note)."""
-    async with Producer(bootstrap_servers=bootstrap, linger_ms=0) as producer:
-        for i in range(count):
-            ts = None if base_ts is None else base_ts + 1000 * i
-            await producer.send_and_wait(topic, f"r{i}".encode(), partition=0, timestamp_ms=ts)
 
 
 # --- produce | consume --------------------------------------------------------------------
@@ -210,7 +194,7 @@ def test_consume_from_the_end_and_from_a_time(
     # Recent timestamps: a broker may delete records older than retention.ms (7 days by
     # default) at any time, and noida-db does so within a second.
     base = (int(time.time()) - 3600) * 1000
-    asyncio.run(produce_one_by_one(bootstrap_servers, topic, 6, base_ts=base))
+    asyncio.run(produce_one_by_one(bootstrap_servers, topic, 6, base_ts=base, prefix="r"))
     last_two = run(cli, "consume", topic, "--offset=-2", "-n", "2", "--idle-timeout", "20", *b)
     assert last_two.stdout.splitlines() == ["r4", "r5"], last_two.stderr
     xfail_on("tansu", "Tansu 0.6.0 ignores the timestamp of ListOffsets (answers the earliest)")
@@ -283,12 +267,11 @@ def lag_rows(cli: list[str], bootstrap: str, group: str) -> list[dict[str, Any]]
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
-def test_group_lag_after_partial_consumption(cli: list[str], bootstrap_servers: str) -> None:
-    topic, group = unique("lag"), unique("g")
-    b = ("-b", bootstrap_servers)
-    assert run(cli, "topics", "create", topic, "-p", "1", *b).returncode == 0
-    asyncio.run(produce_one_by_one(bootstrap_servers, topic, 10))
-    consumed = run(
+def consume_in_group(
+    cli: list[str], bootstrap: str, topic: str, group: str, *options: str
+) -> subprocess.CompletedProcess[str]:
+    """``consume`` as a member of ``group`` (a short session, for quick rejoins)."""
+    return run(
         cli,
         "consume",
         topic,
@@ -296,11 +279,18 @@ def test_group_lag_after_partial_consumption(cli: list[str], bootstrap_servers: 
         group,
         "--session-timeout-ms",
         "6000",
-        "--from-beginning",
-        "-n",
-        "4",
-        *b,
+        *options,
+        "-b",
+        bootstrap,
     )
+
+
+def test_group_lag_after_partial_consumption(cli: list[str], bootstrap_servers: str) -> None:
+    topic, group = unique("lag"), unique("g")
+    b = ("-b", bootstrap_servers)
+    assert run(cli, "topics", "create", topic, "-p", "1", *b).returncode == 0
+    asyncio.run(produce_one_by_one(bootstrap_servers, topic, 10, prefix="r"))
+    consumed = consume_in_group(cli, bootstrap_servers, topic, group, "--from-beginning", "-n", "4")
     assert consumed.returncode == 0, consumed.stderr
     assert consumed.stdout.splitlines() == ["r0", "r1", "r2", "r3"]
     (row,) = lag_rows(cli, bootstrap_servers, group)
@@ -316,7 +306,7 @@ def test_group_lag_after_partial_consumption(cli: list[str], bootstrap_servers: 
     ]
     assert f"Total lag of group {group}: 6" in table.stdout
     # The next run of the group goes on where the first stopped.
-    rest = run(cli, "consume", topic, "-g", group, "--session-timeout-ms", "6000", "-n", "6", *b)
+    rest = consume_in_group(cli, bootstrap_servers, topic, group, "-n", "6")
     assert rest.stdout.splitlines() == [f"r{i}" for i in range(4, 10)]
     assert lag_rows(cli, bootstrap_servers, group)[0]["lag"] == 0
 
@@ -329,25 +319,8 @@ def test_group_lag_with_batched_records(
     assert run(cli, "topics", "create", topic, "-p", "1", *b).returncode == 0
     lines = "".join(f"r{i}\n" for i in range(10))
     assert run(cli, "produce", topic, "--linger-ms", "100", *b, input=lines).returncode == 0
-    assert (
-        run(
-            cli,
-            "consume",
-            topic,
-            "-g",
-            group,
-            "--session-timeout-ms",
-            "6000",
-            "-p",
-            "0",
-            "--offset",
-            "earliest",
-            "-n",
-            "4",
-            *b,
-        ).returncode
-        == 0
-    )
+    options = ("-p", "0", "--offset", "earliest", "-n", "4")
+    assert consume_in_group(cli, bootstrap_servers, topic, group, *options).returncode == 0
     xfail_on(
         "tansu",
         "Tansu 0.6.0 answers ListOffsets(latest) with the last batch's base offset + 1 "
@@ -361,24 +334,10 @@ def test_groups_list_describe_reset_and_delete(cli: list[str], bootstrap_servers
     topic, group = unique("grp"), unique("g")
     b = ("-b", bootstrap_servers)
     assert run(cli, "topics", "create", topic, "-p", "1", *b).returncode == 0
-    asyncio.run(produce_one_by_one(bootstrap_servers, topic, 5))
+    asyncio.run(produce_one_by_one(bootstrap_servers, topic, 5, prefix="r"))
     # An explicit partition with a group: offsets are committed, no rebalance involved.
-    read = run(
-        cli,
-        "consume",
-        topic,
-        "-g",
-        group,
-        "--session-timeout-ms",
-        "6000",
-        "-p",
-        "0",
-        "--offset",
-        "earliest",
-        "-n",
-        "3",
-        *b,
-    )
+    options = ("-p", "0", "--offset", "earliest", "-n", "3")
+    read = consume_in_group(cli, bootstrap_servers, topic, group, *options)
     assert read.returncode == 0, read.stderr
     assert group in run(cli, "groups", "list", *b).stdout.splitlines()
     described = run(cli, "groups", "describe", group, *b)
@@ -408,9 +367,7 @@ def test_groups_list_describe_reset_and_delete(cli: list[str], bootstrap_servers
     )
     assert shifted.returncode == 0, shifted.stderr
     assert lag_rows(cli, bootstrap_servers, group)[0]["committed_offset"] == 3
-    again = run(
-        cli, "consume", topic, "-g", group, "--session-timeout-ms", "6000", "-p", "0", "-n", "2", *b
-    )
+    again = consume_in_group(cli, bootstrap_servers, topic, group, "-p", "0", "-n", "2")
     assert again.stdout.splitlines() == ["r3", "r4"]
 
     deleted = run(cli, "groups", "delete", group, *b)
@@ -529,38 +486,22 @@ class SaslRefusingBroker:
         self.loop.run_forever()
         server.close()
 
+    @staticmethod
+    def _answer(header: RequestHeader, _body: dict[str, Any]) -> dict[str, Any]:
+        if header.api_key == ApiKey.API_VERSIONS:
+            return api_versions_body()
+        if header.api_key == ApiKey.SASL_HANDSHAKE:
+            return {"error_code": 0, "mechanisms": ["PLAIN", "SCRAM-SHA-256"]}
+        if header.api_key == ApiKey.SASL_AUTHENTICATE:
+            return {
+                "error_code": 58,
+                "error_message": "Authentication failed: Invalid username or password",
+                "auth_bytes": b"",
+            }
+        return CLOSE
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                size = struct.unpack(">i", await reader.readexactly(4))[0]
-                header, _body = api.decode_request(await reader.readexactly(size))
-                if header.api_key == ApiKey.API_VERSIONS:
-                    body: dict[str, Any] = {
-                        "error_code": 0,
-                        "api_keys": [
-                            {"api_key": k, "min_version": lo, "max_version": hi}
-                            for k, (lo, hi) in sorted(api.SUPPORTED_VERSIONS.items())
-                        ],
-                    }
-                elif header.api_key == ApiKey.SASL_HANDSHAKE:
-                    body = {"error_code": 0, "mechanisms": ["PLAIN", "SCRAM-SHA-256"]}
-                elif header.api_key == ApiKey.SASL_AUTHENTICATE:
-                    body = {
-                        "error_code": 58,
-                        "error_message": "Authentication failed: Invalid username or password",
-                        "auth_bytes": b"",
-                    }
-                else:
-                    break
-                payload = api.encode_response(
-                    header.api_key, header.api_version, header.correlation_id, body
-                )
-                writer.write(struct.pack(">i", len(payload)) + payload)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+        await serve_requests(reader, writer, self._answer)
 
 
 def test_authentication_failure(cli: list[str]) -> None:

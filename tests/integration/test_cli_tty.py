@@ -17,33 +17,22 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from aiokafka_lite.producer import Producer
+from ._helpers import produce_one_by_one, unique
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a Unix terminal")
 
 CLI = str(Path(sys.executable).with_name("aiokafka-lite"))
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
 def env() -> dict[str, str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
     clean.update(TERM="xterm", COLUMNS="160", LINES="40")
     return clean
-
-
-async def produce(bootstrap: str, topic: str, count: int) -> None:
-    async with Producer(bootstrap_servers=bootstrap, linger_ms=0) as producer:
-        for i in range(count):
-            await producer.send_and_wait(topic, f"line-{i}".encode(), partition=0)
 
 
 def cli_json(*args: str) -> list[dict[str, object]]:
@@ -183,7 +172,7 @@ def test_ctrl_c_stops_consume_and_commits_what_it_printed(
 ) -> None:
     topic, group = unique("tty"), unique("g")
     create_topic(bootstrap_servers, topic)
-    asyncio.run(produce(bootstrap_servers, topic, 5))
+    asyncio.run(produce_one_by_one(bootstrap_servers, topic, 5, prefix="line-"))
     term = Terminal(
         CLI,
         "consume",

@@ -1,0 +1,87 @@
+"""Helpers shared by the integration tests (no tests of their own)."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import uuid
+from collections.abc import Callable, Collection
+from typing import Any
+
+from aiokafka_lite.producer import Producer
+from aiokafka_lite.protocol import api
+from aiokafka_lite.protocol.api import RequestHeader
+
+__all__ = ["CLOSE", "api_versions_body", "produce_one_by_one", "serve_requests", "unique"]
+
+
+def unique(prefix: str) -> str:
+    """A fresh topic or group name."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+async def produce_one_by_one(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    partition: int = 0,
+    base_ts: int | None = None,
+    *,
+    prefix: str = "v",
+) -> None:
+    """Records ``<prefix>0``, ``<prefix>1``, ... each in a batch of its own (the send is
+    awaited before the next); timestamps ``base_ts`` + 1 s apart when given."""
+    async with Producer(bootstrap_servers=bootstrap, linger_ms=0) as producer:
+        for i in range(count):
+            ts = None if base_ts is None else base_ts + i * 1000
+            await producer.send_and_wait(
+                topic, f"{prefix}{i}".encode(), partition=partition, timestamp_ms=ts
+            )
+
+
+# --- fake brokers: one request frame in, one response frame out ---------------------------
+
+#: What an ``answer`` callback returns to close the connection instead of answering.
+CLOSE: Any = object()
+
+
+def api_versions_body(missing: Collection[int] = ()) -> dict[str, Any]:
+    """An ApiVersions answer listing every API we support but ``missing``."""
+    return {
+        "error_code": 0,
+        "api_keys": [
+            {"api_key": k, "min_version": lo, "max_version": hi}
+            for k, (lo, hi) in sorted(api.SUPPORTED_VERSIONS.items())
+            if k not in missing
+        ],
+    }
+
+
+async def serve_requests(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    answer: Callable[[RequestHeader, dict[str, Any]], dict[str, Any] | None],
+) -> None:
+    """Answer each request with ``answer(header, body)`` until the peer goes away.
+
+    ``None`` sends nothing (the client's timeout must end its wait); :data:`CLOSE`
+    closes the connection.
+    """
+    try:
+        while True:
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            header, body = api.decode_request(await reader.readexactly(size))
+            response = answer(header, body)
+            if response is CLOSE:
+                break
+            if response is None:
+                continue
+            payload = api.encode_response(
+                header.api_key, header.api_version, header.correlation_id, response
+            )
+            writer.write(struct.pack(">i", len(payload)) + payload)
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
