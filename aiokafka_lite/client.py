@@ -177,8 +177,10 @@ class KafkaClient:
         for state in nodes:
             if state.connecting is not None and not state.connecting.done():
                 state.connecting.cancel()
-            if state.conn is not None:
-                await _close_connection(state.conn)
+        # All at once: each close waits up to a second for its peer, not one after another.
+        conns = [state.conn for state in nodes if state.conn is not None]
+        if conns:
+            await asyncio.gather(*(_close_connection(conn) for conn in conns))
 
     async def __aenter__(self) -> KafkaClient:
         await self.start()
