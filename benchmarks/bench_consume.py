@@ -16,7 +16,8 @@ queue is full). ``--repeat`` rounds run the clients in turn; the best and median
 are kept, and the CPU time of the client process per record (all its threads), which a
 busy machine distorts less than the rate.
 
-Writes benchmarks/results/consume.json and a chart, benchmarks/results/consume.png.
+Writes benchmarks/results/consume.json and a chart, benchmarks/results/consume.png
+(``--out DIR`` puts them in DIR instead).
 """
 
 from __future__ import annotations
