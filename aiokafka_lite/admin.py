@@ -668,9 +668,17 @@ class AdminClient:
         deadline = _Deadline(timeout_ms or self._timeout_ms, what)
         try:
             # The margin lets inner requests report their own, more precise timeout.
-            return await wait_for(body(deadline), deadline.timeout_ms / 1000 + 0.5)
+            result = await wait_for(body(deadline), deadline.timeout_ms / 1000 + 0.5)
         except asyncio.TimeoutError:
             raise deadline.timeout_error() from None
+        if isinstance(result, AdminResults) and result and deadline.expired:
+            # Every item ran out of time: that is the call timing out, not per-item news.
+            failed = result.errors
+            if len(failed) == len(result) and all(
+                isinstance(e, errors.KafkaTimeoutError) for e in failed.values()
+            ):
+                raise deadline.timeout_error(next(iter(failed.values())))
+        return result
 
     async def _send(
         self, node_id: int, api_key: int, body: Mapping[str, Any], deadline: _Deadline

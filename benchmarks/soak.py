@@ -5,11 +5,16 @@ Run: ``python benchmarks/soak.py [--duration 600] [--rate 10000] [--bootstrap HO
 An idempotent producer sends ``--rate`` records/s (``--value-size`` bytes each) to a
 6-partition topic while a consumer group member reads them and auto-commits, both in this
 process, for ``--duration`` seconds. An embedded noida-db broker is started unless
-``--bootstrap`` names a cluster (``--broker tansu`` for Tansu, whose in-memory log slows
-its fetches once it holds a million records or so: measured, ~1,700 records/s). Every
-``--interval`` seconds it prints records/s produced (acknowledged) and consumed, the
-consumer's lag and this process's RSS; at the end it draws both series to
-``benchmarks/results/soak.png`` (figures in ``soak.json``).
+``--bootstrap`` names a cluster (``--broker tansu`` for Tansu). Every ``--interval``
+seconds it prints records/s produced (acknowledged) and consumed, the consumer's lag,
+this process's RSS, the consumer's mean and longest Fetch round trip (how long the
+broker took to answer), the broker's CPU (embedded broker only) and the load average.
+
+A peer consumer (confluent-kafka, in a child process, its own group; ``--no-peer`` to
+skip) reads the same topic at the same time: when our consumer slows down, the peer's
+rate over the same seconds tells whether the broker stopped serving (both slow, long
+Fetch round trips) or our client fell behind (the peer keeps up). At the end it draws
+the series to ``benchmarks/results/soak.png`` (figures in ``soak.json``).
 
 It fails (exit status 1) when:
 
@@ -18,7 +23,11 @@ It fails (exit status 1) when:
   ``--margin-mb``; or RSS kept growing after the warm-up by more than ``--margin-mb``;
 * throughput decayed: over the last third of the run, the acknowledged or the consumed
   rate is below ``--min-rate-ratio`` (default 0.8) of the first third's, or below that
-  ratio of the target rate;
+  ratio of the target rate (the message gives the peer's rate and the Fetch round trip
+  over the same samples: when the peer was as slow, the broker did not serve faster, but
+  the run still fails, since the rate was not reached);
+* our consumer fell behind the peer: its last-third rate is below ``--min-rate-ratio``
+  of the peer's over the same samples;
 * records went missing: the consumer did not read every acknowledged record by the end,
   or a send failed.
 """
@@ -27,9 +36,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -56,6 +67,12 @@ class Sample:
     consumed_per_s: float
     lag: int
     rss_mib: float
+    fetches_per_s: float | None = None
+    fetch_rtt_mean_ms: float | None = None
+    fetch_rtt_max_ms: float | None = None
+    peer_consumed_per_s: float | None = None
+    broker_cpu_pct: float | None = None
+    load_1m: float | None = None
 
 
 @dataclass
@@ -72,6 +89,7 @@ class Soak:
     acked: int = 0
     consumed: int = 0
     send_errors: int = 0
+    peer_consumed: int | None = None
     failures: list[str] = field(default_factory=list)
 
 
@@ -79,7 +97,69 @@ def _rss_mib() -> float:
     return float(psutil.Process(os.getpid()).memory_info().rss) / MIB
 
 
-async def run(args: argparse.Namespace, bootstrap: str) -> Soak:
+# The peer: confluent-kafka reads every partition from the start and prints its running
+# count twice a second (a child process, so it takes none of this process's CPU).
+PEER = """
+import sys, time
+from confluent_kafka import Consumer, TopicPartition
+bootstrap, topic, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3])
+c = Consumer({"bootstrap.servers": bootstrap, "group.id": topic + "-peer",
+              "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+n, last = 0, 0.0
+while True:
+    n += sum(1 for m in c.consume(10000, 0.2) if m.error() is None)
+    if time.monotonic() - last >= 0.5:
+        print(n, flush=True)
+        last = time.monotonic()
+"""
+
+
+class Peer:
+    """The confluent-kafka consumer child process and its latest count."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.count = 0
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", PEER, bootstrap, topic, str(PARTITIONS)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._reader = asyncio.get_running_loop().run_in_executor(None, self._read)
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            with contextlib.suppress(ValueError):
+                self.count = int(line)
+
+    async def stop(self) -> None:
+        self._proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            await asyncio.to_thread(self._proc.wait, 10)
+        if self._proc.poll() is None:
+            self._proc.kill()
+        await self._reader
+
+
+class CpuMeter:
+    """CPU % of a process between calls (None without a pid)."""
+
+    def __init__(self, pid: int | None) -> None:
+        self._proc = psutil.Process(pid) if pid is not None else None
+        if self._proc is not None:
+            self._proc.cpu_percent(None)
+
+    def sample(self) -> float | None:
+        if self._proc is None:
+            return None
+        try:
+            return round(float(self._proc.cpu_percent(None)), 1)
+        except psutil.Error:
+            return None
+
+
+async def run(args: argparse.Namespace, bootstrap: str, broker_pid: int | None = None) -> Soak:
     soak = Soak(
         duration_s=args.duration,
         rate=args.rate,
@@ -116,6 +196,9 @@ async def run(args: argparse.Namespace, bootstrap: str) -> Soak:
     # Tansu answers the first JoinGroup after about half the session timeout).
     await consumer.wait_for_assignment(timeout_ms=120_000)
     await producer.start()
+    peer = Peer(bootstrap, topic) if args.peer else None
+    broker_cpu = CpuMeter(broker_pid)
+    fetch_stats = consumer._fetcher.stats if consumer._fetcher is not None else None
     stop = asyncio.Event()
     counts = {"acked": 0, "consumed": 0, "errors": 0}
 
@@ -146,6 +229,8 @@ async def run(args: argparse.Namespace, bootstrap: str) -> Soak:
     tasks = [asyncio.create_task(produce()), asyncio.create_task(consume())]
     began = time.monotonic()
     last = (began, 0, 0)
+    last_rtt = (0, 0.0)
+    last_peer = 0
     try:
         while time.monotonic() - began < args.duration:
             await asyncio.sleep(args.interval)
@@ -161,13 +246,31 @@ async def run(args: argparse.Namespace, bootstrap: str) -> Soak:
                 consumed_per_s=round((consumed - last[2]) / span, 1),
                 lag=acked - consumed,
                 rss_mib=round(_rss_mib(), 1),
+                broker_cpu_pct=broker_cpu.sample(),
+                load_1m=round(os.getloadavg()[0], 2),
             )
+            if fetch_stats is not None:
+                trips = fetch_stats.round_trips - last_rtt[0]
+                sample.fetches_per_s = round(trips / span, 1)
+                if trips:
+                    total = fetch_stats.round_trip_total - last_rtt[1]
+                    sample.fetch_rtt_mean_ms = round(total / trips * 1000, 1)
+                    sample.fetch_rtt_max_ms = round(fetch_stats.round_trip_max * 1000, 1)
+                fetch_stats.round_trip_max = 0.0  # the longest per interval
+                last_rtt = (fetch_stats.round_trips, fetch_stats.round_trip_total)
+            if peer is not None:
+                sample.peer_consumed_per_s = round((peer.count - last_peer) / span, 1)
+                last_peer = peer.count
             soak.samples.append(sample)
             last = (now, acked, consumed)
             print(
                 f"t={sample.t:7.1f}s  produced {sample.produced_per_s:9,.0f}/s  "
                 f"consumed {sample.consumed_per_s:9,.0f}/s  lag {sample.lag:8,}  "
-                f"RSS {sample.rss_mib:7.1f} MiB",
+                f"RSS {sample.rss_mib:7.1f} MiB  {sample.fetches_per_s or 0:,.0f} fetches/s "
+                f"{_ms(sample.fetch_rtt_mean_ms)}/{_ms(sample.fetch_rtt_max_ms)} ms"
+                + (f"  peer {sample.peer_consumed_per_s:9,.0f}/s" if peer is not None else "")
+                + (f"  broker CPU {sample.broker_cpu_pct:.0f}%" if broker_pid else "")
+                + f"  load {sample.load_1m:.1f}",
                 flush=True,
             )
     finally:
@@ -175,6 +278,9 @@ async def run(args: argparse.Namespace, bootstrap: str) -> Soak:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if peer is not None:
+            soak.peer_consumed = peer.count
+            await peer.stop()
     # drain: everything acknowledged must be consumed
     await producer.flush(60)
     deadline = time.monotonic() + 60
@@ -187,6 +293,10 @@ async def run(args: argparse.Namespace, bootstrap: str) -> Soak:
     soak.send_errors = counts["errors"]
     judge(soak, args)
     return soak
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
 
 
 def judge(soak: Soak, args: argparse.Namespace) -> None:
@@ -209,19 +319,37 @@ def judge(soak: Soak, args: argparse.Namespace) -> None:
             f"RSS kept growing after the warm-up: +{growth:.0f} MiB (margin {args.margin_mb} MiB)"
         )
     if len(samples) >= 3:
+        peer_late: float | None = None
+        peer_rates = [s.peer_consumed_per_s for s in last if s.peer_consumed_per_s is not None]
+        if len(peer_rates) == len(last):
+            peer_late = statistics.median(peer_rates)
+        rtts = [s.fetch_rtt_mean_ms for s in last if s.fetch_rtt_mean_ms is not None]
+        rtt = f", our Fetch round trip {statistics.median(rtts):,.0f} ms" if rtts else ""
         for what in ("produced_per_s", "consumed_per_s"):
             early = statistics.median(getattr(s, what) for s in first)
             late = statistics.median(getattr(s, what) for s in last)
+            why = ""
+            if what == "consumed_per_s" and peer_late is not None:
+                if peer_late < args.min_rate_ratio * early:
+                    why = f" (the peer was as slow: {peer_late:,.0f}/s{rtt}: the broker's limit)"
+                else:
+                    why = f" (the peer read {peer_late:,.0f}/s{rtt})"
             if late < args.min_rate_ratio * early:
                 soak.failures.append(
                     f"{what.split('_')[0]} rate decayed: median {late:,.0f}/s in the last "
-                    f"third against {early:,.0f}/s in the first"
+                    f"third against {early:,.0f}/s in the first{why}"
                 )
             if soak.rate and late < args.min_rate_ratio * soak.rate:
                 soak.failures.append(
                     f"{what.split('_')[0]} rate {late:,.0f}/s in the last third is below "
-                    f"{args.min_rate_ratio:.0%} of the target {soak.rate:,}/s"
+                    f"{args.min_rate_ratio:.0%} of the target {soak.rate:,}/s{why}"
                 )
+        consumed_late = statistics.median(s.consumed_per_s for s in last)
+        if peer_late is not None and consumed_late < args.min_rate_ratio * peer_late:
+            soak.failures.append(
+                f"our consumer fell behind the peer: median {consumed_late:,.0f}/s in the last "
+                f"third against the peer's {peer_late:,.0f}/s{rtt}"
+            )
     if soak.send_errors:
         soak.failures.append(f"{soak.send_errors} sends failed")
     if soak.consumed < soak.acked:
@@ -236,6 +364,13 @@ def chart(soak: Soak, path: Path) -> None:
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
     top.plot(t, [s.produced_per_s for s in soak.samples], label="produced (acknowledged)")
     top.plot(t, [s.consumed_per_s for s in soak.samples], label="consumed")
+    if any(s.peer_consumed_per_s is not None for s in soak.samples):
+        top.plot(
+            t,
+            [s.peer_consumed_per_s for s in soak.samples],
+            linestyle="--",
+            label="consumed by the peer (confluent-kafka)",
+        )
     if soak.rate:
         top.axhline(soak.rate, linestyle=":", color="grey", label="target")
     top.set_ylabel("records/s")
@@ -272,12 +407,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="noida",
         help="the embedded broker to start when --bootstrap is not given",
     )
+    parser.add_argument(
+        "--peer",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run a confluent-kafka consumer on the same topic for comparison (default on)",
+    )
     parser.add_argument("--out", type=Path, default=h.RESULTS / "soak.png")
     args = parser.parse_args(argv)
     if args.interval * 3 > args.duration:
         args.interval = max(args.duration / 6, 0.5)
     with h.broker(args.bootstrap, args.broker) as handle:
-        soak = asyncio.run(run(args, handle.bootstrap_servers))
+        embedded = getattr(handle, "broker", None)
+        broker_pid = embedded.pid if embedded is not None else None
+        soak = asyncio.run(run(args, handle.bootstrap_servers, broker_pid))
     chart(soak, args.out)
     summary = asdict(soak)
     summary["broker"] = args.bootstrap or f"{args.broker} (embedded)"

@@ -405,6 +405,17 @@ class FetcherStats:
         self.failing_since: float | None = None
         self.fetch_count = 0
         self.error_count = 0
+        #: Fetch requests the broker answered (with or without an error): their count, total
+        #: and longest seconds. A soak reads them to tell a slow broker from a slow client.
+        self.round_trips = 0
+        self.round_trip_total = 0.0
+        self.round_trip_max = 0.0
+
+    def round_trip(self, seconds: float) -> None:
+        self.round_trips += 1
+        self.round_trip_total += seconds
+        if seconds > self.round_trip_max:
+            self.round_trip_max = seconds
 
     def success(self) -> None:
         self.last_fetch_time = time.time()
@@ -601,6 +612,7 @@ class Fetcher:
             version = None
             if any(v is None for v in ids.values()):
                 version = 12  # some topic has no id: use topic names
+            sent_at = time.monotonic()
             response = await self._client.send(
                 node_id,
                 ApiKey.FETCH,
@@ -608,6 +620,7 @@ class Fetcher:
                 version=version,
                 timeout_ms=config.request_timeout_ms + config.fetch_max_wait_ms,
             )
+            self.stats.round_trip(time.monotonic() - sent_at)
         except asyncio.CancelledError:
             raise
         except (errors.KafkaError, OSError) as exc:

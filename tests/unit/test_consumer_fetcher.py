@@ -9,7 +9,12 @@ from hypothesis import strategies as st
 
 from aiokafka_lite import errors
 from aiokafka_lite.consumer import ConsumerConfig, ConsumerRecord, RecordDeserializationError
-from aiokafka_lite.consumer.fetcher import FetchSessionHandler, _CompletedFetch, scan_next_offset
+from aiokafka_lite.consumer.fetcher import (
+    FetcherStats,
+    FetchSessionHandler,
+    _CompletedFetch,
+    scan_next_offset,
+)
 from aiokafka_lite.consumer.records import decode_v2_records
 from aiokafka_lite.consumer.subscription import PartitionState
 from aiokafka_lite.protocol.records import (
@@ -150,6 +155,15 @@ def test_seek_invalidates_buffered_fetch() -> None:
     cf2, state2 = completed(batch(0, 4))
     state2.paused = True
     assert not cf2.valid
+
+
+def test_fetcher_stats_keep_fetch_round_trips() -> None:
+    stats = FetcherStats()
+    for seconds in (0.02, 0.5, 0.1):
+        stats.round_trip(seconds)
+    assert stats.round_trips == 3
+    assert stats.round_trip_total == pytest.approx(0.62)
+    assert stats.round_trip_max == 0.5
 
 
 def test_fetch_session_full_then_incremental() -> None:
