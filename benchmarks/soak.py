@@ -133,6 +133,11 @@ class Peer:
             with contextlib.suppress(ValueError):
                 self.count = int(line)
 
+    @property
+    def alive(self) -> bool:
+        """False once the child has exited (e.g. no confluent-kafka): no figures then."""
+        return self._proc.poll() is None
+
     async def stop(self) -> None:
         self._proc.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -258,7 +263,7 @@ async def run(args: argparse.Namespace, bootstrap: str, broker_pid: int | None =
                     sample.fetch_rtt_max_ms = round(fetch_stats.round_trip_max * 1000, 1)
                 fetch_stats.round_trip_max = 0.0  # the longest per interval
                 last_rtt = (fetch_stats.round_trips, fetch_stats.round_trip_total)
-            if peer is not None:
+            if peer is not None and peer.alive:
                 sample.peer_consumed_per_s = round((peer.count - last_peer) / span, 1)
                 last_peer = peer.count
             soak.samples.append(sample)
@@ -331,7 +336,10 @@ def judge(soak: Soak, args: argparse.Namespace) -> None:
             why = ""
             if what == "consumed_per_s" and peer_late is not None:
                 if peer_late < args.min_rate_ratio * early:
-                    why = f" (the peer was as slow: {peer_late:,.0f}/s{rtt}: the broker's limit)"
+                    why = (
+                        f" (the peer was as slow: {peer_late:,.0f}/s{rtt}: "
+                        "the broker served no faster)"
+                    )
                 else:
                     why = f" (the peer read {peer_late:,.0f}/s{rtt})"
             if late < args.min_rate_ratio * early:
