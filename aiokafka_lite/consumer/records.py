@@ -231,22 +231,9 @@ def decode_v2_records(
     """
     if count < 0 or count * 7 > end - pos:
         raise CorruptRecordError(f"record count {count} does not fit in {end - pos} bytes")
-    if count < _GC_PAUSE_MIN or not _gc_isenabled():
-        return _decode_v2(
-            buf,
-            pos,
-            end,
-            count,
-            base_offset,
-            base_timestamp,
-            log_append_time,
-            topic,
-            partition,
-            timestamp_type,
-            leader_epoch,
-            min_offset,
-        )
-    _gc_disable()
+    pause_gc = count >= _GC_PAUSE_MIN and _gc_isenabled()
+    if pause_gc:
+        _gc_disable()
     try:
         return _decode_v2(
             buf,
@@ -263,7 +250,8 @@ def decode_v2_records(
             min_offset,
         )
     finally:
-        _gc_enable()
+        if pause_gc:
+            _gc_enable()
 
 
 #: Batches with fewer records are decoded with the collector running (nothing to gain).
