@@ -34,6 +34,7 @@ import logging
 import os
 import struct
 import threading
+import time
 from collections.abc import Collection, Mapping
 from types import TracebackType
 
@@ -394,6 +395,15 @@ class SaslFront:
     def records(self) -> list[AuthRecord]:
         with self._lock:
             return list(self._records)
+
+    def wait_records(self, count: int = 1, timeout: float = 5.0) -> list[AuthRecord]:
+        """The records, once there are ``count`` (or ``timeout`` passed): the front
+        records an exchange when it is over, which can be just after the client has
+        its answer."""
+        deadline = time.monotonic() + timeout
+        while len(self.records) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.records
 
     def clear_records(self) -> None:
         with self._lock:
