@@ -671,8 +671,9 @@ class AdminClient:
             result = await wait_for(body(deadline), deadline.timeout_ms / 1000 + 0.5)
         except asyncio.TimeoutError:
             raise deadline.timeout_error() from None
-        if isinstance(result, AdminResults) and result and deadline.expired:
-            # Every item ran out of time: that is the call timing out, not per-item news.
+        if isinstance(result, AdminResults) and result:
+            # Every item ran out of time: that is the call timing out, not per-item news
+            # (an item's own request timeout can fire a moment before the call's deadline).
             failed = result.errors
             if len(failed) == len(result) and all(
                 isinstance(e, errors.KafkaTimeoutError) for e in failed.values()
