@@ -687,12 +687,9 @@ class AdminClient:
         if deadline.expired:
             raise deadline.timeout_error()
         try:
-            return await wait_for(
-                self._client.send(node_id, api_key, body, timeout_ms=deadline.remaining_ms()),
-                deadline.remaining() + 0.25,
-            )
-        except asyncio.TimeoutError:
-            raise deadline.timeout_error() from None
+            # Bounded by the deadline, yet with the connection's own request timeout: a
+            # call running out of time must not close a connection others share.
+            return await self._client.send_before(node_id, api_key, body, deadline.end)
         except errors.UnsupportedVersionError as exc:
             raise errors.UnsupportedVersionError(
                 f"the broker does not support the {api_name(api_key)} API "

@@ -613,6 +613,24 @@ class KafkaClient:
             api_key, body, version=version, timeout_ms=timeout_ms, expect_response=expect_response
         )
 
+    async def send_before(
+        self,
+        node_id: int,
+        api_key: int,
+        body: Mapping[str, Any],
+        deadline: float,
+        *,
+        version: int | None = None,
+    ) -> dict[str, Any]:
+        """Send to ``node_id``, waiting (connecting included) until ``deadline`` at most.
+
+        ``deadline`` is a `time.monotonic` time. Unlike ``send(timeout_ms=...)``, the
+        request keeps the connection's ``request_timeout_ms``: a caller giving up at
+        its deadline raises `KafkaTimeoutError` but leaves the shared connection open.
+        """
+        conn = await self._connection_before(node_id, deadline, bounded=True)
+        return await _send_before(conn, api_key, body, deadline, version=version)
+
     async def send_to_any(
         self,
         api_key: int,

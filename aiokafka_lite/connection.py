@@ -88,11 +88,12 @@ class _Request:
         "api_key",
         "api_version",
         "correlation_id",
+        "deadline",
         "expect_response",
+        "frame",
         "future",
-        "payload",
         "sent_at",
-        "timer",
+        "timeout",
     )
 
     def __init__(
@@ -100,17 +101,22 @@ class _Request:
         api_key: int,
         api_version: int,
         correlation_id: int,
-        payload: bytes,
+        frame: bytearray,
         future: asyncio.Future[dict[str, Any]],
         expect_response: bool,
+        timeout: float,
+        deadline: float,
     ) -> None:
         self.api_key = api_key
         self.api_version = api_version
         self.correlation_id = correlation_id
-        self.payload: bytes | None = payload
+        #: The size-prefixed request while it waits for a slot (None once written).
+        self.frame: bytearray | None = frame
         self.future = future
         self.expect_response = expect_response
-        self.timer: asyncio.TimerHandle | None = None
+        self.timeout = timeout
+        #: ``loop.time()`` by which the answer must have come.
+        self.deadline = deadline
         #: ``time.monotonic()`` when it was written (0.0 while queued).
         self.sent_at = 0.0
 
@@ -228,9 +234,13 @@ class BrokerConnection:
         self._queued: collections.deque[_Request] = collections.deque()
         self._write_paused = False
         #: Frames held by cork() until uncork() (None: not corked).
-        self._corked: list[bytes] | None = None
+        self._corked: list[bytearray] | None = None
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._close_callbacks: list[CloseCallback] = []
+        # One timer for all pending requests, armed for the earliest deadline (a timer
+        # per request costs a heap push and a cancel for every request sent).
+        self._timeout_timer: asyncio.TimerHandle | None = None
+        self._timeout_at = 0.0
 
     # --- public state ------------------------------------------------------
 
@@ -312,10 +322,14 @@ class BrokerConnection:
         if version is None:
             version = self.version_for(api_key)
         correlation_id = self._next_correlation_id()
-        payload = api.encode_request(api_key, version, correlation_id, self.client_id, body)
-        req = _Request(api_key, version, correlation_id, payload, fut, expect_response)
+        frame = api.encode_request_frame(api_key, version, correlation_id, self.client_id, body)
         timeout = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
-        req.timer = self._loop.call_later(timeout, self._on_timeout, req, timeout)
+        deadline = self._loop.time() + timeout
+        req = _Request(
+            api_key, version, correlation_id, frame, fut, expect_response, timeout, deadline
+        )
+        if self._timeout_timer is None or deadline < self._timeout_at:
+            self._arm_timeout(deadline)
         if self._queued or (
             self.max_in_flight is not None and len(self._in_flight) >= self.max_in_flight
         ):
@@ -384,9 +398,8 @@ class BrokerConnection:
         return cid
 
     def _write(self, req: _Request) -> None:
-        assert self._transport is not None and req.payload is not None
-        payload, req.payload = req.payload, None
-        frame = _SIZE.pack(len(payload)) + payload
+        assert self._transport is not None and req.frame is not None
+        frame, req.frame = req.frame, None
         corked = self._corked
         if corked is None:
             self._transport.write(frame)
@@ -396,7 +409,6 @@ class BrokerConnection:
         if req.expect_response:
             self._in_flight[req.correlation_id] = req
         else:
-            self._finish(req)
             if not req.future.done():
                 req.future.set_result({})
 
@@ -407,7 +419,6 @@ class BrokerConnection:
                 return
             req = self._queued.popleft()
             if req.future.done():  # cancelled while waiting for a slot
-                self._finish(req)
                 continue
             self._write(req)
 
@@ -439,7 +450,6 @@ class BrokerConnection:
         if req is None:
             self._fail(f"protocol desync: response with unknown correlation id {correlation_id}")
             return
-        self._finish(req)
         fut = req.future
         if not fut.done():  # the caller may have cancelled; the response is dropped
             try:
@@ -457,15 +467,29 @@ class BrokerConnection:
                 fut.set_result(body)
         self._pump()
 
-    def _finish(self, req: _Request) -> None:
-        if req.timer is not None:
-            req.timer.cancel()
-            req.timer = None
+    def _arm_timeout(self, when: float) -> None:
+        if self._timeout_timer is not None:
+            self._timeout_timer.cancel()
+        self._timeout_at = when
+        self._timeout_timer = self._loop.call_at(when, self._check_timeouts)
 
-    def _on_timeout(self, req: _Request, timeout: float) -> None:
-        req.timer = None
+    def _check_timeouts(self) -> None:
+        self._timeout_timer = None
+        # A timer may fire a hair before its time: a millisecond of slack.
+        now = self._loop.time() + 0.001
+        for req in [*self._queued, *self._in_flight.values()]:
+            if req.deadline <= now:
+                self._on_timeout(req)
+                if self._closed:
+                    return
+        pending = [*self._queued, *self._in_flight.values()]
+        if pending:
+            self._arm_timeout(min(req.deadline for req in pending))
+
+    def _on_timeout(self, req: _Request) -> None:
+        timeout = req.timeout
         what = f"{api.api_name(req.api_key)} v{req.api_version} request to {self.host}:{self.port}"
-        if req.payload is not None:
+        if req.frame is not None:
             # Still queued for a slot: nothing was written, the stream is intact.
             try:
                 self._queued.remove(req)
@@ -514,8 +538,10 @@ class BrokerConnection:
         pending.extend(self._queued)
         self._in_flight.clear()
         self._queued.clear()
+        if self._timeout_timer is not None:
+            self._timeout_timer.cancel()
+            self._timeout_timer = None
         for req in pending:
-            self._finish(req)
             if not req.future.done():
                 exc = self._closed_error()
                 exc.__cause__ = cause

@@ -1,11 +1,13 @@
 """API keys, supported version ranges and the four wire entry points.
 
     encode_request(api_key, api_version, correlation_id, client_id, body) -> bytes
+    encode_request_frame(...same...) -> bytearray (with the size prefix, as sent)
     decode_response(api_key, api_version, frame) -> (correlation_id, body)
     decode_request(frame) -> (RequestHeader, body)
     encode_response(api_key, api_version, correlation_id, body) -> bytes
 
-Frames are header + body without the 4-byte size prefix. Bodies are plain dicts
+Frames are header + body without the 4-byte size prefix (but for
+``encode_request_frame``). Bodies are plain dicts
 keyed by snake_case field names (see docs/design.md). Value types: integers are
 ``int``, ``bool`` is ``bool``, ``float64`` is ``float``, strings are ``str``, bytes
 are ``bytes``, ``records`` are the raw record-set ``bytes`` (decode them with
@@ -40,7 +42,7 @@ from aiokafka_lite.protocol.headers import (
     response_header_version,
 )
 from aiokafka_lite.protocol.primitives import Reader
-from aiokafka_lite.protocol.schema import MessageSpec
+from aiokafka_lite.protocol.schema import Encoder, MessageSpec
 
 __all__ = [
     "SUPPORTED_VERSIONS",
@@ -50,6 +52,7 @@ __all__ = [
     "decode_request",
     "decode_response",
     "encode_request",
+    "encode_request_frame",
     "encode_response",
     "peek_request_header",
     "pick_version",
@@ -181,16 +184,46 @@ def encode_request(
     body: Mapping[str, Any],
 ) -> bytes:
     """Header + body of a request, without the 4-byte size prefix."""
+    return bytes(encode_request_frame(api_key, api_version, correlation_id, client_id, body)[4:])
+
+
+def encode_request_frame(
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    client_id: str | None,
+    body: Mapping[str, Any],
+) -> bytearray:
+    """The request as written to the socket: 4-byte size, header, body."""
+    key = (api_key, api_version, client_id)
+    plan = _REQUEST_PLANS.get(key)
+    if plan is None:
+        plan = _REQUEST_PLANS[key] = _request_plan(api_key, api_version, client_id)
+    head, tail, encoder = plan
+    try:
+        buf = bytearray(head + _I32.pack(correlation_id) + tail)
+    except struct.error as exc:
+        raise ValueError(f"cannot encode correlation id {correlation_id}: {exc}") from None
+    encoder(buf, body)
+    buf[0:4] = _I32.pack(len(buf) - 4)
+    return buf
+
+
+def _request_plan(
+    api_key: int, api_version: int, client_id: str | None
+) -> tuple[bytes, bytes, Encoder]:
+    # Everything of a request header but its correlation id is the same for every
+    # request of an (API, version, client id): encoded once, from the header encoder.
     spec = _spec(_REQUESTS, api_key, api_version)
-    flexible = spec.is_flexible(api_version)
-    buf = bytearray()
-    encode_request_header(
-        buf,
-        request_header_version(api_key, api_version, flexible),
-        RequestHeader(api_key, api_version, correlation_id, client_id),
-    )
-    spec.encoder(api_version)(buf, body)
-    return bytes(buf)
+    header_version = request_header_version(api_key, api_version, spec.is_flexible(api_version))
+    sample = bytearray()
+    encode_request_header(sample, header_version, RequestHeader(api_key, api_version, 0, client_id))
+    # size placeholder | api key, version | (correlation id) | client id, tagged fields
+    return bytes(4) + bytes(sample[:4]), bytes(sample[8:]), spec.encoder(api_version)
+
+
+_REQUEST_PLANS: dict[tuple[int, int, str | None], tuple[bytes, bytes, Encoder]] = {}
+_I32 = struct.Struct(">i")
 
 
 def encode_response(

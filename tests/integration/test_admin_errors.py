@@ -8,6 +8,7 @@ runs a per-test script for the API under test.
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 
 from aiokafka_lite import errors
 from aiokafka_lite.admin import AdminClient, NewPartitions, NewTopic
+from aiokafka_lite.protocol import api
 from aiokafka_lite.protocol.api import ApiKey, RequestHeader
 from aiokafka_lite.protocol.group_protocol import (
     Subscription,
@@ -42,6 +44,8 @@ class ScriptedBroker:
         self.server: asyncio.Server | None = None
         self.port = 0
         self.writers: list[asyncio.StreamWriter] = []
+        # Requests a script left unanswered, with the connection each came in on.
+        self.unanswered: list[tuple[RequestHeader, asyncio.StreamWriter]] = []
 
     @property
     def bootstrap(self) -> str:
@@ -93,17 +97,32 @@ class ScriptedBroker:
             return {**entry, "coordinators": [{**entry, "key": body.get("key", "")}]}
         return None
 
-    def _answer(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any] | None:
+    def answer_late(self, response: dict[str, Any]) -> None:
+        """Answer every request left unanswered so far with ``response``, now."""
+        late, self.unanswered = self.unanswered, []
+        for header, writer in late:
+            payload = api.encode_response(
+                header.api_key, header.api_version, header.correlation_id, response
+            )
+            writer.write(struct.pack(">i", len(payload)) + payload)
+
+    def _answer(
+        self, header: RequestHeader, body: dict[str, Any], writer: asyncio.StreamWriter
+    ) -> dict[str, Any] | None:
         answer = self._builtin(header, body)
         if answer is None:
             count = self.calls[header.api_key] = self.calls.get(header.api_key, 0) + 1
             script = self.scripts.get(header.api_key)
             answer = None if script is None else script(header, body, count)
+        if answer is None:
+            self.unanswered.append((header, writer))
         return answer  # None: no answer, the client's timeout must end the wait
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.writers.append(writer)
-        await serve_requests(reader, writer, self._answer)
+        await serve_requests(
+            reader, writer, lambda header, body: self._answer(header, body, writer)
+        )
 
 
 @pytest.fixture
@@ -239,6 +258,33 @@ async def test_a_broker_that_never_answers_hits_the_timeout(
     with pytest.raises(errors.KafkaTimeoutError, match="delete_consumer_groups"):
         await admin.delete_consumer_groups(["g"], timeout_ms=400)
     assert time.monotonic() - started < 2
+
+
+async def test_a_call_timing_out_keeps_the_shared_connection(
+    broker: ScriptedBroker, admin: AdminClient
+) -> None:
+    # The call's deadline (300 ms) is far shorter than the request timeout (5 s): giving
+    # up at the deadline must not close the connection as a request timeout would.
+    answered = {"results": [{"group_id": "g", "error_code": 0}]}
+    broker.scripts[ApiKey.DELETE_GROUPS] = lambda header, body, count: (
+        None if count == 1 else answered
+    )
+    conn = await admin.client.get_connection(broker.NODE)
+    connections = len(broker.writers)
+    started = time.monotonic()
+    with pytest.raises(errors.KafkaTimeoutError, match="delete_consumer_groups"):
+        await admin.delete_consumer_groups(["g"], timeout_ms=300)
+    assert 0.25 < time.monotonic() - started < 1.5
+    assert not conn.closed
+    # The late answer to the abandoned request is read and dropped, not a desync.
+    broker.answer_late(answered)
+    await asyncio.sleep(0.1)
+    assert not conn.closed
+    results = await admin.delete_consumer_groups(["g"], timeout_ms=2000)
+    assert results["g"].error is None
+    assert broker.calls[ApiKey.DELETE_GROUPS] == 2
+    assert await admin.client.get_connection(broker.NODE) is conn and not conn.closed
+    assert len(broker.writers) == connections  # no reconnect
 
 
 async def test_group_offsets_errors(broker: ScriptedBroker, admin: AdminClient) -> None:
