@@ -640,6 +640,38 @@ async def test_queued_request_times_out_without_closing(broker: ScriptedBroker) 
         conn.close()
 
 
+async def test_each_request_times_out_at_its_own_deadline(broker: ScriptedBroker) -> None:
+    # One timer serves every pending request: a later request with a shorter timeout
+    # must still expire first, and the next deadline must be found after each expiry.
+    broker.on(HEARTBEAT, echo_heartbeat(delay=0.4))
+    conn = await open_conn(broker, max_in_flight=1, request_timeout_ms=5000)
+    try:
+        start = time.monotonic()
+        ended: dict[int, float] = {}
+
+        async def send(n: int, timeout_ms: int | None = None) -> dict[str, Any]:
+            try:
+                return await conn.send(HEARTBEAT, heartbeat(n), timeout_ms=timeout_ms)
+            finally:
+                ended[n] = time.monotonic() - start
+
+        first = asyncio.create_task(send(1))  # in flight, answered after 0.4 s
+        await asyncio.sleep(0)
+        second = asyncio.create_task(send(2, 300))  # queued: expires at 0.3 s
+        third = asyncio.create_task(send(3, 2000))  # written at 0.4 s, answered at 0.8 s
+        fourth = asyncio.create_task(send(4, 600))  # still queued at 0.6 s: expires
+        for task in (second, fourth):
+            with pytest.raises(errors.KafkaTimeoutError, match="in-flight slot"):
+                await task
+        assert (await first)["throttle_time_ms"] == 1
+        assert (await third)["throttle_time_ms"] == 3
+        assert 0.25 <= ended[2] < 0.4, ended
+        assert 0.55 <= ended[4] < 0.8, ended
+        assert not conn.closed
+    finally:
+        conn.close()
+
+
 async def test_cancelled_request_keeps_connection_usable(broker: ScriptedBroker) -> None:
     broker.on(HEARTBEAT, echo_heartbeat(delay=0.1))
     conn = await open_conn(broker)
