@@ -11,7 +11,6 @@ import gc
 import importlib.util
 import random
 import shutil
-import socket
 import ssl
 import struct
 import subprocess
@@ -27,6 +26,7 @@ from aiokafka_lite.connection import BrokerConnection, connect
 from aiokafka_lite.protocol import api
 from aiokafka_lite.protocol.api import ApiKey, RequestHeader
 from aiokafka_lite.security import SecurityConfig, create_ssl_context
+from aiokafka_lite.testing import find_free_port
 
 
 def _load_scram_server() -> Any:
@@ -281,14 +281,8 @@ async def test_api_versions_error_code_fails_connect(broker: ScriptedBroker) -> 
         await open_conn(broker)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_connect_to_closed_port_fails_fast() -> None:
-    port = _free_port()
+    port = find_free_port()
     start = time.monotonic()
     with pytest.raises(errors.KafkaConnectionError) as info:
         await connect("127.0.0.1", port, connect_timeout_ms=5000)
