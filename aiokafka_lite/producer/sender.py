@@ -111,6 +111,8 @@ class Sender:
         self._pid_failures = 0
         #: The InitProducerId exchange in progress (a new producer id or epoch).
         self._pid_task: asyncio.Task[None] | None = None
+        #: The AddPartitionsToTxn exchange in progress (its own task, like the id's).
+        self._add_task: asyncio.Task[None] | None = None
         #: Produce requests awaiting their response: id -> [the soonest delivery
         #: deadline among their undone batches, the batches].
         self._requests: dict[int, tuple[list[float], list[ProducerBatch]]] = {}
@@ -137,9 +139,10 @@ class Sender:
             except Exception:
                 log.exception("sender task failed")
         self._task = None
-        pid_task, self._pid_task = self._pid_task, None
-        if pid_task is not None:
-            await cancel_and_wait([pid_task])
+        tasks = [t for t in (self._pid_task, self._add_task) if t is not None]
+        self._pid_task = self._add_task = None
+        if tasks:
+            await cancel_and_wait(tasks)
 
     @property
     def in_flight_requests(self) -> int:
@@ -291,11 +294,23 @@ class Sender:
             if self._pid_failures:
                 log.info("got a producer id after %d failed attempt(s)", self._pid_failures)
                 self._pid_failures = 0
-        if txn.transactional and txn.pending_partitions and not txn.has_error:
-            try:
-                await txn.add_pending_partitions(_monotonic() + self.request_timeout_ms / 1000)
-            except errors.KafkaError as exc:
-                log.warning("AddPartitionsToTxn failed: %s", exc)
+        add = self._add_task
+        if add is None and txn.transactional and txn.pending_partitions and not txn.has_error:
+            # Nothing is sent while partitions are being added (a batch must not reach a
+            # partition before the coordinator knows it is in the transaction), but the
+            # loop goes on expiring batches meanwhile: the exchange has its own task.
+            add = self._add_task = asyncio.get_running_loop().create_task(
+                txn.add_pending_partitions(_monotonic() + self.request_timeout_ms / 1000),
+                name="aiokafka-lite-add-partitions-to-txn",
+            )
+            add.add_done_callback(self._on_pid_task_done)
+        if add is not None:
+            if not add.done():
+                return math.inf  # woken when it is done
+            self._add_task = None
+            failure = None if add.cancelled() else add.exception()
+            if add.cancelled() or failure is not None:
+                log.warning("AddPartitionsToTxn failed: %s", failure or "cancelled")
                 return self.retry_backoff
         return None
 

@@ -345,3 +345,34 @@ async def test_recovers_after_the_broker_comes_back(
         proxy.refuse(False)
         results = await asyncio.wait_for(asyncio.gather(*futures), 60)
     assert [r.offset for r in results] == list(range(1, 50))
+
+
+async def test_records_expire_on_time_while_partitions_wait_to_join_the_transaction(
+    proxied_broker: tuple[FaultProxy, str], topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """A partition's first record in a transaction waits for AddPartitionsToTxn, which
+    keeps trying for up to request_timeout_ms per attempt while the coordinator is
+    unreachable. The record still fails at its delivery timeout (3 s here), not when an
+    attempt gives up (it used to wait for the second attempt: 5 s)."""
+    proxy, bootstrap = proxied_broker
+    create_topic(topic_name, 2, bootstrap=bootstrap)
+    producer = Producer(
+        bootstrap_servers=bootstrap,
+        transactional_id=f"txn-faults-{topic_name}",
+        linger_ms=0,
+        request_timeout_ms=2500,
+        delivery_timeout_ms=3000,
+        retry_backoff_ms=50,
+    )
+    await producer.start()
+    try:
+        await producer.begin_transaction()
+        await producer.send_and_wait(topic_name, b"before", partition=0)
+        _unreachable(proxy, "blackhole")
+        error, took = await _timed(producer.send_and_wait(topic_name, b"new", partition=1))
+        assert isinstance(error, errors.KafkaTimeoutError), error
+        assert "delivery_timeout_ms" in str(error), error
+        assert took < 3.0 + SLACK, took
+    finally:
+        error, took = await _timed(producer.stop(timeout=1.0))
+    assert error is None and took < 1.0 + SLACK, (error, took)
