@@ -804,6 +804,21 @@ class RecordAccumulator:
         batches = self.batches
         return [len(batches.get(TopicPartition(topic, p)) or ()) for p in partitions]
 
+    def queue_ages(self, topic: str, partitions: Sequence[int]) -> list[float]:
+        """Seconds the oldest batch waiting for each partition has existed (0.0: none).
+
+        A batch leaves the queue when it is sent: one that stays past its linger time
+        means the partition's leader is not taking produce requests (down, unreachable,
+        or answering with errors the batch is retried for).
+        """
+        batches = self.batches
+        now = _monotonic()
+        ages: list[float] = []
+        for p in partitions:
+            dq = batches.get(TopicPartition(topic, p))
+            ages.append(now - dq[0].created if dq else 0.0)
+        return ages
+
     def tail_batch_full(self, topic: str, partition: int) -> bool:
         """Whether the batch being filled for the partition has no room for another
         record of its records' average size (True when there is none)."""

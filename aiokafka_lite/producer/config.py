@@ -38,6 +38,7 @@ ALIASES: Mapping[str, str] = {
     "max_in_flight": "max_in_flight_requests_per_connection",
     "compression": "compression_type",
     "retry_backoff": "retry_backoff_ms",
+    "partitioner_adaptive_partitioning_enable": "partitioner_adaptive_partitioning",
 }
 
 #: aiokafka options accepted for compatibility that change nothing here.
@@ -69,6 +70,9 @@ class ProducerConfig:
     transactional_id: str | None = None
     transaction_timeout_ms: int = 60000
     partitioner: Partitioner = field(default_factory=lambda: resolve_partitioner(None, 16384))
+    partitioner_adaptive_partitioning: bool = True
+    partitioner_availability_timeout_ms: int = 0
+    partitioner_ignore_keys: bool = False
     key_serializer: Serializer | None = None
     value_serializer: Serializer | None = None
     interceptors: tuple[Any, ...] = ()
@@ -92,6 +96,12 @@ def _int(name: str, value: object, *, minimum: int = 0, maximum: int | None = No
         raise errors.ConfigurationError(f"{name} must be >= {minimum}, got {value}")
     if maximum is not None and value > maximum:
         raise errors.ConfigurationError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def _bool(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise errors.ConfigurationError(f"{name} must be a bool, got {value!r}")
     return value
 
 
@@ -306,11 +316,23 @@ def build_config(**kwargs: Any) -> ProducerConfig:
     elif transactional_id is not None:
         raise errors.ConfigurationError("transactional_id requires enable_idempotence=True")
 
-    partitioner = resolve_partitioner(get("partitioner"), max_batch_size)
+    adaptive = _bool(
+        "partitioner_adaptive_partitioning", get("partitioner_adaptive_partitioning", True)
+    )
+    availability_timeout_ms = _int(
+        "partitioner_availability_timeout_ms", get("partitioner_availability_timeout_ms", 0)
+    )
+    ignore_keys = _bool("partitioner_ignore_keys", get("partitioner_ignore_keys", False))
+    partitioner = resolve_partitioner(
+        get("partitioner"),
+        max_batch_size,
+        adaptive=adaptive,
+        availability_timeout_ms=availability_timeout_ms,
+        ignore_keys=ignore_keys,
+        linger_ms=linger_ms,
+    )
 
-    allow_auto = get("allow_auto_create_topics", True)
-    if not isinstance(allow_auto, bool):
-        raise errors.ConfigurationError("allow_auto_create_topics must be a bool")
+    allow_auto = _bool("allow_auto_create_topics", get("allow_auto_create_topics", True))
 
     return ProducerConfig(
         bootstrap_servers=bootstrap,
@@ -332,6 +354,9 @@ def build_config(**kwargs: Any) -> ProducerConfig:
         transactional_id=transactional_id,
         transaction_timeout_ms=transaction_timeout_ms,
         partitioner=partitioner,
+        partitioner_adaptive_partitioning=adaptive,
+        partitioner_availability_timeout_ms=availability_timeout_ms,
+        partitioner_ignore_keys=ignore_keys,
         key_serializer=_serializer("key_serializer", get("key_serializer")),
         value_serializer=_serializer("value_serializer", get("value_serializer")),
         interceptors=_interceptors(get("interceptors")),

@@ -120,6 +120,10 @@ class QueueView(Protocol):
         """Whether the partition's batch being filled has no room for another record."""
         ...
 
+    def queue_ages(self, topic: str, partitions: Sequence[int]) -> list[float]:
+        """Seconds the oldest batch waiting for each of ``partitions`` has existed (0: none)."""
+        ...
+
 
 class StickyPartitioner(Partitioner):
     """Uniform sticky partitioning for keyless records (KIP-794), as the Java client does.
@@ -132,14 +136,43 @@ class StickyPartitioner(Partitioner):
     keeps up get more records than those of a slow or overloaded broker. When every
     queue is the same length (or the partitioner is not attached to a producer) the
     draw is uniform. Keyed records are hashed with murmur2 like the default.
+
+    The Java client's ``partitioner.*`` settings: ``adaptive=False``
+    (``partitioner.adaptive.partitioning.enable``) draws uniformly whatever the queues;
+    ``availability_timeout_ms`` (``partitioner.availability.timeout.ms``, 0 = off) leaves
+    out of the draw a partition whose oldest batch has waited longer than ``linger_ms``
+    plus this timeout (its broker is not taking produce requests), unless that would
+    leave none; ``ignore_keys=True`` (``partitioner.ignore.keys``) partitions keyed
+    records like keyless ones.
     """
 
     sticky_keyless = True
 
-    def __init__(self, batch_size: int = 16384) -> None:
+    def __init__(
+        self,
+        batch_size: int = 16384,
+        *,
+        adaptive: bool = True,
+        availability_timeout_ms: int = 0,
+        ignore_keys: bool = False,
+        linger_ms: float = 0.0,
+    ) -> None:
         if batch_size <= 0:
             raise errors.ConfigurationError("batch_size must be > 0")
+        if availability_timeout_ms < 0:
+            raise errors.ConfigurationError("availability_timeout_ms must be >= 0")
+        if availability_timeout_ms and not adaptive:
+            raise errors.ConfigurationError(
+                "partitioner_availability_timeout_ms needs adaptive partitioning "
+                "(partitioner_adaptive_partitioning=True), as in the Java client"
+            )
         self.batch_size = batch_size
+        self.adaptive = adaptive
+        self.ignore_keys = ignore_keys
+        # A partition whose oldest batch is older than this (seconds) is left out.
+        self._stalled_after = (
+            (linger_ms + availability_timeout_ms) / 1000 if availability_timeout_ms else 0.0
+        )
         # topic -> [partition, bytes appended since the switch]
         self._current: dict[str, list[int]] = {}
         self._queues: QueueView | None = None
@@ -151,7 +184,7 @@ class StickyPartitioner(Partitioner):
     def partition(
         self, topic: str, key: bytes | None, all_partitions: list[int], available: list[int]
     ) -> int:
-        if key is not None:
+        if key is not None and not self.ignore_keys:
             return all_partitions[(murmur2(key) & 0x7FFFFFFF) % len(all_partitions)]
         state = self._current.get(topic)
         if state is not None:
@@ -174,8 +207,16 @@ class StickyPartitioner(Partitioner):
         """The partition the next keyless records of ``topic`` stick to."""
         candidates = available or all_partitions
         queues = self._queues
-        if queues is None or len(candidates) == 1:
+        if queues is None or len(candidates) == 1 or not self.adaptive:
             return candidates[random.randrange(len(candidates))]
+        if self._stalled_after:
+            limit = self._stalled_after
+            ages = queues.queue_ages(topic, candidates)
+            taking = [p for p, age in zip(candidates, ages, strict=True) if age <= limit]
+            if taking and len(taking) < len(candidates):
+                candidates = taking
+                if len(candidates) == 1:
+                    return candidates[0]
         sizes = queues.queue_sizes(topic, candidates)
         most = max(sizes)
         if most == min(sizes):
@@ -254,38 +295,74 @@ class CallablePartitioner(Partitioner):
         return f"CallablePartitioner({self.func!r})"
 
 
-_BY_NAME: dict[str, Callable[[int], Partitioner]] = {
+#: Names of the built-in partitioners: the sticky ones take the ``partitioner_*`` settings.
+_STICKY_BY_NAME: dict[str, type[StickyPartitioner]] = {
     "default": DefaultPartitioner,
     "sticky": StickyPartitioner,
     "consistent_random": DefaultPartitioner,
     "murmur2": DefaultPartitioner,
-    "murmur2_random": lambda _size: Murmur2Partitioner(),
-    "random": lambda _size: RandomPartitioner(),
-    "round_robin": lambda _size: RoundRobinPartitioner(),
+}
+_OTHERS_BY_NAME: dict[str, Callable[[], Partitioner]] = {
+    "murmur2_random": Murmur2Partitioner,
+    "random": RandomPartitioner,
+    "round_robin": RoundRobinPartitioner,
 }
 
 
 def resolve_partitioner(
-    spec: str | Partitioner | PartitionerCallable | None, batch_size: int
+    spec: str | Partitioner | PartitionerCallable | None,
+    batch_size: int,
+    *,
+    adaptive: bool = True,
+    availability_timeout_ms: int = 0,
+    ignore_keys: bool = False,
+    linger_ms: float = 0.0,
 ) -> Partitioner:
-    """Turn the ``partitioner`` option into a `Partitioner` (ConfigurationError if invalid)."""
-    if spec is None:
-        return DefaultPartitioner(batch_size)
-    if isinstance(spec, Partitioner):
-        return spec
-    if isinstance(spec, str):
-        factory = _BY_NAME.get(spec.lower().replace("-", "_"))
+    """Turn the ``partitioner`` option into a `Partitioner` (ConfigurationError if invalid).
+
+    The keyword settings configure the built-in sticky partitioner (the default); they
+    cannot be combined with another partitioner.
+    """
+    name = (
+        "default"
+        if spec is None
+        else spec.lower().replace("-", "_")
+        if isinstance(spec, str)
+        else None
+    )
+    result: Partitioner
+    if name in _STICKY_BY_NAME:
+        return _STICKY_BY_NAME[name](
+            batch_size,
+            adaptive=adaptive,
+            availability_timeout_ms=availability_timeout_ms,
+            ignore_keys=ignore_keys,
+            linger_ms=linger_ms,
+        )
+    if name is not None:
+        factory = _OTHERS_BY_NAME.get(name)
         if factory is None:
+            known = sorted([*_STICKY_BY_NAME, *_OTHERS_BY_NAME])
             raise errors.ConfigurationError(
-                f"unknown partitioner {spec!r}; use one of {', '.join(sorted(_BY_NAME))} "
+                f"unknown partitioner {spec!r}; use one of {', '.join(known)} "
                 "or a callable(key_bytes, all_partitions, available_partitions)"
             )
-        return factory(batch_size)
-    if callable(spec):
-        return CallablePartitioner(spec)
-    raise errors.ConfigurationError(
-        f"partitioner must be a name, a Partitioner or a callable, got {type(spec).__name__}"
-    )
+        result = factory()
+    elif isinstance(spec, Partitioner):
+        result = spec
+    elif callable(spec):
+        result = CallablePartitioner(spec)
+    else:
+        raise errors.ConfigurationError(
+            f"partitioner must be a name, a Partitioner or a callable, got {type(spec).__name__}"
+        )
+    if not adaptive or availability_timeout_ms or ignore_keys:
+        raise errors.ConfigurationError(
+            "partitioner_adaptive_partitioning, partitioner_availability_timeout_ms and "
+            "partitioner_ignore_keys configure the built-in default partitioner (by name); "
+            f"they do not apply to {result!r}"
+        )
+    return result
 
 
 def check_partition(choice: object, all_partitions: Sequence[int], topic: str) -> int:

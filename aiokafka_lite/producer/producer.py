@@ -105,7 +105,9 @@ class Producer:
     ``delivery_timeout_ms`` (120000), ``request_timeout_ms`` (30000),
     ``retry_backoff_ms`` (100), ``max_in_flight_requests_per_connection`` (5),
     ``enable_idempotence`` (on unless acks/in-flight settings rule it out),
-    ``transactional_id``, ``transaction_timeout_ms``, ``partitioner``,
+    ``transactional_id``, ``transaction_timeout_ms``, ``partitioner`` (and the default
+    partitioner's ``partitioner_adaptive_partitioning``,
+    ``partitioner_availability_timeout_ms``, ``partitioner_ignore_keys``),
     ``key_serializer``, ``value_serializer``, ``interceptors`` and the security options
     (``security_protocol``, ``ssl_context``, ``sasl_mechanism``, ``sasl_plain_username``,
     ``sasl_plain_password``, ``sasl_oauth_token_provider`` or ``security=SecurityConfig``).
@@ -189,6 +191,8 @@ class Producer:
         self._topic_waits: dict[str, asyncio.Future[_TopicInfo]] = {}
         self._partitioner = config.partitioner
         self._sticky = isinstance(self._partitioner, StickyPartitioner)
+        # Keyed records too go through the sticky strategy (partitioner_ignore_keys).
+        self._sticky_keyed = self._sticky and config.partitioner_ignore_keys
         self._check_choice = isinstance(self._partitioner, CallablePartitioner)
         self._key_serializer = config.key_serializer
         self._value_serializer = config.value_serializer
@@ -519,7 +523,7 @@ class Producer:
             partition = self._partitioner.partition(topic, key, info.all, info.available)
             if self._check_choice:
                 partition = check_partition(partition, info.all, topic)
-            elif self._sticky and key is None:
+            elif self._sticky and (key is None or self._sticky_keyed):
                 self._partitioner.on_append(topic, partition, size_hint + 8)
         tps = info.tps
         if partition.__class__ is not int or not 0 <= partition < len(tps):
@@ -723,6 +727,7 @@ class Producer:
         n_tps = len(tps)
         limit = self._quick_size_limit
         partitioner = self._partitioner
+        sticky_keyed = self._sticky_keyed
         batches = self._batches
         add = futures.append
         ts = _time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
@@ -778,7 +783,7 @@ class Producer:
                     batch.max_ts = ts
             elif not batch.append(ts, key, value, None):
                 return value, key
-            if partition is None and key is None:
+            if partition is None and (key is None or sticky_keyed):
                 partitioner.on_append(topic, p, size_hint + 8)
             batch.timestamps.append(ts)
             add(RecordFuture(batch, batch.record_count - 1))

@@ -163,6 +163,26 @@ async def test_keyed_records_keep_order_on_their_murmur2_partition(
         assert seq == sorted(seq) and len(seq) == 40
 
 
+async def test_ignore_keys_sends_keyed_records_the_sticky_way(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    # partitioner_ignore_keys (Java's partitioner.ignore.keys): keys are kept on the
+    # records but do not pick the partition; 40 small records (far below a batch's
+    # worth of bytes) stick to one partition, where murmur2 would spread them.
+    create_topic(topic_name, 4)
+    keys = [b"user-%d" % k for k in range(40)]
+    assert len({murmur2_partition(k, 4) for k in keys}) == 4
+    async with Producer(
+        bootstrap_servers=bootstrap_servers, partitioner_ignore_keys=True, linger_ms=50
+    ) as producer:
+        futures = [await producer.send(topic_name, b"v%d" % i, key=k) for i, k in enumerate(keys)]
+        results = await asyncio.gather(*futures)
+    assert len({m.partition for m in results}) == 1
+    part = results[0].partition
+    got = await peer(bootstrap_servers, topic_name, 4, expect=40)
+    assert [r[2] for r in got[part]] == keys
+
+
 @pytest.mark.parametrize("partitions", [3, 7])
 async def test_keyed_partition_matches_confluent_murmur2_random(
     bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str], partitions: int

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import random
 from collections.abc import Sequence
@@ -167,10 +168,16 @@ def test_check_partition_rejects_bad_answers() -> None:
 
 
 class FakeQueues:
-    def __init__(self, sizes: dict[int, int], full: bool = True) -> None:
+    def __init__(
+        self, sizes: dict[int, int], full: bool = True, ages: dict[int, float] | None = None
+    ) -> None:
         self.sizes = sizes
         self.full = full
+        self.ages = ages or {}
         self.asked: list[list[int]] = []
+
+    def queue_ages(self, topic: str, partitions: Sequence[int]) -> list[float]:
+        return [self.ages.get(p, 0.0) for p in partitions]
 
     def queue_sizes(self, topic: str, partitions: Sequence[int]) -> list[int]:
         self.asked.append(list(partitions))
@@ -280,3 +287,84 @@ async def test_producer_binds_its_sticky_partitioner_to_its_queues() -> None:
     finally:
         assert producer._sender is not None
         await producer._sender.stop()
+
+
+# --- the Java client's partitioner.* settings --------------------------------------------
+
+
+def test_availability_timeout_leaves_out_partitions_whose_broker_takes_nothing() -> None:
+    # linger 5 ms + timeout 100 ms: a partition whose oldest batch is 0.2 s old is left
+    # out; one at 0.1 s is not (yet).
+    queues = FakeQueues({0: 0, 1: 0, 2: 0}, ages={0: 0.2, 1: 0.1, 2: 0.0})
+    part = StickyPartitioner(batch_size=100, availability_timeout_ms=100, linger_ms=5)
+    part.bind(queues)
+    assert set(_draws(part, 500, [0, 1, 2], [0, 1, 2])) == {1, 2}
+    # Every partition stalled: the draw falls back to all of them rather than none.
+    queues.ages = {0: 1.0, 1: 1.0, 2: 1.0}
+    assert set(_draws(part, 500, [0, 1, 2], [0, 1, 2])) == {0, 1, 2}
+    # Off (the default): stalled partitions are drawn like the others.
+    off = StickyPartitioner(batch_size=100)
+    off.bind(FakeQueues({0: 0, 1: 0, 2: 0}, ages={0: 9.0}))
+    assert set(_draws(off, 500, [0, 1, 2], [0, 1, 2])) == {0, 1, 2}
+
+
+def test_adaptive_off_draws_uniformly_whatever_the_queues() -> None:
+    queues = FakeQueues({0: 0, 1: 0, 2: 50})  # adaptive: partition 2 weighs 1 in 103
+    part = StickyPartitioner(batch_size=100, adaptive=False)
+    part.bind(queues)
+    counts = _draws(part, 9_000, [0, 1, 2], [0, 1, 2])
+    assert all(2_600 < counts[p] < 3_400 for p in range(3)), counts
+    assert queues.asked == []
+
+
+def test_ignore_keys_makes_keyed_records_sticky() -> None:
+    part = StickyPartitioner(batch_size=1000, ignore_keys=True)
+    parts = list(range(50))
+    chosen = {part.partition("t", b"key-%d" % i, parts, parts) for i in range(20)}
+    assert len(chosen) == 1  # one sticky partition, not murmur2 of each key
+    keyed = StickyPartitioner(batch_size=1000)
+    assert {keyed.partition("t", b"key-%d" % i, parts, parts) for i in range(20)} == {
+        murmur2_partition(b"key-%d" % i, 50) for i in range(20)
+    }
+
+
+def test_partitioner_settings_are_checked_at_construction() -> None:
+    from aiokafka_lite.producer import Producer
+
+    made = Producer(
+        bootstrap_servers="fake:9092",
+        partitioner_ignore_keys=True,
+        partitioner_availability_timeout_ms=500,
+        linger_ms=20,
+    )
+    part = made._partitioner
+    assert isinstance(part, StickyPartitioner) and part.ignore_keys and part.adaptive
+    assert part._stalled_after == pytest.approx(0.52)
+    assert made.config.partitioner_availability_timeout_ms == 500
+    for options, message in [
+        ({"partitioner_ignore_keys": 1}, "must be a bool"),
+        ({"partitioner_availability_timeout_ms": -1}, "must be >= 0"),
+        (
+            {"partitioner_adaptive_partitioning": False, "partitioner_availability_timeout_ms": 5},
+            "needs adaptive partitioning",
+        ),
+        ({"partitioner": "round_robin", "partitioner_ignore_keys": True}, "do not apply"),
+        ({"partitioner": StickyPartitioner(), "partitioner_ignore_keys": True}, "do not apply"),
+    ]:
+        with pytest.raises(errors.ConfigurationError, match=message):
+            Producer(bootstrap_servers="fake:9092", **options)
+
+
+async def test_the_accumulator_tells_how_long_batches_have_waited() -> None:
+    acc = RecordAccumulator(
+        batch_size=200,
+        buffer_memory=100_000,
+        compression=0,
+        linger_ms=5,
+        delivery_timeout_ms=120000,
+    )
+    assert acc.queue_ages("t", [0, 1]) == [0.0, 0.0]
+    acc.try_append(TopicPartition("t", 0), 1, None, b"x" * 40, None)
+    await asyncio.sleep(0.05)
+    age, none = acc.queue_ages("t", [0, 1])
+    assert 0.04 < age < 5 and none == 0.0
