@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import uuid
@@ -237,10 +238,19 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a and b else None
 
 
-def ratios(case: dict[str, Any]) -> dict[str, float | None]:
-    """Our paths against the others (best runs, and medians).
+def _paired(a: list[float] | None, b: list[float] | None) -> float | None:
+    """Median of the per-run ratios a[i] / b[i]: the runs were interleaved, so each pair
+    shared the machine's state at the time (its speed drifts by tens of percent)."""
+    if not a or not b or len(a) != len(b):
+        return None
+    return statistics.median(x / y for x, y in zip(a, b, strict=True))
 
-    confluent-kafka has one path, measured in two slots: the better one counts.
+
+def ratios(case: dict[str, Any]) -> dict[str, float | None]:
+    """Our paths against the others: best runs, medians, and paired runs.
+
+    confluent-kafka has one path, measured in two slots: the better one counts (per run,
+    for the paired ratio).
     """
     out: dict[str, float | None] = {}
     for stat in ("rate", "median"):
@@ -261,6 +271,15 @@ def ratios(case: dict[str, Any]) -> dict[str, float | None]:
         out["send_vs_kafka_python" + suffix] = _ratio(
             value.get("aiokafka_lite:send"), value.get("kafka_python:send")
         )
+    runs = {k: v.get("runs") for k, v in case.items() if isinstance(v, dict)}
+    slots = [runs.get(k) for k in ("confluent_kafka:send", "confluent_kafka:batch")]
+    present = [r for r in slots if r]
+    confluent_runs = [max(pair) for pair in zip(*present, strict=False)] if present else None
+    out["send_vs_aiokafka_send_paired"] = _paired(
+        runs.get("aiokafka_lite:send"), runs.get("aiokafka:send")
+    )
+    out["batch_vs_confluent_paired"] = _paired(runs.get("aiokafka_lite:batch"), confluent_runs)
+    out["many_vs_confluent_paired"] = _paired(runs.get("aiokafka_lite:many"), confluent_runs)
     return out
 
 
