@@ -67,6 +67,8 @@ class Sample:
     consumed_per_s: float
     lag: int
     rss_mib: float
+    #: The producer's buffered (unacknowledged) record bytes, as buffer_memory counts them.
+    producer_buffer_mib: float = 0.0
     fetches_per_s: float | None = None
     fetch_rtt_mean_ms: float | None = None
     fetch_rtt_max_ms: float | None = None
@@ -251,6 +253,7 @@ async def run(args: argparse.Namespace, bootstrap: str, broker_pid: int | None =
                 consumed_per_s=round((consumed - last[2]) / span, 1),
                 lag=acked - consumed,
                 rss_mib=round(_rss_mib(), 1),
+                producer_buffer_mib=round(producer.metrics()["buffer_memory_used"] / MIB, 1),
                 broker_cpu_pct=broker_cpu.sample(),
                 load_1m=round(os.getloadavg()[0], 2),
             )
@@ -271,7 +274,8 @@ async def run(args: argparse.Namespace, bootstrap: str, broker_pid: int | None =
             print(
                 f"t={sample.t:7.1f}s  produced {sample.produced_per_s:9,.0f}/s  "
                 f"consumed {sample.consumed_per_s:9,.0f}/s  lag {sample.lag:8,}  "
-                f"RSS {sample.rss_mib:7.1f} MiB  {sample.fetches_per_s or 0:,.0f} fetches/s "
+                f"RSS {sample.rss_mib:7.1f} MiB (buffered {sample.producer_buffer_mib:5.1f})  "
+                f"{sample.fetches_per_s or 0:,.0f} fetches/s "
                 f"{_ms(sample.fetch_rtt_mean_ms)}/{_ms(sample.fetch_rtt_max_ms)} ms"
                 + (f"  peer {sample.peer_consumed_per_s:9,.0f}/s" if peer is not None else "")
                 + (f"  broker CPU {sample.broker_cpu_pct:.0f}%" if broker_pid else "")
