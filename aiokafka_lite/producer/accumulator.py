@@ -437,7 +437,7 @@ class RecordFuture:
     only when one is needed (awaiting a record not yet delivered, a callback, a cancel).
     """
 
-    __slots__ = ("_batch", "_future", "_index")
+    __slots__ = ("_batch", "_callbacks", "_future", "_index")
 
     # What asyncio.isfuture() looks for: asyncio's helpers take this object as a future.
     _asyncio_future_blocking = False
@@ -446,6 +446,11 @@ class RecordFuture:
         self._batch = batch
         self._index = index
         self._future: asyncio.Future[RecordMetadata] | None = None
+        #: Done-callbacks added while there is no asyncio future, run by the batch's
+        #: completion (a callback per record is common; an asyncio future for each
+        #: would double the memory a waiting record takes): None, the one callback
+        #: (without a context), or a list of (callback, context).
+        self._callbacks: _Callbacks = None
 
     def __repr__(self) -> str:
         batch = self._batch
@@ -466,13 +471,25 @@ class RecordFuture:
             loop = batch.loop
             assert loop is not None
             fut = self._future = loop.create_future()
+            callbacks, self._callbacks = self._callbacks, None
+            if callbacks is not None:
+                # Already among the batch's waiters; the future takes the callbacks over.
+                for fn, context in _entries(callbacks):
+                    fut.add_done_callback(_Relay(fn, self), context=context)
             if batch.done:
                 self._resolve()
-            else:
+            elif callbacks is None:
                 batch.waiters.append(self)
         return fut
 
     def _resolve(self) -> None:
+        callbacks = self._callbacks
+        if callbacks is not None:
+            self._callbacks = None
+            loop = self._batch.loop
+            assert loop is not None
+            for fn, context in _entries(callbacks):
+                loop.call_soon(fn, self, context=context)
         fut = self._future
         if fut is None or fut.done():  # (cancelled by the caller)
             return
@@ -535,11 +552,36 @@ class RecordFuture:
         self, fn: Callable[[Any], object], *, context: contextvars.Context | None = None
     ) -> None:
         """Call ``fn(self)`` (soon) once the record's future is done."""
-        self._asyncio_future().add_done_callback(_Relay(fn, self), context=context)
+        fut = self._future
+        if fut is not None:
+            fut.add_done_callback(_Relay(fn, self), context=context)
+            return
+        batch = self._batch
+        if batch.done:
+            loop = batch.loop
+            assert loop is not None
+            loop.call_soon(fn, self, context=context)
+            return
+        callbacks = self._callbacks
+        if callbacks is None:
+            self._callbacks = fn if context is None else [(fn, context)]
+            batch.waiters.append(self)
+        elif type(callbacks) is list:
+            callbacks.append((fn, context))
+        else:
+            self._callbacks = [*_entries(callbacks), (fn, context)]
 
     def remove_done_callback(self, fn: Callable[[Any], object]) -> int:
         fut = self._future
-        return 0 if fut is None else fut.remove_done_callback(fn)
+        if fut is not None:
+            return fut.remove_done_callback(fn)
+        callbacks = self._callbacks
+        if callbacks is None:
+            return 0
+        entries = _entries(callbacks)
+        kept = [entry for entry in entries if entry[0] != fn]
+        self._callbacks = kept  # (an empty list: the batch still lists this future)
+        return len(entries) - len(kept)
 
     def get_loop(self) -> asyncio.AbstractEventLoop:
         loop = self._batch.loop
@@ -555,6 +597,18 @@ class RecordFuture:
         return (yield from fut)
 
     __iter__ = __await__
+
+
+_Callback = Callable[[Any], object]
+_Callbacks = _Callback | list[tuple[_Callback, contextvars.Context | None]] | None
+
+
+def _entries(callbacks: _Callbacks) -> list[tuple[_Callback, contextvars.Context | None]]:
+    if callbacks is None:
+        return []
+    if type(callbacks) is list:
+        return callbacks
+    return [(callbacks, None)]  # type: ignore[list-item]
 
 
 class _Relay:

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import gc
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiokafka_lite import errors
-from aiokafka_lite.producer.accumulator import BufferExhausted, ProducerBatch, RecordAccumulator
+from aiokafka_lite.producer.accumulator import (
+    BufferExhausted,
+    ProducerBatch,
+    RecordAccumulator,
+    RecordFuture,
+)
 from aiokafka_lite.producer.batch import BatchBuilder
+from aiokafka_lite.producer.types import RecordMetadata
 from aiokafka_lite.protocol import codecs, records
 from aiokafka_lite.structs import TopicPartition
 
@@ -358,27 +366,30 @@ async def test_aborted_transaction_futures_are_not_reported_as_never_retrieved()
     try:
         acc = _accumulator(transactional=True)
         aborted = [acc.try_append(TP, 1, None, b"v", None) for _ in range(3)]
+        awaited = acc.try_append(TP, 1, None, b"v", None)
+        waiter = awaited._asyncio_future()  # as when awaited; then never looked at
+        called: list[RecordFuture] = []
         for fut in aborted:
-            fut.add_done_callback(lambda _f: None)  # an asyncio future, never looked at
+            fut.add_done_callback(called.append)
         other = TopicPartition("t", 1)
         failed = acc.try_append(other, 1, None, b"v", None)
-        failed.add_done_callback(lambda _f: None)
+        failed.add_done_callback(called.append)
         user = BatchBuilder(max_size=1000, compression=0, transactional=True)
         user.append(timestamp=1, key=None, value=b"v")
         user_fut = acc.append_user_batch(TopicPartition("t", 2), user._take())
         acc.batches[other].popleft().fail(errors.KafkaError("a real delivery failure"))
         acc.abort_undrained(errors.TransactionAbortedError("the transaction was aborted"))
         await asyncio.sleep(0)
+        # The callbacks got the record futures, whose errors tell what happened.
+        assert called == [failed, *aborted]
+        assert "a real delivery failure" in str(failed.exception())
         assert isinstance(aborted[0].exception(), errors.TransactionAbortedError)
-        del aborted, fut, user_fut
+        del aborted, fut, user_fut, awaited, waiter, called
         gc.collect()
         await asyncio.sleep(0)
-        # Only the record that failed for another reason is reported.
+        # Nothing is reported for records of an aborted transaction, though the asyncio
+        # future of one was never looked at.
         assert not seen
-        del failed
-        gc.collect()
-        await asyncio.sleep(0)
-        assert len(seen) == 1 and "a real delivery failure" in str(seen[0].get("exception"))
     finally:
         loop.set_exception_handler(None)
 
@@ -416,3 +427,52 @@ async def test_split_keeps_every_record_and_maps_futures_to_the_parts(codec: str
     assert [f.result().timestamp for f in futures[:6]] == [1_000 + i for i in range(6)]
     assert isinstance(futures[6].exception(), errors.RecordTooLargeError)
     assert futures[5].exception() is None
+
+
+async def test_done_callbacks_run_once_without_an_asyncio_future_per_record() -> None:
+    acc = _accumulator()
+    futs = [acc.try_append(TP, 1, None, b"v%d" % i, None) for i in range(5)]
+    calls: list[tuple[str, RecordFuture, str]] = []
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="-")
+
+    def note(tag: str) -> Callable[[RecordFuture], None]:
+        return lambda f: calls.append((tag, f, var.get()))
+
+    kept, removed, awaited, cancelled = futs[0], futs[1], futs[2], futs[3]
+    context = contextvars.copy_context()
+    context.run(var.set, "ctx")
+    kept.add_done_callback(note("kept"), context=context)
+    dropped = note("removed")
+    removed.add_done_callback(dropped)
+    removed.add_done_callback(note("removed-other"))
+    assert removed.remove_done_callback(dropped) == 1
+    awaited.add_done_callback(note("awaited"))
+    cancelled.add_done_callback(note("cancelled"))
+    # A callback alone makes no asyncio future (a record waiting with a callback would
+    # otherwise take twice the memory).
+    assert all(f._future is None for f in futs)
+    waiting = asyncio.ensure_future(_result_of(awaited))
+    await asyncio.sleep(0)  # awaiting makes the asyncio future; the callback moves to it
+    assert awaited._future is not None
+    assert cancelled.cancel()
+    await asyncio.sleep(0)
+    assert calls == [("cancelled", cancelled, "-")]
+    batch = acc.batches[TP].popleft()
+    batch.complete(100, -1, 0)
+    assert (await waiting).offset == 102
+    await asyncio.sleep(0)
+    assert sorted((tag, f._index, ctx) for tag, f, ctx in calls) == [
+        ("awaited", 2, "-"),
+        ("cancelled", 3, "-"),
+        ("kept", 0, "ctx"),
+        ("removed-other", 1, "-"),
+    ]
+    assert kept.result().offset == 100 and kept._future is None
+    # Added once the record is done: called soon, once.
+    futs[4].add_done_callback(note("late"))
+    await asyncio.sleep(0)
+    assert [c[0] for c in calls].count("late") == 1
+
+
+async def _result_of(fut: RecordFuture) -> RecordMetadata:
+    return await fut
