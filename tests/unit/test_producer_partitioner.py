@@ -255,14 +255,18 @@ def test_switch_waits_for_a_full_batch_up_to_twice_batch_size() -> None:
     assert part._current["t"][1] == 0
 
 
-async def test_the_accumulator_tells_queue_sizes_and_full_batches() -> None:
-    acc = RecordAccumulator(
+def _small_accumulator() -> RecordAccumulator:
+    return RecordAccumulator(
         batch_size=200,
         buffer_memory=100_000,
         compression=0,
         linger_ms=5,
         delivery_timeout_ms=120000,
     )
+
+
+async def test_the_accumulator_tells_queue_sizes_and_full_batches() -> None:
+    acc = _small_accumulator()
     assert acc.queue_sizes("t", [0, 1]) == [0, 0]
     assert acc.tail_batch_full("t", 0)  # nothing being filled
     acc.try_append(TopicPartition("t", 0), 1, None, b"x" * 40, None)
@@ -356,13 +360,7 @@ def test_partitioner_settings_are_checked_at_construction() -> None:
 
 
 async def test_the_accumulator_tells_how_long_batches_have_waited() -> None:
-    acc = RecordAccumulator(
-        batch_size=200,
-        buffer_memory=100_000,
-        compression=0,
-        linger_ms=5,
-        delivery_timeout_ms=120000,
-    )
+    acc = _small_accumulator()
     assert acc.queue_ages("t", [0, 1]) == [0.0, 0.0]
     acc.try_append(TopicPartition("t", 0), 1, None, b"x" * 40, None)
     await asyncio.sleep(0.05)
