@@ -476,3 +476,17 @@ async def test_done_callbacks_run_once_without_an_asyncio_future_per_record() ->
 
 async def _result_of(fut: RecordFuture) -> RecordMetadata:
     return await fut
+
+
+async def test_wait_for_a_record_future_times_out_and_cancels_it() -> None:
+    # asyncio.wait_for adds a callback, removes it at the timeout, then cancels the
+    # future and waits for its callbacks: all on a future that has no asyncio one yet.
+    acc = _accumulator()
+    fut = acc.try_append(TP, 1, None, b"v", None)
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(fut, 0.01)
+    assert fut.cancelled()
+    # The record itself is still delivered; its batch completing changes nothing here.
+    acc.batches[TP].popleft().complete(5, -1, 0)
+    await asyncio.sleep(0)
+    assert fut.cancelled()
