@@ -23,11 +23,10 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from aiokafka_lite import errors
-from aiokafka_lite._aio import wait_for
 from aiokafka_lite.client import COORDINATOR_GROUP, COORDINATOR_TRANSACTION, KafkaClient
 from aiokafka_lite.protocol.api import ApiKey
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
@@ -180,23 +179,15 @@ class TransactionManager:
                 try:
                     if self.transactional:
                         node = await self._coordinator(deadline)
-                        response = await self._before(
-                            deadline,
-                            self.client.send(
-                                node,
-                                ApiKey.INIT_PRODUCER_ID,
-                                body,
-                                timeout_ms=self._timeout_ms(deadline),
-                            ),
+                        response = await self.client.send(
+                            node,
+                            ApiKey.INIT_PRODUCER_ID,
+                            body,
+                            timeout_ms=self._timeout_ms(deadline),
                         )
                     else:
-                        response = await self._before(
-                            deadline,
-                            self.client.send_to_any(
-                                ApiKey.INIT_PRODUCER_ID,
-                                body,
-                                timeout_ms=self._timeout_ms(deadline),
-                            ),
+                        response = await self.client.send_to_any(
+                            ApiKey.INIT_PRODUCER_ID, body, timeout_ms=self._timeout_ms(deadline)
                         )
                     code = response["error_code"]
                     if code:
@@ -246,21 +237,6 @@ class TransactionManager:
                 self.producer_epoch,
                 f" for transactional id {self.transactional_id!r}" if self.transactional else "",
             )
-
-    @staticmethod
-    async def _before(deadline: float, request: Awaitable[dict[str, Any]]) -> dict[str, Any]:
-        """``await request``, bounded by ``deadline`` even while it is still connecting.
-
-        (``KafkaClient.send``'s ``timeout_ms`` bounds the request once a connection is
-        open, not the connecting: against a broker that accepts connections but does not
-        answer, that alone takes up to request_timeout_ms more, per attempt.)
-        """
-        try:
-            return await wait_for(request, deadline - time.monotonic())
-        except errors.KafkaError:
-            raise
-        except asyncio.TimeoutError:
-            raise errors.KafkaTimeoutError("no answer before the deadline") from None
 
     def _timeout_ms(self, deadline: float) -> int:
         return max(1, min(self.request_timeout_ms, int((deadline - time.monotonic()) * 1000)))
@@ -404,11 +380,8 @@ class TransactionManager:
         while True:
             try:
                 node = await self._coordinator(deadline)
-                response = await self._before(
-                    deadline,
-                    self.client.send(
-                        node, api_key, body, version=version, timeout_ms=self._timeout_ms(deadline)
-                    ),
+                response = await self.client.send(
+                    node, api_key, body, version=version, timeout_ms=self._timeout_ms(deadline)
                 )
                 code = response.get("error_code", 0)
                 if code:
@@ -553,14 +526,11 @@ class TransactionManager:
                     group_coordinator = await self.client.find_coordinator(
                         group_id, COORDINATOR_GROUP, timeout_ms=self._timeout_ms(deadline)
                     )
-                response = await self._before(
-                    deadline,
-                    self.client.send(
-                        group_coordinator,
-                        ApiKey.TXN_OFFSET_COMMIT,
-                        body,
-                        timeout_ms=self._timeout_ms(deadline),
-                    ),
+                response = await self.client.send(
+                    group_coordinator,
+                    ApiKey.TXN_OFFSET_COMMIT,
+                    body,
+                    timeout_ms=self._timeout_ms(deadline),
                 )
                 first: errors.KafkaError | None = None
                 for topic in response["topics"]:
