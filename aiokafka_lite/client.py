@@ -19,7 +19,7 @@ from aiokafka_lite import errors
 from aiokafka_lite._aio import cancel_and_wait, wait_for
 from aiokafka_lite.cluster import BrokerMetadata, ClusterMetadata
 from aiokafka_lite.connection import BrokerConnection, connect
-from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol.api import ApiKey, api_name
 from aiokafka_lite.security import SecurityConfig
 
 log = logging.getLogger(__name__)
@@ -652,7 +652,7 @@ class KafkaClient:
                 left = int((deadline - time.monotonic()) * 1000)
                 if left <= 0:
                     raise errors.KafkaTimeoutError(
-                        f"{ApiKey(api_key).name}: no broker answered within {timeout_ms} ms"
+                        f"{api_name(api_key)}: no broker answered within {timeout_ms} ms"
                     )
             try:
                 return await self.send(node_id, api_key, body, version=version, timeout_ms=left)

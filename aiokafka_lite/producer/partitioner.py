@@ -323,13 +323,9 @@ def resolve_partitioner(
     The keyword settings configure the built-in sticky partitioner (the default); they
     cannot be combined with another partitioner.
     """
-    name = (
-        "default"
-        if spec is None
-        else spec.lower().replace("-", "_")
-        if isinstance(spec, str)
-        else None
-    )
+    if spec is None:
+        spec = "default"
+    name = spec.lower().replace("-", "_") if isinstance(spec, str) else None
     result: Partitioner
     if name in _STICKY_BY_NAME:
         return _STICKY_BY_NAME[name](

@@ -263,7 +263,7 @@ class Sender:
                     txn.init_producer_id(_monotonic() + self.request_timeout_ms / 1000),
                     name="aiokafka-lite-init-producer-id",
                 )
-                task.add_done_callback(self._on_pid_task_done)
+                task.add_done_callback(self._wake_when_done)
             if not task.done():
                 return math.inf  # woken when it is done
             self._pid_task = None
@@ -303,7 +303,7 @@ class Sender:
                 txn.add_pending_partitions(_monotonic() + self.request_timeout_ms / 1000),
                 name="aiokafka-lite-add-partitions-to-txn",
             )
-            add.add_done_callback(self._on_pid_task_done)
+            add.add_done_callback(self._wake_when_done)
         if add is not None:
             if not add.done():
                 return math.inf  # woken when it is done
@@ -314,7 +314,7 @@ class Sender:
                 return self.retry_backoff
         return None
 
-    def _on_pid_task_done(self, task: asyncio.Task[None]) -> None:
+    def _wake_when_done(self, task: asyncio.Task[None]) -> None:
         self.wakeup()
 
     def _connect(self, node: int) -> None:
