@@ -42,7 +42,10 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_IN_FLIGHT: Final = 100
 _SIZE = struct.Struct(">i")
 _MAX_CORRELATION_ID: Final = 2**31 - 1
-_COMPACT_THRESHOLD: Final = 64 * 1024
+#: The read buffer (grown for a larger frame while it is read). A read asks the socket
+#: for at least _MIN_READ bytes.
+_READ_BUFFER_SIZE: Final = 256 * 1024
+_MIN_READ: Final = 64 * 1024
 
 _API_VERSIONS: Final = int(api.ApiKey.API_VERSIONS)
 _SASL_HANDSHAKE: Final = int(api.ApiKey.SASL_HANDSHAKE)
@@ -121,24 +124,53 @@ class _Request:
         self.sent_at = 0.0
 
 
-class _KafkaProtocol(asyncio.Protocol):
-    """Cuts the byte stream into size-prefixed frames and hands them to the connection."""
+class _KafkaProtocol(asyncio.BufferedProtocol):
+    """Cuts the byte stream into size-prefixed frames and hands them to the connection.
+
+    A buffered protocol: the transport reads straight into our buffer. (With a plain
+    ``Protocol`` asyncio allocates a 256 KiB bytes object for every read and shrinks it
+    to what came: three memory-map system calls per read, and one more copy.)
+    """
 
     def __init__(self, conn: BrokerConnection) -> None:
         self._conn = conn
-        self._buf = bytearray()
-        self._pos = 0  # start of unconsumed data in _buf
+        self._buf = bytearray(_READ_BUFFER_SIZE)
+        self._start = 0  # first unconsumed byte in _buf
+        self._end = 0  # end of the bytes received
         self._frame_size = -1  # size of the frame being read, -1 while reading a prefix
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        # The buffer is only moved or resized here: the transport still holds the view
+        # it filled while buffer_updated runs, and a bytearray with a view cannot resize.
+        buf = self._buf
+        start = self._start
+        pending = self._end - start
+        size = self._frame_size
+        # Room for the whole frame being read (or its size prefix), and a useful read.
+        room = max(size if size >= 0 else 4, pending + _MIN_READ)
+        if start + room > len(buf):
+            if room > len(buf) or (not pending and len(buf) > _READ_BUFFER_SIZE):
+                # A frame larger than the buffer gets a buffer of its size; once it is
+                # consumed the buffer shrinks back.
+                new = bytearray(max(room, _READ_BUFFER_SIZE))
+                new[:pending] = buf[start : self._end]
+                self._buf = buf = new
+            else:
+                buf[:pending] = buf[start : self._end]
+            self._start, self._end = 0, pending
+        elif not pending and len(buf) > _READ_BUFFER_SIZE and size < 0:
+            self._buf = buf = bytearray(_READ_BUFFER_SIZE)
+            self._start = self._end = 0
+        return memoryview(buf)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
         conn = self._conn
+        end = self._end = self._end + nbytes
         if conn.closed:
             return
         buf = self._buf
-        buf += data
-        pos = self._pos
-        end = len(buf)
+        pos = self._start
         size = self._frame_size
         try:
             while True:
@@ -161,15 +193,9 @@ class _KafkaProtocol(asyncio.Protocol):
                     return
         finally:
             self._frame_size = size
-            # Compact only when everything is consumed or the consumed prefix is large
-            # and at least half the buffer, so each byte is moved O(1) times.
-            if pos == len(buf):
-                buf.clear()
-                pos = 0
-            elif pos >= _COMPACT_THRESHOLD and pos * 2 >= len(buf):
-                del buf[:pos]
-                pos = 0
-            self._pos = pos
+            if pos == end:
+                pos = self._end = 0
+            self._start = pos
 
     def eof_received(self) -> bool:
         return False  # close the transport; connection_lost follows
@@ -182,6 +208,8 @@ class _KafkaProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._buf = bytearray()
+        self._start = self._end = 0
+        self._frame_size = -1
         if not self.lost.done():
             self.lost.set_result(None)
         if exc is None:

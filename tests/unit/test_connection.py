@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from aiokafka_lite import connection as connection_module
 from aiokafka_lite import errors
 from aiokafka_lite.connection import BrokerConnection, connect
 from aiokafka_lite.protocol import api
@@ -427,7 +430,7 @@ async def test_response_split_into_single_bytes(broker: ScriptedBroker) -> None:
 
 
 async def test_framing_fed_directly(broker: ScriptedBroker) -> None:
-    """Drive data_received by hand: 1-byte chunks, many frames per chunk, a huge frame."""
+    """Feed the protocol by hand: 1-byte chunks, many frames per chunk, a huge frame."""
     broker.on(HEARTBEAT, swallow)
     broker.on(int(ApiKey.DESCRIBE_CONFIGS), swallow)
     conn = await open_conn(broker, max_in_flight=None)
@@ -443,9 +446,9 @@ async def test_framing_fed_directly(broker: ScriptedBroker) -> None:
         # The first 20 frames byte by byte, the rest in chunks that straddle frames.
         split = len(frames) // 10
         for i in range(split):
-            protocol.data_received(frames[i : i + 1])
+            _feed(protocol, frames[i : i + 1])
         for i in range(split, len(frames), 37):
-            protocol.data_received(frames[i : i + 37])
+            _feed(protocol, frames[i : i + 37])
         results = [f.result() for f in futures]
         assert [r["throttle_time_ms"] for r in results] == list(range(200))
 
@@ -470,13 +473,76 @@ async def test_framing_fed_directly(broker: ScriptedBroker) -> None:
         data = ServerConn.frame(header, body, version)
         start = time.monotonic()
         for i in range(0, len(data), 4096):
-            protocol.data_received(data[i : i + 4096])
+            _feed(protocol, data[i : i + 4096])
         assert time.monotonic() - start < 5
         result = fut.result()
         assert result["results"][0]["configs"][0]["value"] == big_value
-        assert protocol._pos == 0 and len(protocol._buf) == 0
+        assert protocol._start == protocol._end == 0
+        # Grown for the big frame, back to its usual size at the next read.
+        assert len(protocol._buf) > len(data) - 4
+        protocol.get_buffer(-1)
+        assert len(protocol._buf) < 1024 * 1024
     finally:
         conn.close()
+
+
+def _feed(protocol: Any, data: bytes) -> None:
+    """What a transport does with bytes from the socket: read them into the protocol's
+    buffer (in several reads when they do not fit), keeping the view it was given while
+    ``buffer_updated`` runs."""
+    while data:
+        view = protocol.get_buffer(-1)
+        n = min(len(view), len(data))
+        assert n > 0
+        view[:n] = data[:n]
+        protocol.buffer_updated(n)
+        view.release()
+        data = data[n:]
+
+
+class _FrameSink:
+    """The connection side of the protocol: collects the frames it is handed."""
+
+    closed = False
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+
+    def _on_frame(self, frame: bytes) -> None:
+        assert type(frame) is bytes
+        self.frames.append(frame)
+
+    def _fail(self, reason: str, cause: BaseException | None = None) -> None:
+        raise AssertionError(reason)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(4, 3000), min_size=1, max_size=20),
+    cuts=st.lists(st.integers(1, 5000), min_size=1, max_size=50),
+    data=st.data(),
+)
+def test_framing_any_chunking(sizes: list[int], cuts: list[int], data: Any) -> None:
+    """However the stream is cut into reads, every frame comes out whole and in order,
+    including frames larger than the read buffer (shrunk here to 1 KiB)."""
+    frames = [data.draw(st.binary(min_size=n, max_size=n)) for n in sizes]
+    stream = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+    sink = _FrameSink()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(connection_module, "_READ_BUFFER_SIZE", 1024)
+        mp.setattr(connection_module, "_MIN_READ", 256)
+
+        async def make() -> Any:
+            return connection_module._KafkaProtocol(sink)  # type: ignore[arg-type]
+
+        protocol = asyncio.run(make())
+        pos = 0
+        for cut in cuts:
+            _feed(protocol, stream[pos : pos + cut])
+            pos += cut
+        _feed(protocol, stream[pos:])
+    assert sink.frames == frames
+    assert protocol._start == protocol._end == 0
 
 
 async def _wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
