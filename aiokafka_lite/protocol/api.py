@@ -42,7 +42,7 @@ from aiokafka_lite.protocol.headers import (
     response_header_version,
 )
 from aiokafka_lite.protocol.primitives import Reader
-from aiokafka_lite.protocol.schema import Encoder, MessageSpec
+from aiokafka_lite.protocol.schema import Decoder, Encoder, MessageSpec
 
 __all__ = [
     "SUPPORTED_VERSIONS",
@@ -245,16 +245,27 @@ def decode_response(
     api_key: int, api_version: int, frame: bytes | bytearray | memoryview
 ) -> tuple[int, dict[str, Any]]:
     """Decode a response frame (no size prefix); returns ``(correlation_id, body)``."""
-    spec = _spec(_RESPONSES, api_key, api_version)
+    plan = _RESPONSE_PLANS.get((api_key, api_version))
+    if plan is None:
+        plan = _RESPONSE_PLANS[api_key, api_version] = _response_plan(api_key, api_version)
+    spec, header_version, decoder = plan
     reader = Reader(frame)
-    header = decode_response_header(
-        reader, response_header_version(api_key, api_version, spec.is_flexible(api_version))
-    )
+    header = decode_response_header(reader, header_version)
     if api_key == _API_VERSIONS and api_version > 0:
         return header.correlation_id, _decode_api_versions(spec, api_version, reader)
-    body = spec.decoder(api_version)(reader)
-    _check_fully_read(reader, f"{spec.name} v{api_version}")
+    body = decoder(reader)
+    if reader.pos != reader.end:
+        _check_fully_read(reader, f"{spec.name} v{api_version}")
     return header.correlation_id, body
+
+
+def _response_plan(api_key: int, api_version: int) -> tuple[MessageSpec, int, Decoder]:
+    spec = _spec(_RESPONSES, api_key, api_version)
+    flexible = spec.is_flexible(api_version)
+    return spec, response_header_version(api_key, api_version, flexible), spec.decoder(api_version)
+
+
+_RESPONSE_PLANS: dict[tuple[int, int], tuple[MessageSpec, int, Decoder]] = {}
 
 
 def _decode_api_versions(spec: MessageSpec, api_version: int, reader: Reader) -> dict[str, Any]:
