@@ -35,7 +35,6 @@ from aiokafka_lite.protocol import messages
 from aiokafka_lite.protocol.headers import (
     RequestHeader,
     decode_request_header,
-    decode_response_header,
     encode_request_header,
     encode_response_header,
     request_header_version,
@@ -250,13 +249,19 @@ def decode_response(
         plan = _RESPONSE_PLANS[api_key, api_version] = _response_plan(api_key, api_version)
     spec, header_version, decoder = plan
     reader = Reader(frame)
-    header = decode_response_header(reader, header_version)
+    correlation_id = reader.read_int32()
+    if header_version:
+        # The header's tagged fields: none (a zero byte) in practice; skipped, not kept.
+        if reader.pos < reader.end and frame[reader.pos] == 0:
+            reader.pos += 1
+        else:
+            reader.read_tagged_fields()
     if api_key == _API_VERSIONS and api_version > 0:
-        return header.correlation_id, _decode_api_versions(spec, api_version, reader)
+        return correlation_id, _decode_api_versions(spec, api_version, reader)
     body = decoder(reader)
     if reader.pos != reader.end:
         _check_fully_read(reader, f"{spec.name} v{api_version}")
-    return header.correlation_id, body
+    return correlation_id, body
 
 
 def _response_plan(api_key: int, api_version: int) -> tuple[MessageSpec, int, Decoder]:

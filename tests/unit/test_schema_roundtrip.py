@@ -265,6 +265,20 @@ def test_unsupported_versions_raise() -> None:
     assert api.peek_request_header(frame) == RequestHeader(3, 99, 1, None)
 
 
+def test_response_header_tagged_fields_are_skipped() -> None:
+    # A flexible response (header v1) whose header carries a tagged field (tag 5, 3 bytes).
+    body = {"throttle_time_ms": 0, "error_code": 0, "error_message": None}
+    frame = api.encode_response(17, 1, 9, {"error_code": 0})  # SaslHandshake v1: header v0
+    assert api.decode_response(17, 1, frame) == (9, {"error_code": 0, "mechanisms": []})
+    plain = api.encode_response(36, 2, 9, {**body, "auth_bytes": b"x", "session_lifetime_ms": 0})
+    assert plain[4] == 0  # no header tagged fields
+    tagged = plain[:4] + bytes([1, 5, 3]) + b"abc" + plain[5:]
+    expected = api.decode_response(36, 2, plain)
+    assert expected[0] == 9 and expected[1]["auth_bytes"] == b"x"
+    assert api.decode_response(36, 2, tagged) == expected
+    assert api.decode_response(36, 2, memoryview(tagged)) == expected
+
+
 def test_trailing_bytes_are_refused() -> None:
     frame = api.encode_response(12, 0, 1, {"error_code": 0})
     with pytest.raises(DecodeError, match="trailing"):
