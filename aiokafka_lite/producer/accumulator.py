@@ -161,7 +161,10 @@ class ProducerBatch:
         The first record always fits; a refused record closes the batch (``open`` turns
         False). This is the producer's per-record hot path: the common shapes (no
         headers, sizes and deltas under ``SMALL``) are a few table lookups and one
-        ``join``.
+        ``join``. The keyless case is also inlined in ``Producer.send``,
+        ``Producer._append_many`` and ``BatchBuilder.append`` (a call is ~5% of a
+        record's cost): change them together; the producer's unit tests read back
+        every shape each of them writes.
         """
         n = self.record_count
         if n:
@@ -451,6 +454,14 @@ class RecordFuture:
         #: would double the memory a waiting record takes): None, the one callback
         #: (without a context), or a list of (callback, context).
         self._callbacks: _Callbacks = None
+
+    def __getattr__(self, name: str) -> Any:
+        # send() and send_many() make record futures without __init__ (a Python
+        # __init__ call is ~4% of send()): _future and _callbacks read None until set.
+        if name == "_future" or name == "_callbacks":
+            object.__setattr__(self, name, None)
+            return None
+        raise AttributeError(f"'RecordFuture' object has no attribute {name!r}")
 
     def __repr__(self) -> str:
         batch = self._batch

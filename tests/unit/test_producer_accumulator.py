@@ -474,6 +474,36 @@ async def test_done_callbacks_run_once_without_an_asyncio_future_per_record() ->
     assert [c[0] for c in calls].count("late") == 1
 
 
+async def test_record_futures_made_without_init_work_the_same() -> None:
+    # send() and send_many() make record futures with object.__new__: their _future and
+    # _callbacks slots start unset and must read as None.
+    acc = _accumulator()
+    made = [acc.try_append(TP, 1, None, b"v%d" % i, None) for i in range(4)]
+    futs: list[RecordFuture] = []
+    for fut in made:
+        twin = object.__new__(RecordFuture)
+        twin._batch = fut._batch
+        twin._index = fut._index
+        futs.append(twin)
+    plain, with_callback, awaited, cancelled = futs
+    assert not plain.done() and "pending" in repr(plain)
+    assert plain._future is None and plain._callbacks is None
+    seen: list[RecordFuture] = []
+    with_callback.add_done_callback(seen.append)
+    assert with_callback._future is None  # kept with the record, no asyncio future
+    waiting = asyncio.ensure_future(_result_of(awaited))
+    await asyncio.sleep(0)
+    assert awaited._future is not None
+    assert cancelled.cancel() and cancelled.cancelled()
+    acc.batches[TP].popleft().complete(40, -1, 0)
+    assert (await waiting).offset == 42
+    await asyncio.sleep(0)
+    assert seen == [with_callback]
+    assert plain.result().offset == 40 and with_callback.result().offset == 41
+    with pytest.raises(AttributeError, match="no attribute 'other'"):
+        plain.other  # noqa: B018
+
+
 async def _result_of(fut: RecordFuture) -> RecordMetadata:
     return await fut
 

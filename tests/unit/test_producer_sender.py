@@ -8,6 +8,7 @@ moving, out-of-order sequence errors, a real sequence gap) are played exactly.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -529,6 +530,45 @@ async def test_send_many_fast_path_encodes_like_send() -> None:
     assert [m.timestamp for m in results] == stamps
     with pytest.raises(ValueError, match="fewer keys"):
         await producer.send_many(TOPIC, [b"a", b"b"], keys=[b"k"], partition=0)
+    await producer.stop(timeout=1)
+
+
+async def test_send_encodes_every_record_shape() -> None:
+    """send() encodes the common record (no key, no headers, small) in place and hands
+    everything else to the batch's general encoder: whatever the mix, each record reads
+    back as sent, with its own timestamp, in order."""
+    producer, client = await start(max_batch_size=64 * 1024, enable_idempotence=False, acks=1)
+
+    def answer() -> None:
+        req = client.produce_requests[-1]
+        base = sum(len(r.values) for r in client.produce_requests[:-1])
+        asyncio.get_running_loop().call_soon(req.answer, 0, base)
+
+    client.on_request = answer
+    now = int(time.time() * 1000)
+    sizes = [0, 1, 63, 64, 127, 128, 8191, 8192, 16363, 16384, 20000]
+    sent: list[tuple[bytes | None, bytes | None, int | None, list[tuple[str, bytes]]]] = []
+    for i in range(120):
+        value: bytes | None = b"%03d" % i + b"v" * sizes[i % len(sizes)]
+        key = b"k%d" % i if i % 5 == 1 else None
+        stamp = (None, now - 1000, now + 20_000, None, None)[i % 5]  # before / far after
+        headers = [("h", b"%d" % i)] if i % 7 == 3 else []
+        if i % 11 == 10:
+            value = None
+        sent.append((key, value, stamp, headers))
+    futures = [
+        await producer.send(TOPIC, value, key, partition=0, timestamp_ms=stamp, headers=headers)
+        for key, value, stamp, headers in sent
+    ]
+    results = await asyncio.wait_for(asyncio.gather(*futures), 5)
+    got = [r for req in client.produce_requests for r in req.batch.records()]
+    assert [(r.key, r.value) for r in got] == [(k, v) for k, v, _, _ in sent]
+    assert [list(r.headers) for r in got] == [h for _, _, _, h in sent]
+    for (_, _, stamp, _), record, meta in zip(sent, got, results, strict=True):
+        assert record.timestamp == meta.timestamp
+        if stamp is not None:
+            assert record.timestamp == stamp
+    assert [m.offset for m in results] == list(range(len(sent)))
     await producer.stop(timeout=1)
 
 
