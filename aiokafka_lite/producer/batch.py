@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from aiokafka_lite.producer.accumulator import ProducerBatch
 from aiokafka_lite.producer.encoding import SMALL, ZZ
@@ -12,20 +11,47 @@ from aiokafka_lite.structs import TopicPartition
 
 __all__ = ["BatchBuilder", "BatchRecordMetadata"]
 
-_new_tuple = tuple.__new__
+_new_object = object.__new__
 _time_ns = time.time_ns
 _join = b"".join
 _NO_TP = TopicPartition("", -1)
 
 
-class BatchRecordMetadata(NamedTuple):
-    """What ``BatchBuilder.append`` returns for an accepted record."""
+class BatchRecordMetadata:
+    """What ``BatchBuilder.append`` returns for an accepted record: ``offset`` (its
+    position in the batch), ``size`` (encoded bytes) and ``timestamp``, as aiokafka's.
 
-    #: The record's position in the batch (its offset delta).
-    offset: int
-    #: Encoded size of the record in bytes.
-    size: int
-    timestamp: int
+    A slotted object rather than a named tuple: ``append`` makes one per record, and
+    this is ~2x cheaper to make (``append`` makes it without ``__init__``).
+    """
+
+    __slots__ = ("offset", "size", "timestamp")
+
+    #: aiokafka's record metadata has it; a v2 batch has one CRC, for the whole batch.
+    crc = None
+
+    def __init__(self, offset: int, size: int, timestamp: int) -> None:
+        self.offset = offset
+        self.size = size
+        self.timestamp = timestamp
+
+    def __repr__(self) -> str:
+        return (
+            f"BatchRecordMetadata(offset={self.offset}, size={self.size}, "
+            f"timestamp={self.timestamp})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BatchRecordMetadata):
+            return NotImplemented
+        return (self.offset, self.size, self.timestamp) == (
+            other.offset,
+            other.size,
+            other.timestamp,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.offset, self.size, self.timestamp))
 
 
 class BatchBuilder:
@@ -80,11 +106,15 @@ class BatchBuilder:
                         batch.record_count = offset + 1
                         if timestamp > batch.max_ts:
                             batch.max_ts = timestamp
-                        return _new_tuple(BatchRecordMetadata, (offset, size, timestamp))
+                        md = _new_object(BatchRecordMetadata)
+                        md.offset = offset
+                        md.size = size
+                        md.timestamp = timestamp
+                        return md
         size = self._append(timestamp, key, value, headers or None)
         if not size:
             return None
-        return _new_tuple(BatchRecordMetadata, (offset, size, timestamp))
+        return BatchRecordMetadata(offset, size, timestamp)
 
     def close(self) -> None:
         """No more appends (``send_batch`` closes the batch too)."""

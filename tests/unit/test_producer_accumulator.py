@@ -18,7 +18,7 @@ from aiokafka_lite.producer.accumulator import (
     RecordAccumulator,
     RecordFuture,
 )
-from aiokafka_lite.producer.batch import BatchBuilder
+from aiokafka_lite.producer.batch import BatchBuilder, BatchRecordMetadata
 from aiokafka_lite.producer.types import RecordMetadata
 from aiokafka_lite.protocol import codecs, records
 from aiokafka_lite.structs import TopicPartition
@@ -111,7 +111,19 @@ def test_batch_builder_aiokafka_api() -> None:
     builder = BatchBuilder(max_size=300, compression=0, transactional=False)
     first = builder.append(timestamp=None, key=b"k", value=b"v")
     assert first is not None and first.offset == 0 and first.size > 0
-    n = 1
+    assert first.crc is None  # aiokafka's metadata has the attribute
+    assert first == BatchRecordMetadata(0, first.size, first.timestamp)
+    assert (
+        repr(first)
+        == f"BatchRecordMetadata(offset=0, size={first.size}, timestamp={first.timestamp})"
+    )
+    second = builder.append(timestamp=None, key=None, value=b"v")  # the in-place path
+    assert isinstance(second, BatchRecordMetadata) and second.offset == 1
+    assert (
+        second != first
+        and len({first, second, BatchRecordMetadata(1, second.size, second.timestamp)}) == 2
+    )
+    n = 2
     while builder.append(timestamp=5, key=None, value=b"x" * 20, headers=[("h", b"1")]):
         n += 1
     assert builder.record_count() == n
@@ -227,6 +239,7 @@ async def test_abort_undrained_fails_queued_batches() -> None:
 def test_batch_builder_fast_path_decodes_like_the_general_path() -> None:
     builder = BatchBuilder(max_size=1 << 20, compression=0, transactional=False)
     expected = []
+    sizes = 0
     for i in range(300):
         ts = 1_000 + i // 7  # several records per millisecond, then a later one
         value = b"v%d" % i * (i % 5 + 1)
@@ -234,8 +247,10 @@ def test_batch_builder_fast_path_decodes_like_the_general_path() -> None:
         headers = [("h", b"%d" % i)] if i % 11 == 0 else None
         meta = builder.append(timestamp=ts, key=key, value=value, headers=headers)
         assert meta is not None and meta.offset == i and meta.timestamp == ts
+        sizes += meta.size
         expected.append((ts, key, value, headers or []))
     batch = builder._take()
+    assert sizes == len(batch.buf)  # each record's size, on either path
     batch_meta, decoded = decode(batch.build())
     assert batch_meta.max_timestamp == 1_000 + 299 // 7
     assert [(r.timestamp, r.key, r.value, list(r.headers)) for r in decoded] == expected
