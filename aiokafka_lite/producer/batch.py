@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from aiokafka_lite.producer.accumulator import ProducerBatch
 from aiokafka_lite.producer.encoding import SMALL, ZZ
@@ -17,41 +18,21 @@ _join = b"".join
 _NO_TP = TopicPartition("", -1)
 
 
+@dataclass(slots=True)
 class BatchRecordMetadata:
-    """What ``BatchBuilder.append`` returns for an accepted record: ``offset`` (its
-    position in the batch), ``size`` (encoded bytes) and ``timestamp``, as aiokafka's.
+    """What ``BatchBuilder.append`` returns for an accepted record, as aiokafka's does.
 
     A slotted object rather than a named tuple: ``append`` makes one per record, and
     this is ~2x cheaper to make (``append`` makes it without ``__init__``).
     """
 
-    __slots__ = ("offset", "size", "timestamp")
-
+    #: The record's position in the batch (its offset delta).
+    offset: int
+    #: Encoded size of the record in bytes.
+    size: int
+    timestamp: int
     #: aiokafka's record metadata has it; a v2 batch has one CRC, for the whole batch.
     crc = None
-
-    def __init__(self, offset: int, size: int, timestamp: int) -> None:
-        self.offset = offset
-        self.size = size
-        self.timestamp = timestamp
-
-    def __repr__(self) -> str:
-        return (
-            f"BatchRecordMetadata(offset={self.offset}, size={self.size}, "
-            f"timestamp={self.timestamp})"
-        )
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, BatchRecordMetadata):
-            return NotImplemented
-        return (self.offset, self.size, self.timestamp) == (
-            other.offset,
-            other.size,
-            other.timestamp,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.offset, self.size, self.timestamp))
 
 
 class BatchBuilder:
