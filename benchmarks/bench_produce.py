@@ -2,7 +2,7 @@
 kafka-python, in one run on the same broker.
 
     python benchmarks/bench_produce.py                  # embedded broker, default sizes
-    python benchmarks/bench_produce.py --records 500000 --repeat 5
+    python benchmarks/bench_produce.py --records 500000 --repeat 9
     python benchmarks/bench_produce.py --bootstrap host:9092   # an existing broker
     python -m benchmarks.bench_produce --clients aiokafka_lite,confluent_kafka \
         --paths batch,many --out /tmp/bench      # a subset, results elsewhere
@@ -20,8 +20,9 @@ acks=1 and linger 5 ms, uncompressed and with lz4. Paths:
 Each measurement runs in a fresh interpreter, is timed from the first record handed to
 the client until every record is acknowledged (``flush``), after one warm-up record
 that connects and loads metadata. Runs of the clients are interleaved and repeated;
-the best and the median of ``--repeat`` runs are kept, with the client's CPU time per
-record (less distorted by a busy machine than the rate).
+the best and the median of ``--repeat`` runs (default 5) are kept, with the client's
+CPU time per record (less distorted by a busy machine than the rate), and the paired
+ratios (the median of the per-run ratios).
 
 Writes benchmarks/results/produce.json and a chart, benchmarks/results/produce.png.
 """
@@ -342,7 +343,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    parser = h.parser(__doc__ or "", CLIENTS)
+    parser = h.parser(__doc__ or "", CLIENTS, repeat=5)
     parser.add_argument(
         "--paths",
         default="",
