@@ -75,9 +75,10 @@ _BYTES_TYPES = (bytes, bytearray)
 _RECORD_OVERHEAD = records.V2_HEADER_SIZE + 31
 #: The end of ``send_many``'s values.
 _END: Any = object()
-#: A caller producing in a tight loop gives the sender a turn once this many full batches
-#: wait in the partition (at once while nothing is in flight): one sender round and one
-#: write then ship them all, instead of a round per batch (~15% less CPU per record).
+#: A caller producing in a tight loop gives the sender a turn once it has filled this
+#: many batches (in any partitions; at once while nothing is in flight): one sender round
+#: and one write then ship them all, instead of a round per batch (~15% less CPU per
+#: record).
 _BATCHES_PER_TURN = 4
 
 
@@ -215,6 +216,8 @@ class Producer:
         self._closing = False
         #: Fast check in send(): True whenever send() must look more closely.
         self._send_guard = True
+        #: Batches the callers filled since one of them last yielded to the sender.
+        self._filled_batches = 0
         self._stop_lock: asyncio.Lock | None = None
         self._batches: dict[TopicPartition, collections.deque[ProducerBatch]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -591,7 +594,7 @@ class Producer:
         except BufferExhausted as exc:
             fut = await self._append_when_memory(tp, timestamp_ms, key, value, headers, exc)
         else:
-            if dq is not None and len(dq) > 1 and self._sender_turn_due(len(dq) - 1):
+            if dq is not None and len(dq) > 1 and self._sender_turn_due():
                 # Batches filled up: give the sender a turn to ship them, so that a
                 # caller producing in a tight loop overlaps with the network.
                 await asyncio.sleep(0)
@@ -870,15 +873,24 @@ class Producer:
             await acc.wait_for_memory(needed, self._max_block)
             return acc.append_user_batch(tp, taken, reserved=needed)
         # Give the sender a turn to ship it while the caller builds the next batch.
-        dq = acc.batches.get(tp)
-        if self._sender_turn_due(len(dq) if dq else 0):
+        if self._sender_turn_due():
             await asyncio.sleep(0)
         return fut
 
-    def _sender_turn_due(self, full_batches: int) -> bool:
-        """Whether a caller that just filled a batch should yield to the sender now."""
+    def _sender_turn_due(self) -> bool:
+        """A caller just filled a batch: whether it should yield to the sender now (every
+        _BATCHES_PER_TURN batches filled, in any partitions, or at once while nothing is
+        in flight)."""
+        self._filled_batches += 1
         sender = self._sender
-        return full_batches >= _BATCHES_PER_TURN or sender is None or not sender.in_flight_requests
+        if (
+            self._filled_batches >= _BATCHES_PER_TURN
+            or sender is None
+            or not sender.in_flight_requests
+        ):
+            self._filled_batches = 0
+            return True
+        return False
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered now and wait until it is delivered (or failed).

@@ -17,6 +17,7 @@ import pytest
 from aiokafka_lite import errors
 from aiokafka_lite.cluster import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata
 from aiokafka_lite.producer import Producer
+from aiokafka_lite.producer.producer import _BATCHES_PER_TURN
 from aiokafka_lite.protocol import records
 from aiokafka_lite.protocol.api import ApiKey
 from aiokafka_lite.structs import TopicPartition
@@ -322,6 +323,22 @@ async def test_in_flight_limit_per_connection() -> None:
     for req in client.produce_requests[3:]:
         req.answer(0, 0)
     await asyncio.gather(*futures)
+    await producer.stop(timeout=1)
+
+
+async def test_a_tight_loop_yields_to_the_sender_every_few_filled_batches() -> None:
+    # The caller gives the sender a turn once per _BATCHES_PER_TURN batches it fills (in
+    # any partitions), and at every filled batch while nothing is in flight.
+    producer, client = await start(enable_idempotence=False, acks=1)
+    fut = await producer.send(TOPIC, b"v", partition=0)
+    await until(requests_sent(client, 1))
+    assert producer._sender is not None and producer._sender.in_flight_requests == 1
+    turns = [producer._sender_turn_due() for _ in range(2 * _BATCHES_PER_TURN)]
+    assert turns == ([False] * (_BATCHES_PER_TURN - 1) + [True]) * 2
+    client.produce_requests[0].answer(0, 0)
+    await fut
+    assert producer._sender.in_flight_requests == 0
+    assert all(producer._sender_turn_due() for _ in range(3))
     await producer.stop(timeout=1)
 
 
