@@ -24,7 +24,7 @@ from typing import Any
 
 from aiokafka_lite import errors
 from aiokafka_lite.errors import TransactionAbortedError
-from aiokafka_lite.producer.encoding import SMALL, ZZ, varint
+from aiokafka_lite.producer.encoding import SMALL, SMALL_VALUE, ZZ, varint
 from aiokafka_lite.producer.types import RecordMetadata
 from aiokafka_lite.protocol.codecs import compress
 from aiokafka_lite.protocol.records import (
@@ -175,7 +175,7 @@ class ProducerBatch:
         if headers is None and value is not None and 0 <= ts_delta < SMALL and n < SMALL:
             vlen = len(value)
             if key is None:
-                if vlen < SMALL:
+                if vlen < SMALL_VALUE:
                     zt = ZZ[ts_delta]
                     zn = ZZ[n]
                     zv = ZZ[vlen]
@@ -183,7 +183,7 @@ class ProducerBatch:
                     blen = len(zt) + len(zn) + len(zv) + vlen + 3
                     record = _join(
                         (
-                            ZZ[blen] if blen < SMALL else varint(blen),
+                            ZZ[blen],
                             b"\x00",
                             zt,
                             zn,

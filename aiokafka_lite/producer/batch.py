@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aiokafka_lite.producer.accumulator import ProducerBatch
-from aiokafka_lite.producer.encoding import SMALL, ZZ
+from aiokafka_lite.producer.encoding import SMALL, SMALL_VALUE, ZZ
 from aiokafka_lite.structs import TopicPartition
 
 __all__ = ["BatchBuilder", "BatchRecordMetadata"]
@@ -72,26 +72,25 @@ class BatchBuilder:
             # make, goes through ProducerBatch.append.
             ts_delta = timestamp - batch.base_ts
             vlen = len(value)
-            if 0 <= ts_delta < SMALL and offset < SMALL and vlen < SMALL:
+            if 0 <= ts_delta < SMALL and offset < SMALL and vlen < SMALL_VALUE:
                 zt = ZZ[ts_delta]
                 zo = ZZ[offset]
                 zv = ZZ[vlen]
                 # attributes | ts delta | offset delta | key length -1 | value | 0 headers
                 blen = len(zt) + len(zo) + len(zv) + vlen + 3
-                if blen < SMALL:
-                    prefix = ZZ[blen]
-                    buf = batch.buf
-                    size = len(prefix) + blen
-                    if len(buf) + size <= batch.max_size:
-                        buf += _join((prefix, b"\x00", zt, zo, b"\x01", zv, value, b"\x00"))
-                        batch.record_count = offset + 1
-                        if timestamp > batch.max_ts:
-                            batch.max_ts = timestamp
-                        md = _new_object(BatchRecordMetadata)
-                        md.offset = offset
-                        md.size = size
-                        md.timestamp = timestamp
-                        return md
+                prefix = ZZ[blen]
+                buf = batch.buf
+                size = len(prefix) + blen
+                if len(buf) + size <= batch.max_size:
+                    buf += _join((prefix, b"\x00", zt, zo, b"\x01", zv, value, b"\x00"))
+                    batch.record_count = offset + 1
+                    if timestamp > batch.max_ts:
+                        batch.max_ts = timestamp
+                    md = _new_object(BatchRecordMetadata)
+                    md.offset = offset
+                    md.size = size
+                    md.timestamp = timestamp
+                    return md
         size = self._append(timestamp, key, value, headers or None)
         if not size:
             return None

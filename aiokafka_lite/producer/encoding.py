@@ -12,12 +12,15 @@ from typing import Final
 
 from aiokafka_lite.protocol.primitives import encode_varlong
 
-__all__ = ["SMALL", "ZZ", "varint"]
+__all__ = ["SMALL", "SMALL_VALUE", "ZZ", "varint"]
 
 #: Zigzag varints of 0..SMALL-1: lengths, offset deltas and timestamp deltas are almost
 #: always below it, and a tuple lookup is far cheaper than encoding.
 SMALL: Final = 16384
 ZZ: Final[tuple[bytes, ...]] = tuple(encode_varlong(i) for i in range(SMALL))
+#: A keyless record whose value is shorter than this (and whose deltas are under SMALL)
+#: has a size under SMALL too: its length prefix is one lookup in ZZ as well.
+SMALL_VALUE: Final = SMALL - 16
 
 
 def varint(n: int) -> bytes:

@@ -39,7 +39,7 @@ from aiokafka_lite.producer.accumulator import (
 )
 from aiokafka_lite.producer.batch import BatchBuilder
 from aiokafka_lite.producer.config import ProducerConfig, Serializer, build_config, client_kwargs
-from aiokafka_lite.producer.encoding import SMALL, ZZ, varint
+from aiokafka_lite.producer.encoding import SMALL, SMALL_VALUE, ZZ
 from aiokafka_lite.producer.metrics import ProducerMetrics
 from aiokafka_lite.producer.partitioner import (
     CallablePartitioner,
@@ -67,8 +67,6 @@ __all__ = ["AIOKafkaProducer", "Producer", "TransactionContext"]
 
 _time_ns = time.time_ns
 _new_object = object.__new__
-#: Values below this length keep a record's size under encoding.SMALL (one-lookup varints).
-_SMALL_VALUE = SMALL - 16
 _join = b"".join
 _BYTES_TYPES = (bytes, bytearray)
 #: Batch header plus the largest framing of one record besides key, value and headers.
@@ -197,10 +195,10 @@ class Producer:
         self._accumulator: RecordAccumulator | None = None
         self._topics: dict[str, _TopicInfo] = {}
         self._topic_waits: dict[str, asyncio.Future[_TopicInfo]] = {}
-        self._partitioner = config.partitioner
-        self._sticky = isinstance(self._partitioner, StickyPartitioner)
+        partitioner = self._partitioner = config.partitioner
+        self._sticky = isinstance(partitioner, StickyPartitioner)
         # Keyed records too go through the sticky strategy (partitioner_ignore_keys).
-        self._sticky_keyed = self._sticky and config.partitioner_ignore_keys
+        self._sticky_keyed = isinstance(partitioner, StickyPartitioner) and partitioner.ignore_keys
         self._check_choice = isinstance(self._partitioner, CallablePartitioner)
         self._key_serializer = config.key_serializer
         self._value_serializer = config.value_serializer
@@ -561,7 +559,7 @@ class Producer:
                 # send(). The record future is made without __init__ (see RecordFuture).
                 ts_delta = timestamp_ms - batch.base_ts
                 vlen = len(value)
-                if 0 <= ts_delta < SMALL and n < SMALL and vlen < _SMALL_VALUE:
+                if 0 <= ts_delta < SMALL and n < SMALL and vlen < SMALL_VALUE:
                     zt = ZZ[ts_delta]
                     zo = ZZ[n]
                     zv = ZZ[vlen]
@@ -595,8 +593,8 @@ class Producer:
             fut = await self._append_when_memory(tp, timestamp_ms, key, value, headers, exc)
         else:
             if dq is not None and len(dq) > 1 and self._sender_turn_due():
-                # Batches filled up: give the sender a turn to ship them, so that a
-                # caller producing in a tight loop overlaps with the network.
+                # A batch filled up (and enough since the last turn): give the sender a
+                # turn, so that a caller producing in a tight loop overlaps with the network.
                 await asyncio.sleep(0)
         if self._interceptors:
             fut.add_done_callback(self._acknowledge)
@@ -803,7 +801,13 @@ class Producer:
                     ts = _time_ns() // 1_000_000
             n = batch.record_count
             ts_delta = ts - batch.base_ts
-            if key is None and n and 0 <= ts_delta < SMALL and n < SMALL and size_hint < SMALL:
+            if (
+                key is None
+                and n
+                and 0 <= ts_delta < SMALL
+                and n < SMALL
+                and size_hint < SMALL_VALUE
+            ):
                 # ProducerBatch.append's common case, inline (one call less per record),
                 # like send()'s and BatchBuilder.append's.
                 zt = ZZ[ts_delta]
@@ -811,7 +815,7 @@ class Producer:
                 zv = ZZ[size_hint]
                 blen = len(zt) + len(zn) + len(zv) + size_hint + 3
                 buf = batch.buf
-                prefix = ZZ[blen] if blen < SMALL else varint(blen)
+                prefix = ZZ[blen]
                 if len(buf) + len(prefix) + blen > batch.max_size:
                     batch.open = False
                     return value, key

@@ -345,6 +345,11 @@ def test_partitioner_settings_are_checked_at_construction() -> None:
     assert isinstance(part, StickyPartitioner) and part.ignore_keys and part.adaptive
     assert part._stalled_after == pytest.approx(0.52)
     assert made.config.partitioner_availability_timeout_ms == 500
+    assert made._sticky_keyed
+    # A sticky partitioner given as an object: the producer follows its own settings.
+    given = Producer(bootstrap_servers="fake:9092", partitioner=StickyPartitioner(ignore_keys=True))
+    assert given._sticky_keyed
+    assert not Producer(bootstrap_servers="fake:9092")._sticky_keyed
     for options, message in [
         ({"partitioner_ignore_keys": 1}, "must be a bool"),
         ({"partitioner_availability_timeout_ms": -1}, "must be >= 0"),

@@ -563,7 +563,7 @@ async def test_send_encodes_every_record_shape() -> None:
 
     client.on_request = answer
     now = int(time.time() * 1000)
-    sizes = [0, 1, 63, 64, 127, 128, 8191, 8192, 16363, 16384, 20000]
+    sizes = [0, 1, 63, 64, 127, 128, 8191, 8192, 16363, 16364, 16365, 16384, 20000]
     sent: list[tuple[bytes | None, bytes | None, int | None, list[tuple[str, bytes]]]] = []
     for i in range(120):
         value: bytes | None = b"%03d" % i + b"v" * sizes[i % len(sizes)]
