@@ -143,25 +143,25 @@ class _KafkaProtocol(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         # The buffer is only moved or resized here: the transport still holds the view
         # it filled while buffer_updated runs, and a bytearray with a view cannot resize.
+        # (buffer_updated sets _start and _end to 0 once everything is consumed.)
         buf = self._buf
-        start = self._start
-        pending = self._end - start
+        start, end = self._start, self._end
+        pending = end - start
         size = self._frame_size
         # Room for the whole frame being read (or its size prefix), and a useful read.
         room = max(size if size >= 0 else 4, pending + _MIN_READ)
-        if start + room > len(buf):
-            if room > len(buf) or (not pending and len(buf) > _READ_BUFFER_SIZE):
-                # A frame larger than the buffer gets a buffer of its size; once it is
-                # consumed the buffer shrinks back.
-                new = bytearray(max(room, _READ_BUFFER_SIZE))
-                new[:pending] = buf[start : self._end]
-                self._buf = buf = new
-            else:
-                buf[:pending] = buf[start : self._end]
+        if room > len(buf):
+            # A frame larger than the buffer gets a buffer of its size.
+            new = bytearray(max(room, _READ_BUFFER_SIZE))
+            new[:pending] = buf[start:end]
+            self._buf = buf = new
             self._start, self._end = 0, pending
-        elif not pending and len(buf) > _READ_BUFFER_SIZE and size < 0:
+        elif start + room > len(buf):
+            buf[:pending] = buf[start:end]
+            self._start, self._end = 0, pending
+        elif not pending and size < 0 and len(buf) > _READ_BUFFER_SIZE:
+            # Between frames after a large one: back to the usual size.
             self._buf = buf = bytearray(_READ_BUFFER_SIZE)
-            self._start = self._end = 0
         return memoryview(buf)[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
