@@ -37,6 +37,7 @@ from aiokafka_lite.protocol.headers import (
     decode_request_header,
     encode_request_header,
     encode_response_header,
+    read_response_correlation_id,
     request_header_version,
     response_header_version,
 )
@@ -169,10 +170,12 @@ def pick_version(api_key: int, broker_min: int, broker_max: int) -> int:
     return hi
 
 
-def _check_fully_read(reader: Reader, what: str) -> None:
+def _check_fully_read(reader: Reader, spec: MessageSpec, version: int) -> None:
     # Kafka never pads frames: leftover bytes mean we decoded with the wrong schema.
     if reader.pos != reader.end:
-        raise DecodeError(f"{what}: {reader.end - reader.pos} unexpected trailing bytes")
+        raise DecodeError(
+            f"{spec.name} v{version}: {reader.end - reader.pos} unexpected trailing bytes"
+        )
 
 
 def encode_request(
@@ -249,18 +252,11 @@ def decode_response(
         plan = _RESPONSE_PLANS[api_key, api_version] = _response_plan(api_key, api_version)
     spec, header_version, decoder = plan
     reader = Reader(frame)
-    correlation_id = reader.read_int32()
-    if header_version:
-        # The header's tagged fields: none (a zero byte) in practice; skipped, not kept.
-        if reader.pos < reader.end and frame[reader.pos] == 0:
-            reader.pos += 1
-        else:
-            reader.read_tagged_fields()
+    correlation_id = read_response_correlation_id(reader, header_version)
     if api_key == _API_VERSIONS and api_version > 0:
         return correlation_id, _decode_api_versions(spec, api_version, reader)
     body = decoder(reader)
-    if reader.pos != reader.end:
-        _check_fully_read(reader, f"{spec.name} v{api_version}")
+    _check_fully_read(reader, spec, api_version)
     return correlation_id, body
 
 
@@ -288,7 +284,7 @@ def _decode_api_versions(spec: MessageSpec, api_version: int, reader: Reader) ->
         reader.pos = start
         try:
             body = spec.decoder(version)(reader)
-            _check_fully_read(reader, f"{spec.name} v{version}")
+            _check_fully_read(reader, spec, version)
         except DecodeError as exc:
             error = error or exc
             continue
@@ -324,5 +320,5 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
         reader, request_header_version(api_key, api_version, spec.is_flexible(api_version))
     )
     body = spec.decoder(api_version)(reader)
-    _check_fully_read(reader, f"{spec.name} v{api_version}")
+    _check_fully_read(reader, spec, api_version)
     return header, body

@@ -29,6 +29,7 @@ __all__ = [
     "decode_response_header",
     "encode_request_header",
     "encode_response_header",
+    "read_response_correlation_id",
     "request_header_version",
     "response_header_version",
 ]
@@ -113,3 +114,15 @@ def decode_response_header(reader: Reader, header_version: int) -> ResponseHeade
     correlation_id = reader.read_int32()
     tagged = reader.read_tagged_fields() if header_version >= 1 else {}
     return ResponseHeader(correlation_id, tagged)
+
+
+def read_response_correlation_id(reader: Reader, header_version: int) -> int:
+    """Read a response header, keeping only its correlation id (Kafka defines no header
+    tagged fields; any are skipped): what decoding a response needs, without a
+    `ResponseHeader` to build for every response."""
+    if header_version not in (0, 1):
+        raise ValueError(f"unknown response header version {header_version}")
+    correlation_id = reader.read_int32()
+    if header_version:
+        reader.skip_tagged_fields()
+    return correlation_id

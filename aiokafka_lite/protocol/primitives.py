@@ -364,6 +364,14 @@ class Reader:
 
     # -- tagged fields (KIP-482) --
 
+    def skip_tagged_fields(self) -> None:
+        """Skip a tagged-field section (one zero byte when it is empty, the usual case)."""
+        pos = self.pos
+        if pos < self.end and self.buf[pos] == 0:
+            self.pos = pos + 1
+        else:
+            self.read_tagged_fields()
+
     def read_tagged_fields(self) -> dict[int, bytes]:
         """Read a tagged-field section, returning ``{tag: raw bytes}``."""
         n = self.read_uvarint()

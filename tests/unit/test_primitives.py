@@ -308,6 +308,19 @@ def test_tagged_fields_roundtrip_sorted() -> None:
     assert bytes(buf) == b"\x00"
 
 
+def test_skip_tagged_fields_ends_where_reading_them_does() -> None:
+    for section in (b"\x00", b"\x02\x00\x00\x05\x02\x01\x02"):
+        data = section + b"rest"
+        read, skipped = Reader(data), Reader(data)
+        read.read_tagged_fields()
+        skipped.skip_tagged_fields()
+        assert skipped.pos == read.pos == len(section)
+    with pytest.raises(DecodeError):
+        Reader(b"").skip_tagged_fields()
+    with pytest.raises(DecodeError):
+        Reader(b"\x01\x00\x7f").skip_tagged_fields()  # size beyond the end
+
+
 def test_hostile_tagged_fields() -> None:
     with pytest.raises(DecodeError):
         Reader(b"\xff\xff\xff\xff\x0f").read_tagged_fields()  # huge count
@@ -326,6 +339,7 @@ def test_reader_never_raises_anything_but_decode_error(data: bytes) -> None:
         "read_bytes",
         "read_compact_bytes",
         "read_tagged_fields",
+        "skip_tagged_fields",
         "read_uuid",
         "read_varlong",
     ]
