@@ -9,6 +9,10 @@
   carry partitions whose fetch state changed, and drop the ones no longer wanted.
 * Records are decoded batch by batch when the user asks for them, never a whole response
   at once.
+* Follower fetching (KIP-392): when a leader names a preferred read replica for a
+  partition (it picks one by the consumer's ``client_rack``), the partition is fetched
+  from that replica until ``metadata_max_age_ms`` passes or the replica fails, then from
+  the leader again, which may name a replica anew.
 * Leader changes, offset-out-of-range and missing positions (committed offset lookup,
   then ``auto_offset_reset``) are handled here. With ``read_committed``, batches of
   aborted transactions and control batches are skipped.
@@ -452,6 +456,9 @@ class Fetcher:
         self._in_flight_nodes: set[int] = set()
         self._in_flight_tps: set[TopicPartition] = set()
         self._node_backoff: dict[int, float] = {}
+        #: KIP-392: partition -> (the replica its leader told us to read from, until when
+        #: on the loop's clock).
+        self._read_replicas: dict[TopicPartition, tuple[int, float]] = {}
         self._partition_max_bytes: dict[TopicPartition, int] = {}
         self._position_task: asyncio.Task[None] | None = None
         self._position_backoff_until = 0.0
@@ -525,13 +532,14 @@ class Fetcher:
             if leader is None:
                 missing_leader = True
                 continue
-            if leader in self._in_flight_nodes:
+            node = self._read_replica(tp, leader, now)
+            if node in self._in_flight_nodes:
                 continue
-            until = self._node_backoff.get(leader, 0.0)
+            until = self._node_backoff.get(node, 0.0)
             if until > now:
                 next_check = until if next_check is None else min(next_check, until)
                 continue
-            by_node.setdefault(leader, []).append((tp, state))
+            by_node.setdefault(node, []).append((tp, state))
         if missing_leader:
             self._request_metadata()
             retry = now + max(self._config.retry_backoff_ms, 50) / 1000
@@ -542,6 +550,18 @@ class Fetcher:
                 self._in_flight_tps.add(tp)
             self._spawn(self._fetch(node_id, parts), f"aiokafka-lite-fetch-{node_id}")
         return next_check
+
+    def _read_replica(self, tp: TopicPartition, leader: int, now: float) -> int:
+        """The node to fetch ``tp`` from: the replica its leader named (KIP-392) while
+        that lasts and the node is in the metadata, else the leader."""
+        preferred = self._read_replicas.get(tp)
+        if preferred is None:
+            return leader
+        node, until = preferred
+        if until > now and self._client.cluster.broker(node) is not None:
+            return node
+        del self._read_replicas[tp]
+        return leader
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro, name=name)
@@ -627,6 +647,7 @@ class Fetcher:
             session = self._sessions.get(node_id)
             if session is not None:
                 session.reset()
+            self._forget_read_replicas(tp for tp, _ in parts)
             self._fetch_failed(node_id, f"fetch from node {node_id} failed: {exc}")
             self._request_metadata()
             return
@@ -645,6 +666,12 @@ class Fetcher:
         except Exception as exc:
             log.exception("handling the fetch response of node %s failed", node_id)
             self._fetch_failed(node_id, f"bad fetch response from node {node_id}: {exc!r}")
+
+    def _forget_read_replicas(self, tps: Iterable[TopicPartition]) -> None:
+        """Fetch these partitions from their leaders again (which may name a replica anew)."""
+        for tp in tps:
+            if self._read_replicas.pop(tp, None) is not None:
+                log.debug("fetching %s from its leader again", tp)
 
     def _fetch_failed(self, node_id: int, message: str) -> None:
         log.warning("%s", message)
@@ -669,6 +696,7 @@ class Fetcher:
         cluster = self._client.cluster
         names = {cluster.topic_id(tp.topic): tp.topic for tp in requested}
         need_metadata = False
+        replica_until = asyncio.get_running_loop().time() + self._config.metadata_max_age_ms / 1000
         for topic_data in response.get("responses", ()):
             topic = topic_data.get("topic") or names.get(topic_data.get("topic_id"))
             if topic is None:
@@ -689,8 +717,15 @@ class Fetcher:
                     continue  # seeked, paused or reassigned meanwhile
                 code = pdata.get("error_code", 0)
                 if code:
-                    need_metadata |= self._partition_error(tp, state, offset, code)
+                    need_metadata |= self._partition_error(tp, state, offset, code, node_id)
                     continue
+                replica = pdata.get("preferred_read_replica", -1)
+                if replica is not None and replica >= 0:
+                    if self._read_replicas.get(tp, (-1,))[0] != replica:
+                        log.debug(
+                            "fetching %s from replica %d (named by node %d)", tp, replica, node_id
+                        )
+                    self._read_replicas[tp] = (replica, replica_until)
                 self._subs.update_fetch_info(
                     tp,
                     pdata.get("high_watermark"),
@@ -737,9 +772,22 @@ class Fetcher:
             self._partition_max_bytes[tp] = bigger
 
     def _partition_error(
-        self, tp: TopicPartition, state: PartitionState, offset: int, code: int
+        self, tp: TopicPartition, state: PartitionState, offset: int, code: int, node_id: int
     ) -> bool:
         """Handle a partition-level error; True when metadata should be refreshed."""
+        from_replica = self._read_replicas.pop(tp, None) is not None and node_id != (
+            self._client.cluster.leader_for(tp)
+        )
+        if code == _OFFSET_OUT_OF_RANGE and from_replica:
+            # A follower may not have the offset yet (or any more): the leader decides
+            # whether it is really out of range; no reset on a replica's word.
+            log.debug(
+                "offset %d of %s is out of range on replica %d; asking the leader",
+                offset,
+                tp,
+                node_id,
+            )
+            return False
         if code == _OFFSET_OUT_OF_RANGE:
             if state.position != offset:
                 return False

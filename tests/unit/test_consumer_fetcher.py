@@ -3,6 +3,8 @@ data (positions, read_committed filtering, deserializers)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,13 +12,14 @@ from hypothesis import strategies as st
 from aiokafka_lite import errors
 from aiokafka_lite.consumer import ConsumerConfig, ConsumerRecord, RecordDeserializationError
 from aiokafka_lite.consumer.fetcher import (
+    Fetcher,
     FetcherStats,
     FetchSessionHandler,
     _CompletedFetch,
     scan_next_offset,
 )
 from aiokafka_lite.consumer.records import decode_v2_records
-from aiokafka_lite.consumer.subscription import PartitionState
+from aiokafka_lite.consumer.subscription import PartitionState, SubscriptionState
 from aiokafka_lite.protocol.records import (
     BatchBuilder,
     ControlRecordType,
@@ -275,3 +278,33 @@ def test_consumer_record_is_a_named_typed_tuple() -> None:
     import pickle
 
     assert pickle.loads(pickle.dumps(rec)) == rec
+
+
+# --- follower fetching (KIP-392): which node a partition is fetched from ----------------
+
+
+class _Cluster:
+    def __init__(self, nodes: set[int]) -> None:
+        self.nodes = nodes
+
+    def broker(self, node_id: int) -> object | None:
+        return object() if node_id in self.nodes else None
+
+
+class _Client:
+    def __init__(self, nodes: set[int]) -> None:
+        self.cluster = _Cluster(nodes)
+
+
+def test_read_replica_holds_while_its_lease_lasts_and_the_node_is_known() -> None:
+    client: Any = _Client({1, 2})
+    fetcher = Fetcher(client, SubscriptionState(), ConsumerConfig())
+    assert fetcher._read_replica(TP, 1, now=10.0) == 1  # nothing named: the leader
+    fetcher._read_replicas[TP] = (2, 20.0)
+    assert fetcher._read_replica(TP, 1, now=10.0) == 2
+    assert fetcher._read_replica(TP, 1, now=19.9) == 2
+    assert fetcher._read_replica(TP, 1, now=20.0) == 1  # lease over: back to the leader
+    assert TP not in fetcher._read_replicas
+    fetcher._read_replicas[TP] = (3, 20.0)  # a node the metadata does not know
+    assert fetcher._read_replica(TP, 1, now=10.0) == 1
+    assert TP not in fetcher._read_replicas
