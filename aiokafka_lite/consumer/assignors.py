@@ -14,6 +14,13 @@ Four built-in strategies, named as in the Java client:
 Members are ordered by group instance id (static members first, so a static member that
 restarts gets the same place) and then by member id.
 
+Rack-aware assignment (KIP-881): when members say their rack (``client_rack``) and the
+partitions' replicas are not all on every rack, ``range`` first gives each member the
+partitions of its range quota that have a replica in its rack, and the sticky assignors
+swap newly placed partitions of a topic between members until no swap puts more of them
+in their member's rack. Balance and stickiness come first: no member gets more or fewer
+partitions, and no member loses a partition it kept, for the sake of a rack.
+
 A custom assignor subclasses :class:`PartitionAssignor`.
 """
 
@@ -43,11 +50,13 @@ __all__ = [
     "CooperativeStickyAssignor",
     "GroupMember",
     "PartitionAssignor",
+    "PartitionRacks",
     "RangeAssignor",
     "RebalanceProtocol",
     "RoundRobinAssignor",
     "StickyAssignor",
     "resolve_assignors",
+    "use_racks",
 ]
 
 log = logging.getLogger(__name__)
@@ -77,6 +86,23 @@ class GroupMember:
         return (self.group_instance_id is None, self.group_instance_id or "", self.member_id)
 
 
+#: The racks holding a replica of each partition (brokers without a rack add none).
+PartitionRacks = Mapping[TopicPartition, frozenset[str]]
+
+
+def use_racks(members: Iterable[GroupMember], partition_racks: PartitionRacks | None) -> bool:
+    """Whether racks can change anything (as the Java client decides): some member has a
+    rack that holds replicas, and not every partition has replicas on the same racks."""
+    if not partition_racks:
+        return False
+    member_racks = {m.subscription.rack_id for m in members if m.subscription.rack_id}
+    racks = list(partition_racks.values())
+    everywhere = frozenset().union(*racks)
+    if member_racks.isdisjoint(everywhere):
+        return False
+    return any(r != everywhere for r in racks)
+
+
 class PartitionAssignor(ABC):
     """Base class of assignors.
 
@@ -89,6 +115,9 @@ class PartitionAssignor(ABC):
     name: ClassVar[str] = ""
     #: Rebalance protocols this assignor works with.
     supported_protocols: ClassVar[tuple[RebalanceProtocol, ...]] = (RebalanceProtocol.EAGER,)
+    #: Whether :meth:`assign` takes ``partition_racks`` (the replicas' racks, KIP-881):
+    #: the group leader then passes it when any member has a rack.
+    rack_aware: ClassVar[bool] = False
 
     def subscription_user_data(self, topics: Iterable[str]) -> bytes | None:
         """Extra bytes for this member's subscription (``None`` for none)."""
@@ -96,12 +125,17 @@ class PartitionAssignor(ABC):
 
     @abstractmethod
     def assign(
-        self, partitions_per_topic: Mapping[str, int], members: Mapping[str, GroupMember]
+        self,
+        partitions_per_topic: Mapping[str, int],
+        members: Mapping[str, GroupMember],
+        partition_racks: PartitionRacks | None = None,
     ) -> dict[str, list[TopicPartition]]:
         """Return the partitions of every member (by member id).
 
         ``partitions_per_topic`` holds the partition count of each subscribed topic whose
         metadata is known. Every member id in ``members`` must appear in the result.
+        ``partition_racks`` is passed only to an assignor whose ``rack_aware`` is True
+        (so one written without it keeps working), when some member has a rack.
         """
 
     def on_assignment(self, assignment: Assignment, generation_id: int) -> None:  # noqa: B027
@@ -123,27 +157,71 @@ def _topics_of(
 
 
 class RangeAssignor(PartitionAssignor):
-    """Per topic, each member gets a consecutive range; the first ones get one more."""
+    """Per topic, each member gets a consecutive range; the first ones get one more.
+
+    With racks (see the module's docstring), each member's quota stays the same but is
+    filled first with partitions that have a replica in its rack. Topics with the same
+    partition count and the same members are placed together (partition ``i`` of each
+    goes to the same member), as without racks, so joins across them stay local.
+    """
 
     name = "range"
+    rack_aware = True
 
     def assign(
-        self, partitions_per_topic: Mapping[str, int], members: Mapping[str, GroupMember]
+        self,
+        partitions_per_topic: Mapping[str, int],
+        members: Mapping[str, GroupMember],
+        partition_racks: PartitionRacks | None = None,
     ) -> dict[str, list[TopicPartition]]:
         result: dict[str, list[TopicPartition]] = {m: [] for m in members}
         ordered = _ordered(members)
+        racks = partition_racks if use_racks(ordered, partition_racks) else None
+        # Co-partitioned topics: same partition count, same members.
+        groups: dict[tuple[int, tuple[str, ...]], list[str]] = {}
         for topic in _topics_of(ordered, partitions_per_topic):
-            consumers = [m for m in ordered if topic in m.subscription.topics]
-            n = partitions_per_topic[topic]
+            consumers = tuple(m.member_id for m in ordered if topic in m.subscription.topics)
+            groups.setdefault((partitions_per_topic[topic], consumers), []).append(topic)
+        for (n, consumers), topics in groups.items():
             per, extra = divmod(n, len(consumers))
-            start = 0
-            for i, member in enumerate(consumers):
-                length = per + (1 if i < extra else 0)
-                result[member.member_id].extend(
-                    TopicPartition(topic, p) for p in range(start, start + length)
-                )
-                start += length
-        return result
+            quotas = [per + (1 if i < extra else 0) for i in range(len(consumers))]
+            if racks is None:
+                starts = [sum(quotas[:i]) for i in range(len(consumers))]
+                picked = [list(range(s, s + q)) for s, q in zip(starts, quotas, strict=True)]
+            else:
+                picked = _range_with_racks(n, consumers, quotas, topics, members, racks)
+            for member_id, parts in zip(consumers, picked, strict=True):
+                result[member_id].extend(TopicPartition(t, p) for t in topics for p in parts)
+        return {m: sorted(parts) for m, parts in result.items()}
+
+
+def _range_with_racks(
+    n: int,
+    consumers: Sequence[str],
+    quotas: Sequence[int],
+    topics: Sequence[str],
+    members: Mapping[str, GroupMember],
+    racks: PartitionRacks,
+) -> list[list[int]]:
+    """Partition numbers per member: quotas filled with rack-local partitions first (a
+    partition is local when every topic of the group has a replica of it in the rack),
+    then with what is left, in order."""
+    left = list(range(n))
+    picked: list[list[int]] = [[] for _ in consumers]
+    for i, member_id in enumerate(consumers):
+        rack = members[member_id].subscription.rack_id
+        if not rack:
+            continue
+        for p in list(left):
+            if len(picked[i]) >= quotas[i]:
+                break
+            if all(rack in racks.get(TopicPartition(t, p), ()) for t in topics):
+                picked[i].append(p)
+                left.remove(p)
+    for i in range(len(consumers)):
+        while len(picked[i]) < quotas[i]:
+            picked[i].append(left.pop(0))
+    return picked
 
 
 class RoundRobinAssignor(PartitionAssignor):
@@ -152,7 +230,10 @@ class RoundRobinAssignor(PartitionAssignor):
     name = "roundrobin"
 
     def assign(
-        self, partitions_per_topic: Mapping[str, int], members: Mapping[str, GroupMember]
+        self,
+        partitions_per_topic: Mapping[str, int],
+        members: Mapping[str, GroupMember],
+        partition_racks: PartitionRacks | None = None,
     ) -> dict[str, list[TopicPartition]]:
         result: dict[str, list[TopicPartition]] = {m: [] for m in members}
         ordered = _ordered(members)
@@ -173,6 +254,7 @@ def sticky_assign(
     partitions_per_topic: Mapping[str, int],
     members: Mapping[str, GroupMember],
     previous: Mapping[str, tuple[Sequence[TopicPartition], int]],
+    partition_racks: PartitionRacks | None = None,
 ) -> dict[str, list[TopicPartition]]:
     """A balanced assignment that keeps previous owners where balance allows.
 
@@ -180,6 +262,9 @@ def sticky_assign(
     claim. A partition claimed by several members goes to the claim of the highest
     generation (ties: the first member in order). "Balanced" means no partition can move
     to another member subscribed to its topic that has at least two partitions fewer.
+    With ``partition_racks`` (when :func:`use_racks`), partitions not kept from before
+    are then swapped between members while a swap puts more of them in a rack that
+    holds a replica.
     """
     ordered = _ordered(members)
     rank = {m.member_id: i for i, m in enumerate(ordered)}
@@ -260,7 +345,66 @@ def sticky_assign(
                 break
         if not moved:
             break
+    if use_racks(ordered, partition_racks):
+        assert partition_racks is not None
+        _swap_into_racks(ordered, assignment, kept, subs, partition_racks)
     return {m: sorted(parts) for m, parts in assignment.items()}
+
+
+def _swap_into_racks(
+    ordered: Sequence[GroupMember],
+    assignment: dict[str, list[TopicPartition]],
+    kept: Mapping[str, set[TopicPartition]],
+    subs: Mapping[str, set[str]],
+    racks: PartitionRacks,
+) -> None:
+    """Swap partitions of a topic (never one a member kept) between members while a swap
+    raises the number of partitions whose member's rack holds a replica. Counts and the
+    topics each member holds do not change, so neither does balance; every swap gains,
+    so this ends."""
+    rack_of = {m.member_id: m.subscription.rack_id for m in ordered}
+    by_rack: dict[str, list[str]] = {}
+    for m in ordered:
+        if m.subscription.rack_id:
+            by_rack.setdefault(m.subscription.rack_id, []).append(m.member_id)
+    # The partitions each member may give up, by topic.
+    movable: dict[str, dict[str, list[TopicPartition]]] = {}
+    for member_id, parts in assignment.items():
+        topics = movable[member_id] = {}
+        for tp in sorted(parts):
+            if tp not in kept[member_id]:
+                topics.setdefault(tp.topic, []).append(tp)
+
+    def local(member_id: str, tp: TopicPartition) -> bool:
+        rack = rack_of[member_id]
+        return bool(rack) and rack in racks.get(tp, ())
+
+    swapped = True
+    while swapped:
+        swapped = False
+        for m1 in ordered:
+            a = m1.member_id
+            for topic, own in movable[a].items():
+                for tp1 in list(own):
+                    if local(a, tp1):
+                        continue
+                    candidates = (
+                        b
+                        for rack in sorted(racks.get(tp1, ()))
+                        for b in by_rack.get(rack, ())
+                        if b != a and topic in subs[b]
+                    )
+                    for b in candidates:
+                        theirs = movable[b].get(topic, [])
+                        tp2 = next((tp for tp in theirs if local(a, tp) or not local(b, tp)), None)
+                        if tp2 is None:
+                            continue
+                        assignment[a][assignment[a].index(tp1)] = tp2
+                        assignment[b][assignment[b].index(tp2)] = tp1
+                        own[own.index(tp1)] = tp2
+                        theirs[theirs.index(tp2)] = tp1
+                        swapped = True
+                        break
 
 
 class StickyAssignor(PartitionAssignor):
@@ -271,6 +415,7 @@ class StickyAssignor(PartitionAssignor):
     """
 
     name = "sticky"
+    rack_aware = True
 
     def __init__(self) -> None:
         self._previous: tuple[TopicPartition, ...] = ()
@@ -284,7 +429,10 @@ class StickyAssignor(PartitionAssignor):
         self._generation = generation_id
 
     def assign(
-        self, partitions_per_topic: Mapping[str, int], members: Mapping[str, GroupMember]
+        self,
+        partitions_per_topic: Mapping[str, int],
+        members: Mapping[str, GroupMember],
+        partition_racks: PartitionRacks | None = None,
     ) -> dict[str, list[TopicPartition]]:
         previous: dict[str, tuple[Sequence[TopicPartition], int]] = {}
         for member_id, member in members.items():
@@ -297,7 +445,7 @@ class StickyAssignor(PartitionAssignor):
                 except errors.DecodeError:
                     log.warning("ignoring undecodable sticky user data of member %s", member_id)
             previous[member_id] = (claimed, generation)
-        return sticky_assign(partitions_per_topic, members, previous)
+        return sticky_assign(partitions_per_topic, members, previous, partition_racks)
 
 
 class CooperativeStickyAssignor(PartitionAssignor):
@@ -309,6 +457,7 @@ class CooperativeStickyAssignor(PartitionAssignor):
 
     name = "cooperative-sticky"
     supported_protocols = (RebalanceProtocol.COOPERATIVE, RebalanceProtocol.EAGER)
+    rack_aware = True
 
     def __init__(self) -> None:
         self._generation = -1
@@ -321,7 +470,10 @@ class CooperativeStickyAssignor(PartitionAssignor):
         self._generation = generation_id
 
     def assign(
-        self, partitions_per_topic: Mapping[str, int], members: Mapping[str, GroupMember]
+        self,
+        partitions_per_topic: Mapping[str, int],
+        members: Mapping[str, GroupMember],
+        partition_racks: PartitionRacks | None = None,
     ) -> dict[str, list[TopicPartition]]:
         previous: dict[str, tuple[Sequence[TopicPartition], int]] = {}
         claimants: dict[TopicPartition, set[str]] = {}
@@ -333,7 +485,7 @@ class CooperativeStickyAssignor(PartitionAssignor):
             previous[member_id] = (sub.owned_partitions, generation)
             for tp in sub.owned_partitions:
                 claimants.setdefault(tp, set()).add(member_id)
-        target = sticky_assign(partitions_per_topic, members, previous)
+        target = sticky_assign(partitions_per_topic, members, previous, partition_racks)
         # Withhold partitions that someone else still owns: they go out next round.
         for member_id, parts in target.items():
             target[member_id] = [

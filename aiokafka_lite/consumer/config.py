@@ -78,6 +78,8 @@ class ConsumerConfig:
     metadata_max_age_ms: int = 300000
     exclude_internal_topics: bool = True
     allow_auto_create_topics: bool = True
+    #: This consumer's rack: sent in Fetch (a leader may name a replica in it, KIP-392) and
+    #: in the group subscription (rack-aware assignment, KIP-881).
     client_rack: str | None = None
     security_protocol: str = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None

@@ -501,7 +501,11 @@ class GroupCoordinator:
             else:
                 log.warning("group %s: no metadata for subscribed topic %r", self.group_id, topic)
         self._metadata_snapshot = counts
-        result = assignor.assign(counts, members)
+        if assignor.rack_aware and any(m.subscription.rack_id for m in members.values()):
+            racks = _partition_racks(cluster, counts)
+            result = assignor.assign(counts, members, partition_racks=racks)
+        else:
+            result = assignor.assign(counts, members)
         self._check_assignment(result, members)
         log.info(
             "group %s: assigned %s with %s: %s",
@@ -1058,3 +1062,17 @@ class GroupCoordinator:
 
 def _ms_left(loop: asyncio.AbstractEventLoop, deadline: float) -> int:
     return max(int((deadline - loop.time()) * 1000), 0)
+
+
+def _partition_racks(
+    cluster: ClusterMetadata, counts: Mapping[str, int]
+) -> dict[TopicPartition, frozenset[str]]:
+    """The racks of each partition's replicas (KIP-881), for a rack-aware assignor."""
+    racks: dict[TopicPartition, frozenset[str]] = {}
+    for topic, n in counts.items():
+        for p in range(n):
+            tp = TopicPartition(topic, p)
+            meta = cluster.partition(tp)
+            brokers = (cluster.broker(node) for node in (meta.replicas if meta else ()))
+            racks[tp] = frozenset(b.rack for b in brokers if b is not None and b.rack)
+    return racks

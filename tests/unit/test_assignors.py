@@ -445,3 +445,129 @@ def test_cooperative_user_data_carries_generation() -> None:
     a.on_assignment(Assignment(), 12)
     assert a.subscription_user_data(["t"]) == struct.pack(">i", 12)
     assert encode_sticky_user_data([], 3) == struct.pack(">ii", 0, 3)
+
+
+# --- rack-aware assignment (KIP-881) -----------------------------------------------------
+
+RACKS = ["r0", "r1", "r2"]
+RACK_AWARE = [RangeAssignor, StickyAssignor, CooperativeStickyAssignor]
+
+
+def racked(
+    member_id: str, topics: list[str], rack: str | None, owned: list[TP] = ()
+) -> GroupMember:  # type: ignore[assignment]
+    return GroupMember(member_id, None, Subscription(tuple(topics), None, tuple(owned), -1, rack))
+
+
+@st.composite
+def racked_groups(
+    draw: st.DrawFn,
+) -> tuple[dict[str, int], dict[str, GroupMember], dict[TP, frozenset[str]]]:
+    counts, plain = draw(groups())
+    members = {
+        m: racked(m, list(g.subscription.topics), draw(st.sampled_from([*RACKS, None])))
+        for m, g in plain.items()
+    }
+    racks = {
+        TP(t, p): frozenset(draw(st.lists(st.sampled_from(RACKS), max_size=2)))
+        for t, n in counts.items()
+        for p in range(n)
+    }
+    return counts, members, racks
+
+
+def local_count(
+    result: Result, members: Mapping[str, GroupMember], racks: Mapping[TP, frozenset[str]]
+) -> int:
+    return sum(
+        1
+        for m, parts in result.items()
+        for tp in parts
+        if members[m].subscription.rack_id in racks.get(tp, ())
+    )
+
+
+@pytest.mark.parametrize("cls", RACK_AWARE, ids=lambda c: c.name)
+@settings(max_examples=200, deadline=None)
+@given(group=racked_groups(), data=st.data())
+def test_racks_change_where_partitions_go_not_how_many(
+    cls: type[PartitionAssignor],
+    group: tuple[dict[str, int], dict[str, GroupMember], dict[TP, frozenset[str]]],
+    data: st.DataObject,
+) -> None:
+    counts, members, racks = group
+    plain = cls().assign(counts, members)
+    aware = cls().assign(counts, members, partition_racks=racks)
+    check_valid(aware, counts, members)
+    assert {m: len(p) for m, p in aware.items()} == {m: len(p) for m, p in plain.items()}
+    if cls is not RangeAssignor:
+        check_balanced(aware, members)
+        # Swaps only ever gain: never fewer rack-local partitions than without racks.
+        assert local_count(aware, members, racks) >= local_count(plain, members, racks)
+    shuffled = dict(data.draw(st.permutations(list(members.items()))))
+    assert cls().assign(counts, shuffled, partition_racks=racks) == aware
+
+
+@settings(max_examples=200, deadline=None)
+@given(group=racked_groups(), data=st.data())
+def test_racks_never_take_a_kept_partition_away(
+    group: tuple[dict[str, int], dict[str, GroupMember], dict[TP, frozenset[str]]],
+    data: st.DataObject,
+) -> None:
+    counts, members, racks = group
+    everything = sorted(all_partitions(counts, members))
+    # Each partition claimed by one member at most (or by none).
+    owners = data.draw(
+        st.lists(
+            st.sampled_from([*members, None]), min_size=len(everything), max_size=len(everything)
+        )
+    )
+    previous = {
+        m: ([tp for tp, o in zip(everything, owners, strict=True) if o == m], 1) for m in members
+    }
+    plain = sticky_assign(counts, members, previous)
+    aware = sticky_assign(counts, members, previous, racks)
+    for m, (claimed, _) in previous.items():
+        kept = set(claimed) & set(plain[m])
+        assert kept <= set(aware[m])
+
+
+def test_rack_aware_known_cases() -> None:
+    counts = {"t": 4}
+    # t-0 and t-3 live on rack a, t-1 and t-2 on rack b: plain ranges would give each
+    # member one partition of the other rack, whichever member sorts first.
+    racks = {TP("t", 0): frozenset({"a"}), TP("t", 3): frozenset({"a"})}
+    racks |= {TP("t", 1): frozenset({"b"}), TP("t", 2): frozenset({"b"})}
+    for first, second in (("a", "b"), ("b", "a")):
+        members = {"m1": racked("m1", ["t"], first), "m2": racked("m2", ["t"], second)}
+        on_a = "m1" if first == "a" else "m2"
+        on_b = "m2" if on_a == "m1" else "m1"
+        for cls in RACK_AWARE:
+            result = cls().assign(counts, members, partition_racks=racks)
+            assert result[on_a] == [TP("t", 0), TP("t", 3)], cls
+            assert result[on_b] == [TP("t", 1), TP("t", 2)], cls
+    # Replicas on every rack, or members without racks: nothing to gain, plain result.
+    members = {"m1": racked("m1", ["t"], "b"), "m2": racked("m2", ["t"], "a")}
+    everywhere = {TP("t", p): frozenset({"a", "b"}) for p in range(4)}
+    no_racks = {"m1": racked("m1", ["t"], None), "m2": racked("m2", ["t"], None)}
+    for cls in RACK_AWARE:
+        assert cls().assign(counts, members, partition_racks=everywhere) == cls().assign(
+            counts, members
+        )
+        assert cls().assign(counts, no_racks, partition_racks=racks) == cls().assign(
+            counts, no_racks
+        )
+
+
+def test_range_keeps_co_partitioned_topics_together_with_racks() -> None:
+    counts = {"x": 2, "y": 2}
+    members = {"m1": racked("m1", ["x", "y"], "b"), "m2": racked("m2", ["x", "y"], "a")}
+    local = {TP(t, 0): frozenset({"a"}) for t in "xy"} | {TP(t, 1): frozenset({"b"}) for t in "xy"}
+    result = RangeAssignor().assign(counts, members, partition_racks=local)
+    assert result == {"m1": [TP("x", 1), TP("y", 1)], "m2": [TP("x", 0), TP("y", 0)]}
+    # Partition 0 is on rack a for x but rack b for y: local for nobody in both topics,
+    # so the co-partitioned pair still goes to one member.
+    split = dict(local) | {TP("y", 0): frozenset({"b"}), TP("y", 1): frozenset({"a"})}
+    result = RangeAssignor().assign(counts, members, partition_racks=split)
+    for parts in result.values():
+        assert {tp.partition for tp in parts} in ({0}, {1})

@@ -1,11 +1,13 @@
-"""Follower fetching (KIP-392) against the real broker, seen as a two-node cluster.
+"""Racks against the real broker, seen as a cluster of several nodes in several racks:
+follower fetching (KIP-392) and rack-aware assignment (KIP-881).
 
-A single broker cannot name a preferred read replica, so two proxies stand in front of
-it: ``leader`` (the broker's own node id) and ``replica`` (a made-up node id). Both
-forward every request to the real broker, which serves every record; the proxies only
-rewrite what a one-node cluster cannot say:
+A single broker has one rack and cannot name a preferred read replica, so proxies stand
+in front of it: ``leader`` (the broker's own node id) and made-up nodes (``replica``, or
+``a`` and ``b``), each with a rack. All forward every request to the real broker, which
+serves every record; the proxies only rewrite what a one-node cluster cannot say:
 
-* Metadata lists both nodes, and every partition has both as replicas;
+* Metadata lists every node, and gives each partition replicas on them (by default
+  every node);
 * while ``redirect`` is on, a Fetch answered through ``leader`` names the replica as the
   preferred read replica and carries no records (what Kafka's leader does when it
   redirects a consumer);
@@ -41,17 +43,32 @@ REPLICA = 4242
 RACK = "rack-b"
 
 
-class TwoNodeFront:
-    """The two proxies and what they rewrite (see the module docstring)."""
+#: Where a partition's replicas are: (partition, leader id) -> replica node ids.
+Layout = Callable[[int, int], list[int]]
 
-    def __init__(self, host: str, port: int) -> None:
-        self.proxies = {"leader": FaultProxy(host, port), "replica": FaultProxy(host, port)}
+
+class ClusterFront:
+    """The proxies and what they rewrite (see the module docstring)."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        nodes: dict[str, tuple[int, str]],
+        layout: Layout | None = None,
+    ) -> None:
+        #: name -> (node id, rack) of the made-up nodes.
+        self.nodes = nodes
+        self.layout = layout or (
+            lambda partition, leader: [leader, *(n for n, _ in nodes.values())]
+        )
+        self.proxies = {name: FaultProxy(host, port) for name in ("leader", *nodes)}
         self.redirect = True
         #: (error code, how many Fetch answers of the replica get it)
         self.replica_error = (0, 0)
-        self.fetches = {"leader": 0, "replica": 0}
+        self.fetches = dict.fromkeys(self.proxies, 0)
         #: Fetch answers that carried records, by node.
-        self.served = {"leader": 0, "replica": 0}
+        self.served = dict.fromkeys(self.proxies, 0)
         self.rack_ids: set[str] = set()
         self._buffers: dict[tuple[str, int, Direction], bytearray] = {}
         self._pending: dict[tuple[str, int, int], tuple[int, int]] = {}
@@ -60,7 +77,7 @@ class TwoNodeFront:
     def bootstrap(self) -> str:
         return self.proxies["leader"].address
 
-    async def __aenter__(self) -> TwoNodeFront:
+    async def __aenter__(self) -> ClusterFront:
         for name, proxy in self.proxies.items():
             await proxy.start()
             proxy.set_hook(self._hook(name))
@@ -115,12 +132,16 @@ class TwoNodeFront:
         (broker,) = body["brokers"]
         leader = broker["node_id"]
         body["brokers"] = [
-            {"node_id": leader, "host": "127.0.0.1", "port": self._port("leader"), "rack": "a"},
-            {"node_id": REPLICA, "host": "127.0.0.1", "port": self._port("replica"), "rack": RACK},
+            {"node_id": leader, "host": "127.0.0.1", "port": self._port("leader"), "rack": "x"},
+            *(
+                {"node_id": node, "host": "127.0.0.1", "port": self._port(name), "rack": rack}
+                for name, (node, rack) in self.nodes.items()
+            ),
         ]
         for topic in body["topics"]:
             for part in topic["partitions"]:
-                part["replica_nodes"] = part["isr_nodes"] = [part["leader_id"], REPLICA]
+                replicas = self.layout(part["partition_index"], part["leader_id"])
+                part["replica_nodes"] = part["isr_nodes"] = replicas
 
     def _fetch_answer(self, node: str, body: dict[str, Any]) -> None:
         for topic in body["responses"]:
@@ -145,14 +166,21 @@ class TwoNodeFront:
 
 
 @asynccontextmanager
-async def two_nodes(bootstrap_servers: str) -> AsyncIterator[TwoNodeFront]:
+async def cluster_front(
+    bootstrap_servers: str, nodes: dict[str, tuple[int, str]], layout: Layout | None = None
+) -> AsyncIterator[ClusterFront]:
     async with AdminClient(bootstrap_servers=bootstrap_servers) as admin:
         cluster = await admin.describe_cluster()
     if len(cluster.brokers) != 1:
-        pytest.skip("the two-node front stands for a one-broker cluster")
+        pytest.skip("the front stands for a one-broker cluster")
     host, _, port = bootstrap_servers.split(",")[0].rpartition(":")
-    async with TwoNodeFront(host, int(port)) as front:
+    async with ClusterFront(host, int(port), nodes, layout) as front:
         yield front
+
+
+def two_nodes(bootstrap_servers: str) -> Any:
+    """The leader and one replica, in rack RACK."""
+    return cluster_front(bootstrap_servers, {"replica": (REPLICA, RACK)})
 
 
 async def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
@@ -172,7 +200,7 @@ async def read(consumer: Consumer, expected: int, timeout: float = 15.0) -> list
     return got
 
 
-def follower_consumer(front: TwoNodeFront, tp: TopicPartition, **kwargs: Any) -> Consumer:
+def follower_consumer(front: ClusterFront, tp: TopicPartition, **kwargs: Any) -> Consumer:
     kwargs.setdefault("metadata_max_age_ms", 60000)
     consumer = Consumer(
         bootstrap_servers=front.bootstrap,
@@ -281,3 +309,44 @@ async def test_a_replica_error_sends_the_consumer_back_to_the_leader(
         # The leader was asked again, and named the replica again.
         assert front.fetches["leader"] > leader_fetches
         assert front.served["leader"] == 0
+
+
+# --- rack-aware assignment (KIP-881) --------------------------------------------------
+
+
+async def test_group_members_get_the_partitions_of_their_racks(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """Partitions 0 and 3 have a replica in rack a, 1 and 2 in rack b: plain ranges would
+    give each of two members one partition of the other rack, whichever sorts first."""
+    create_topic(topic_name, 4)
+    node_a, node_b = 4243, 4244
+
+    def layout(partition: int, leader: int) -> list[int]:
+        return [leader, node_a if partition in (0, 3) else node_b]
+
+    nodes = {"a": (node_a, "a"), "b": (node_b, "b")}
+    async with cluster_front(bootstrap_servers, nodes, layout) as front:
+        consumers = {
+            rack: Consumer(
+                topic_name,
+                bootstrap_servers=front.bootstrap,
+                group_id=f"g-{topic_name}",
+                client_rack=rack,
+                partition_assignment_strategy=["range"],
+                session_timeout_ms=10000,
+                heartbeat_interval_ms=300,
+                auto_offset_reset="earliest",
+            )
+            for rack in ("a", "b")
+        }
+        await asyncio.gather(*(c.start() for c in consumers.values()))
+        try:
+            deadline = time.monotonic() + 40
+            while not all(len(c.assignment()) == 2 for c in consumers.values()):
+                assert time.monotonic() < deadline, [c.health() for c in consumers.values()]
+                await asyncio.gather(*(c.getmany(timeout_ms=100) for c in consumers.values()))
+            assert consumers["a"].assignment() == {TopicPartition(topic_name, p) for p in (0, 3)}
+            assert consumers["b"].assignment() == {TopicPartition(topic_name, p) for p in (1, 2)}
+        finally:
+            await asyncio.gather(*(c.stop() for c in consumers.values()))
