@@ -1,0 +1,118 @@
+"""Leader failover on the real broker seen as a cluster (``_cluster_front``): the
+partitions are led by node ``a``; mid-stream ``a`` goes down (connections cut, new ones
+refused) and the metadata names node ``b`` as the new leader, as after a controller
+election. Both nodes are the same real broker behind two proxies, so the new leader has
+everything the old one wrote, producer state included, as a real in-sync follower would.
+
+The producer (idempotent, the default) must re-route to ``b`` and deliver every record
+exactly once and in order per partition; a consumer must follow the move and read every
+record exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiokafka_lite.consumer import Consumer
+from aiokafka_lite.producer import Producer
+from aiokafka_lite.structs import TopicPartition
+from tests.integration._cluster_front import ClusterFront, cluster_front
+
+NODE_A, NODE_B = 4261, 4262
+NODES = {"a": (NODE_A, None), "b": (NODE_B, None)}
+
+
+def led_by(node: int) -> Callable[[int, int], tuple[int, list[int]]]:
+    return lambda partition, real: (node, [node, NODE_B if node == NODE_A else NODE_A])
+
+
+def fail_over(front: ClusterFront) -> None:
+    """Node a goes down; the metadata now names b."""
+    front.layout = led_by(NODE_B)
+    front.proxies["a"].refuse(True)
+    front.proxies["a"].drop_connections()
+
+
+async def test_producer_follows_the_new_leader_exactly_once(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 2)
+    async with cluster_front(bootstrap_servers, NODES, led_by(NODE_A)) as front:
+        async with Producer(
+            bootstrap_servers=front.bootstrap,
+            linger_ms=5,
+            max_batch_size=4096,
+            request_timeout_ms=5000,
+            retry_backoff_ms=50,
+            reconnect_backoff_max_ms=200,
+            metadata_max_age_ms=60000,
+        ) as producer:
+            futures: list[Any] = []
+            for i in range(4000):
+                futures.append(await producer.send(topic_name, b"%d" % i, partition=i % 2))
+                if i % 100 == 99:
+                    await asyncio.sleep(0.005)
+                if i == 2000:
+                    fail_over(front)
+            await producer.flush(60)
+        results = [f.result() for f in futures]  # raises if any record failed
+        # Both nodes took produce requests: a before the failover, b after it.
+        assert front.proxies["a"].stats.bytes_upstream > 0
+        assert front.proxies["b"].stats.bytes_upstream > 0
+    # Offsets: each partition holds every record once, in the order sent.
+    for p in (0, 1):
+        offsets = [r.offset for r in results if r.partition == p]
+        assert offsets == list(range(2000))
+    async with Consumer(bootstrap_servers=bootstrap_servers, auto_offset_reset="earliest") as c:
+        tps = [TopicPartition(topic_name, p) for p in (0, 1)]
+        c.assign(tps)
+        got: dict[int, list[Any]] = {0: [], 1: []}
+        deadline = time.monotonic() + 30
+        while sum(map(len, got.values())) < 4000:
+            assert time.monotonic() < deadline, {p: len(v) for p, v in got.items()}
+            for tp, records in (await c.getmany(timeout_ms=200)).items():
+                got[tp.partition].extend(r.value for r in records)
+        for p in (0, 1):
+            assert got[p] == [b"%d" % i for i in range(p, 4000, 2)]
+
+
+async def test_consumer_follows_the_new_leader(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 2)
+    values = {p: [b"%d-%d" % (p, i) for i in range(300)] for p in (0, 1)}
+    async with Producer(bootstrap_servers=bootstrap_servers, linger_ms=2) as producer:
+        for p, vs in values.items():
+            for v in vs[:150]:
+                await producer.send(topic_name, v, partition=p)
+        await producer.flush(30)
+        async with cluster_front(bootstrap_servers, NODES, led_by(NODE_A)) as front:
+            async with Consumer(
+                bootstrap_servers=front.bootstrap,
+                auto_offset_reset="earliest",
+                fetch_max_wait_ms=50,
+                request_timeout_ms=5000,
+                retry_backoff_ms=50,
+                reconnect_backoff_max_ms=200,
+                connect_timeout_ms=1000,
+            ) as consumer:
+                consumer.assign([TopicPartition(topic_name, p) for p in (0, 1)])
+                got: dict[int, list[Any]] = {0: [], 1: []}
+                deadline = time.monotonic() + 30
+                failed_over = False
+                while sum(map(len, got.values())) < 600:
+                    assert time.monotonic() < deadline, (got, consumer.health())
+                    if not failed_over and sum(map(len, got.values())) >= 200:
+                        fail_over(front)
+                        failed_over = True
+                        for p, vs in values.items():
+                            for v in vs[150:]:
+                                await producer.send(topic_name, v, partition=p)
+                        await producer.flush(30)
+                    for tp, records in (await consumer.getmany(timeout_ms=200)).items():
+                        got[tp.partition].extend(r.value for r in records)
+                assert got == values
+                assert front.fetches["b"] > 0
