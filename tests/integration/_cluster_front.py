@@ -12,7 +12,8 @@ one-node cluster cannot say:
   preferred read replica and carry no records (what Kafka's leader does when it
   redirects a consumer);
 * ``fetch_errors[name] = (code, n)`` turns the next ``n`` Fetch answers through that
-  node into that partition error.
+  node into that partition error;
+* with ``coordinator`` set to a node's name, FindCoordinator answers name that node.
 
 Each node's proxy takes faults (latency, black hole, refusal) as any FaultProxy does.
 """
@@ -34,6 +35,7 @@ __all__ = ["ClusterFront", "Layout", "cluster_front"]
 
 _FETCH = 1
 _METADATA = 3
+_FIND_COORDINATOR = 10
 
 #: (partition, the real broker's id) -> (leader id, replica ids) of that partition.
 Layout = Callable[[int, int], tuple[int, list[int]]]
@@ -58,6 +60,7 @@ class ClusterFront:
         self.leader_rack = leader_rack
         self.proxies = {name: FaultProxy(host, port) for name in ("leader", *nodes)}
         self.redirect_to: int | None = None
+        self.coordinator: str | None = None
         self.fetch_errors: dict[str, tuple[int, int]] = {}
         self.fetches = dict.fromkeys(self.proxies, 0)
         #: Fetch answers that carried records, by node.
@@ -112,13 +115,17 @@ class ClusterFront:
     def _response(self, node: str, link: int, frame: bytes) -> bytes:
         correlation_id = struct.unpack_from(">i", frame)[0]
         api_key, version = self._pending.pop((node, link, correlation_id))
-        if api_key not in (_FETCH, _METADATA):
+        if api_key not in (_FETCH, _METADATA, _FIND_COORDINATOR):
+            return frame
+        if api_key == _FIND_COORDINATOR and self.coordinator is None:
             return frame
         _, body = api.decode_response(api_key, version, frame)
         if api_key == _METADATA:
             self._rewrite_metadata(body)
-        else:
+        elif api_key == _FETCH:
             self._rewrite_fetch(node, body)
+        else:
+            self._rewrite_coordinator(body)
         return api.encode_response(api_key, version, correlation_id, body)
 
     def _rewrite_metadata(self, body: dict[str, Any]) -> None:
@@ -159,6 +166,17 @@ class ClusterFront:
                     continue
                 if part.get("records"):
                     self.served[node] += 1
+
+    def _rewrite_coordinator(self, body: dict[str, Any]) -> None:
+        assert self.coordinator is not None
+        node = self.nodes[self.coordinator][0] if self.coordinator in self.nodes else None
+        for entry in body.get("coordinators") or [body]:  # v4+: one per key
+            if entry.get("error_code"):
+                continue
+            if node is not None:
+                entry["node_id"] = node
+            entry["host"] = "127.0.0.1"
+            entry["port"] = self.port(self.coordinator)
 
     def port(self, node: str) -> int:
         return int(self.proxies[node].address.rpartition(":")[2])

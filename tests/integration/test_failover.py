@@ -116,3 +116,67 @@ async def test_consumer_follows_the_new_leader(
                         got[tp.partition].extend(r.value for r in records)
                 assert got == values
                 assert front.fetches["b"] > 0
+
+
+async def test_group_follows_its_coordinator_to_another_node(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """The group coordinator moves from node a (which goes down) to node b, as when the
+    broker leading the group's offsets partition fails: the member finds the new
+    coordinator, stays in the group, and its commits land there."""
+    create_topic(topic_name, 2)
+    group = f"g-{topic_name}"
+    tps = [TopicPartition(topic_name, p) for p in (0, 1)]
+    async with Producer(bootstrap_servers=bootstrap_servers, linger_ms=2) as producer:
+
+        async def produce(prefix: bytes) -> list[bytes]:
+            values = [b"%s%d" % (prefix, i) for i in range(100)]
+            for i, v in enumerate(values):
+                await producer.send(topic_name, v, partition=i % 2)
+            await producer.flush(30)
+            return values
+
+        async def read(consumer: Consumer, n: int) -> list[Any]:
+            got: list[Any] = []
+            deadline = time.monotonic() + 40
+            while len(got) < n:
+                assert time.monotonic() < deadline, (len(got), consumer.health())
+                for records in (await consumer.getmany(timeout_ms=200)).values():
+                    got.extend(r.value for r in records)
+            return got
+
+        first = await produce(b"a")
+        async with cluster_front(bootstrap_servers, NODES) as front:
+            front.coordinator = "a"
+            async with Consumer(
+                topic_name,
+                bootstrap_servers=front.bootstrap,
+                group_id=group,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                session_timeout_ms=10000,
+                heartbeat_interval_ms=300,
+                request_timeout_ms=5000,
+                retry_backoff_ms=50,
+                reconnect_backoff_max_ms=200,
+                connect_timeout_ms=1000,
+            ) as consumer:
+                assert sorted(await read(consumer, 100)) == sorted(first)
+                await consumer.commit(timeout_ms=10000)
+                coordinator_bytes = front.proxies["a"].stats.bytes_upstream
+                assert coordinator_bytes > 0
+                generation = consumer.health().generation_id
+
+                front.coordinator = "b"
+                front.proxies["a"].refuse(True)
+                front.proxies["a"].drop_connections()
+                second = await produce(b"b")
+                assert sorted(await read(consumer, 100)) == sorted(second)
+                await consumer.commit(timeout_ms=15000)
+                assert front.proxies["b"].stats.bytes_upstream > 0
+                # The member kept its place: no rebalance for a coordinator move.
+                assert consumer.health().generation_id == generation
+                assert await consumer.getmany(timeout_ms=300) == {}
+    async with Consumer(bootstrap_servers=bootstrap_servers, group_id=group) as check:
+        committed = {tp: await check.committed(tp) for tp in tps}
+    assert committed == {tp: 100 for tp in tps}
