@@ -180,3 +180,46 @@ async def test_group_follows_its_coordinator_to_another_node(
     async with Consumer(bootstrap_servers=bootstrap_servers, group_id=group) as check:
         committed = {tp: await check.committed(tp) for tp in tps}
     assert committed == {tp: 100 for tp in tps}
+
+
+async def test_transactions_follow_their_coordinator_to_another_node(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """A transaction commits through coordinator a; a goes down and b takes over; the
+    next transaction finds b and commits there."""
+    create_topic(topic_name, 1)
+    async with cluster_front(bootstrap_servers, NODES) as front:
+        front.coordinator = "a"
+        async with Producer(
+            bootstrap_servers=front.bootstrap,
+            transactional_id=f"txn-{topic_name}",
+            request_timeout_ms=5000,
+            retry_backoff_ms=50,
+            reconnect_backoff_max_ms=200,
+        ) as producer:
+            async with producer.transaction():
+                first = [await producer.send(topic_name, b"a%d" % i) for i in range(50)]
+            assert front.proxies["a"].stats.bytes_upstream > 0
+            front.coordinator = "b"
+            front.proxies["a"].refuse(True)
+            front.proxies["a"].drop_connections()
+            async with producer.transaction():
+                second = [await producer.send(topic_name, b"b%d" % i) for i in range(50)]
+            assert front.proxies["b"].stats.bytes_upstream > 0
+    # Each transaction's records, then its commit marker (an offset of its own).
+    assert [f.result().offset for f in first] == list(range(50))
+    assert [f.result().offset for f in second] == list(range(51, 101))
+    tp = TopicPartition(topic_name, 0)
+    async with Consumer(
+        bootstrap_servers=bootstrap_servers,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+    ) as consumer:
+        consumer.assign([tp])
+        got: list[Any] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 100:
+            assert time.monotonic() < deadline, got
+            for records in (await consumer.getmany(timeout_ms=200)).values():
+                got.extend(r.value for r in records)
+    assert got == [b"a%d" % i for i in range(50)] + [b"b%d" % i for i in range(50)]
