@@ -21,6 +21,7 @@ Each node's proxy takes faults (latency, black hole, refusal) as any FaultProxy 
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -28,14 +29,24 @@ from typing import Any
 import pytest
 
 from aiokafka_lite.admin import AdminClient
+from aiokafka_lite.consumer import Consumer
 from aiokafka_lite.protocol import api
 from aiokafka_lite.testing import Direction, FaultProxy
 
-__all__ = ["ClusterFront", "Layout", "cluster_front"]
+__all__ = ["FAST_RECOVERY", "ClusterFront", "Layout", "cluster_front", "read_values"]
 
 _FETCH = 1
 _METADATA = 3
 _FIND_COORDINATOR = 10
+
+#: Client settings for tests in which a node goes away: short timeouts and backoffs, so
+#: that clients notice and recover well within a test's time.
+FAST_RECOVERY: dict[str, Any] = {
+    "request_timeout_ms": 5000,
+    "retry_backoff_ms": 50,
+    "reconnect_backoff_max_ms": 200,
+    "connect_timeout_ms": 1000,
+}
 
 #: (partition, the real broker's id) -> (leader id, replica ids) of that partition.
 Layout = Callable[[int, int], tuple[int, list[int]]]
@@ -197,3 +208,14 @@ async def cluster_front(
     host, _, port = bootstrap_servers.split(",")[0].rpartition(":")
     async with ClusterFront(host, int(port), nodes, layout) as front:
         yield front
+
+
+async def read_values(consumer: Consumer, n: int, timeout: float = 30.0) -> list[Any]:
+    """The values of the next ``n`` records (in the order ``getmany`` gives them)."""
+    got: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < n:
+        assert time.monotonic() < deadline, f"only {len(got)}/{n}: {consumer.health()}"
+        for records in (await consumer.getmany(timeout_ms=200)).values():
+            got.extend(r.value for r in records)
+    return got

@@ -20,7 +20,12 @@ import pytest
 from aiokafka_lite.consumer import Consumer
 from aiokafka_lite.producer import Producer
 from aiokafka_lite.structs import TopicPartition
-from tests.integration._cluster_front import ClusterFront, cluster_front
+from tests.integration._cluster_front import (
+    FAST_RECOVERY,
+    ClusterFront,
+    cluster_front,
+    read_values,
+)
 
 _NOT_LEADER_OR_FOLLOWER = 6
 _OFFSET_OUT_OF_RANGE = 1
@@ -43,16 +48,6 @@ async def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
         await producer.flush(30)
 
 
-async def read(consumer: Consumer, expected: int, timeout: float = 15.0) -> list[Any]:
-    got: list[Any] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < expected:
-        assert time.monotonic() < deadline, f"only {len(got)}/{expected}: {consumer.health()}"
-        for records in (await consumer.getmany(timeout_ms=200)).values():
-            got.extend(r.value for r in records)
-    return got
-
-
 def follower_consumer(front: ClusterFront, tp: TopicPartition, **kwargs: Any) -> Consumer:
     kwargs.setdefault("metadata_max_age_ms", 60000)
     consumer = Consumer(
@@ -60,10 +55,7 @@ def follower_consumer(front: ClusterFront, tp: TopicPartition, **kwargs: Any) ->
         client_rack=RACK,
         auto_offset_reset="earliest",
         fetch_max_wait_ms=50,
-        request_timeout_ms=5000,
-        retry_backoff_ms=50,
-        reconnect_backoff_max_ms=200,
-        connect_timeout_ms=1000,
+        **FAST_RECOVERY,
         **kwargs,
     )
     consumer.assign([tp])
@@ -79,11 +71,11 @@ async def test_reads_from_the_replica_the_leader_names(
     await produce(bootstrap_servers, topic_name, values)
     async with two_nodes(bootstrap_servers) as front:
         async with follower_consumer(front, tp) as consumer:
-            assert await read(consumer, 300) == values
+            assert await read_values(consumer, 300) == values
             assert consumer.highwater(tp) == 300
             more = [b"m%d" % i for i in range(50)]
             await produce(bootstrap_servers, topic_name, more)
-            assert await read(consumer, 50) == more
+            assert await read_values(consumer, 50) == more
         # Every record came through the replica: the leader only redirected.
         assert front.served == {"leader": 0, "replica": front.served["replica"]}
         assert front.served["replica"] >= 2
@@ -105,7 +97,7 @@ async def test_goes_back_to_the_leader_when_the_lease_ends(
                 batch = [b"%d-%d" % (round_, i) for i in range(20)]
                 await produce(bootstrap_servers, topic_name, batch)
                 sent += batch
-                got += await read(consumer, 20)
+                got += await read_values(consumer, 20)
                 await asyncio.sleep(0.2)
             assert got == sent
         # Back to the leader after each lease, which named the replica again.
@@ -122,7 +114,7 @@ async def test_falls_back_to_the_leader_when_the_replica_is_gone(
     await produce(bootstrap_servers, topic_name, first)
     async with two_nodes(bootstrap_servers) as front:
         async with follower_consumer(front, tp) as consumer:
-            assert await read(consumer, 100) == first
+            assert await read_values(consumer, 100) == first
             assert front.served["leader"] == 0
             # The replica goes away; the leader stops redirecting.
             replica = front.proxies["replica"]
@@ -131,7 +123,7 @@ async def test_falls_back_to_the_leader_when_the_replica_is_gone(
             front.redirect_to = None
             second = [b"b%d" % i for i in range(100)]
             await produce(bootstrap_servers, topic_name, second)
-            assert await read(consumer, 100) == second
+            assert await read_values(consumer, 100) == second
         assert front.served["leader"] >= 1
 
 
@@ -147,7 +139,7 @@ async def test_a_replica_error_sends_the_consumer_back_to_the_leader(
     await produce(bootstrap_servers, topic_name, first)
     async with two_nodes(bootstrap_servers) as front:
         async with follower_consumer(front, tp) as consumer:
-            assert await read(consumer, 50) == first
+            assert await read_values(consumer, 50) == first
             leader_fetches = front.fetches["leader"]
             front.fetch_errors["replica"] = (code, 1)
             second = [b"b%d" % i for i in range(50)]
@@ -155,7 +147,7 @@ async def test_a_replica_error_sends_the_consumer_back_to_the_leader(
             # Nothing lost, nothing read twice: an out-of-range answer from a replica is
             # not a reason to reset the position (auto_offset_reset=earliest would
             # replay the first records).
-            assert await read(consumer, 50) == second
+            assert await read_values(consumer, 50) == second
             assert await consumer.getmany(timeout_ms=300) == {}
             assert await consumer.position(tp) == 100
         assert front.fetch_errors["replica"] == (code, 0)

@@ -19,7 +19,12 @@ from typing import Any
 from aiokafka_lite.consumer import Consumer
 from aiokafka_lite.producer import Producer
 from aiokafka_lite.structs import TopicPartition
-from tests.integration._cluster_front import ClusterFront, cluster_front
+from tests.integration._cluster_front import (
+    FAST_RECOVERY,
+    ClusterFront,
+    cluster_front,
+    read_values,
+)
 
 NODE_A, NODE_B = 4261, 4262
 NODES = {"a": (NODE_A, None), "b": (NODE_B, None)}
@@ -45,10 +50,8 @@ async def test_producer_follows_the_new_leader_exactly_once(
             bootstrap_servers=front.bootstrap,
             linger_ms=5,
             max_batch_size=4096,
-            request_timeout_ms=5000,
-            retry_backoff_ms=50,
-            reconnect_backoff_max_ms=200,
             metadata_max_age_ms=60000,
+            **FAST_RECOVERY,
         ) as producer:
             futures: list[Any] = []
             for i in range(4000):
@@ -94,10 +97,7 @@ async def test_consumer_follows_the_new_leader(
                 bootstrap_servers=front.bootstrap,
                 auto_offset_reset="earliest",
                 fetch_max_wait_ms=50,
-                request_timeout_ms=5000,
-                retry_backoff_ms=50,
-                reconnect_backoff_max_ms=200,
-                connect_timeout_ms=1000,
+                **FAST_RECOVERY,
             ) as consumer:
                 consumer.assign([TopicPartition(topic_name, p) for p in (0, 1)])
                 got: dict[int, list[Any]] = {0: [], 1: []}
@@ -136,15 +136,6 @@ async def test_group_follows_its_coordinator_to_another_node(
             await producer.flush(30)
             return values
 
-        async def read(consumer: Consumer, n: int) -> list[Any]:
-            got: list[Any] = []
-            deadline = time.monotonic() + 40
-            while len(got) < n:
-                assert time.monotonic() < deadline, (len(got), consumer.health())
-                for records in (await consumer.getmany(timeout_ms=200)).values():
-                    got.extend(r.value for r in records)
-            return got
-
         first = await produce(b"a")
         async with cluster_front(bootstrap_servers, NODES) as front:
             front.coordinator = "a"
@@ -156,12 +147,9 @@ async def test_group_follows_its_coordinator_to_another_node(
                 enable_auto_commit=False,
                 session_timeout_ms=10000,
                 heartbeat_interval_ms=300,
-                request_timeout_ms=5000,
-                retry_backoff_ms=50,
-                reconnect_backoff_max_ms=200,
-                connect_timeout_ms=1000,
+                **FAST_RECOVERY,
             ) as consumer:
-                assert sorted(await read(consumer, 100)) == sorted(first)
+                assert sorted(await read_values(consumer, 100, 40)) == sorted(first)
                 await consumer.commit(timeout_ms=10000)
                 coordinator_bytes = front.proxies["a"].stats.bytes_upstream
                 assert coordinator_bytes > 0
@@ -171,7 +159,7 @@ async def test_group_follows_its_coordinator_to_another_node(
                 front.proxies["a"].refuse(True)
                 front.proxies["a"].drop_connections()
                 second = await produce(b"b")
-                assert sorted(await read(consumer, 100)) == sorted(second)
+                assert sorted(await read_values(consumer, 100, 40)) == sorted(second)
                 await consumer.commit(timeout_ms=15000)
                 assert front.proxies["b"].stats.bytes_upstream > 0
                 # The member kept its place: no rebalance for a coordinator move.
@@ -193,9 +181,7 @@ async def test_transactions_follow_their_coordinator_to_another_node(
         async with Producer(
             bootstrap_servers=front.bootstrap,
             transactional_id=f"txn-{topic_name}",
-            request_timeout_ms=5000,
-            retry_backoff_ms=50,
-            reconnect_backoff_max_ms=200,
+            **FAST_RECOVERY,
         ) as producer:
             async with producer.transaction():
                 first = [await producer.send(topic_name, b"a%d" % i) for i in range(50)]
@@ -216,10 +202,5 @@ async def test_transactions_follow_their_coordinator_to_another_node(
         isolation_level="read_committed",
     ) as consumer:
         consumer.assign([tp])
-        got: list[Any] = []
-        deadline = time.monotonic() + 20
-        while len(got) < 100:
-            assert time.monotonic() < deadline, got
-            for records in (await consumer.getmany(timeout_ms=200)).values():
-                got.extend(r.value for r in records)
+        got = await read_values(consumer, 100, 20)
     assert got == [b"a%d" % i for i in range(50)] + [b"b%d" % i for i in range(50)]
