@@ -903,13 +903,19 @@ class Fetcher:
             epochs[tp] = (state, state.epoch, strategy)
         if not timestamps:
             return
-        found = await self.list_offsets(timestamps, self._config.request_timeout_ms)
-        for tp, info in found.items():
-            state, epoch, strategy = epochs[tp]
-            if state.epoch != epoch or state.reset_strategy is not strategy or info is None:
-                continue
-            log.debug("%s reset to %s offset %d", tp, strategy.value, info.offset)
-            state.seek(info.offset, info.leader_epoch)
+
+        def apply(found: Mapping[TopicPartition, OffsetInfo | None]) -> None:
+            for tp, info in found.items():
+                state, epoch, strategy = epochs[tp]
+                if state.epoch != epoch or state.reset_strategy is not strategy or info is None:
+                    continue
+                log.debug("%s reset to %s offset %d", tp, strategy.value, info.offset)
+                state.seek(info.offset, info.leader_epoch)
+            self.wake()
+
+        # Each leader's answer is applied as it comes: a partition whose leader is slow
+        # or down holds up no other partition's start.
+        await self.list_offsets(timestamps, self._config.request_timeout_ms, on_found=apply)
 
     async def wait_for_positions(self, tps: Iterable[TopicPartition], timeout_ms: int) -> None:
         """Wait until every partition in ``tps`` has a position (or an error)."""
@@ -944,13 +950,27 @@ class Fetcher:
     # --- ListOffsets -----------------------------------------------------------------
 
     async def list_offsets(
-        self, timestamps: Mapping[TopicPartition, int], timeout_ms: int
+        self,
+        timestamps: Mapping[TopicPartition, int],
+        timeout_ms: int,
+        *,
+        on_found: Callable[[Mapping[TopicPartition, OffsetInfo | None]], None] | None = None,
     ) -> dict[TopicPartition, OffsetInfo | None]:
         """ListOffsets for each partition (-1 latest, -2 earliest, else a timestamp).
 
         Retries leader errors until ``timeout_ms``; ``None`` for a partition means the
-        broker has no offset for that timestamp.
+        broker has no offset for that timestamp. ``on_found`` gets each leader's answers
+        as they arrive, also when others then time out.
         """
+
+        async def ask(
+            node: int, parts: dict[TopicPartition, int], left_ms: int
+        ) -> tuple[dict[TopicPartition, OffsetInfo | None], str | None]:
+            done, retry_error = await self._list_offsets_node(node, parts, left_ms)
+            if on_found is not None and done:
+                on_found(done)
+            return done, retry_error
+
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         remaining = dict(timestamps)
@@ -978,7 +998,7 @@ class Fetcher:
                 last_error = f"no leader known for {sorted(unknown)}"
             if by_node:
                 results = await asyncio.gather(
-                    *(self._list_offsets_node(n, p, left_ms) for n, p in by_node.items()),
+                    *(ask(n, p, left_ms) for n, p in by_node.items()),
                     return_exceptions=True,
                 )
                 for res in results:

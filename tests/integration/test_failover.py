@@ -16,6 +16,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
+from aiokafka_lite import errors
 from aiokafka_lite.consumer import Consumer
 from aiokafka_lite.producer import Producer
 from aiokafka_lite.structs import TopicPartition
@@ -204,3 +207,65 @@ async def test_transactions_follow_their_coordinator_to_another_node(
         consumer.assign([tp])
         got = await read_values(consumer, 100, 20)
     assert got == [b"a%d" % i for i in range(50)] + [b"b%d" % i for i in range(50)]
+
+
+def split_leaders(partition: int, real: int) -> tuple[int, list[int]]:
+    """Partition 0 led by node a, partition 1 by node b."""
+    leader = NODE_A if partition == 0 else NODE_B
+    return leader, [leader]
+
+
+async def test_a_stalled_node_holds_up_only_its_own_partitions(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """Node b takes requests and never answers: records for partition 1 fail with a
+    timeout after delivery_timeout_ms, while those for partition 0 (node a) are
+    delivered all along, not held behind them."""
+    create_topic(topic_name, 2)
+    async with cluster_front(bootstrap_servers, NODES, split_leaders) as front:
+        async with Producer(
+            bootstrap_servers=front.bootstrap,
+            linger_ms=5,
+            delivery_timeout_ms=3000,
+            **(FAST_RECOVERY | {"request_timeout_ms": 2000}),
+        ) as producer:
+            await producer.send_and_wait(topic_name, b"warm-up", partition=1)
+            front.proxies["b"].blackhole()
+            start = time.monotonic()
+            stuck = [await producer.send(topic_name, b"b%d" % i, partition=1) for i in range(50)]
+            for i in range(50):
+                meta = await asyncio.wait_for(
+                    await producer.send(topic_name, b"a%d" % i, partition=0), 2
+                )
+                assert meta.offset == i
+            fast = time.monotonic() - start
+            for fut in stuck:
+                with pytest.raises(errors.KafkaTimeoutError):
+                    await asyncio.wait_for(fut, 10)
+            failed_after = time.monotonic() - start
+            front.proxies["b"].clear_blackhole()
+    assert fast < 2.0, fast
+    assert 2.0 < failed_after < 8.0, failed_after
+
+
+async def test_a_stalled_node_does_not_stop_the_consumer_reading_the_others(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name, 2)
+    async with Producer(bootstrap_servers=bootstrap_servers, linger_ms=2) as producer:
+        for i in range(100):
+            await producer.send(topic_name, b"%d" % i, partition=i % 2)
+        await producer.flush(30)
+    async with cluster_front(bootstrap_servers, NODES, split_leaders) as front:
+        front.proxies["b"].blackhole()
+        async with Consumer(
+            bootstrap_servers=front.bootstrap,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=50,
+            **FAST_RECOVERY,
+        ) as consumer:
+            consumer.assign([TopicPartition(topic_name, p) for p in (0, 1)])
+            # Partition 0's records arrive while node b holds every request.
+            assert await read_values(consumer, 50, 15) == [b"%d" % i for i in range(0, 100, 2)]
+            front.proxies["b"].clear_blackhole()
+            assert await read_values(consumer, 50, 30) == [b"%d" % i for i in range(1, 100, 2)]
