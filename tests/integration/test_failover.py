@@ -37,6 +37,18 @@ def led_by(node: int) -> Callable[[int, int], tuple[int, list[int]]]:
     return lambda partition, real: (node, [node, NODE_B if node == NODE_A else NODE_A])
 
 
+def front_consumer(front: ClusterFront, topic: str) -> Consumer:
+    """A consumer of partitions 0 and 1 of ``topic``, through the front."""
+    consumer = Consumer(
+        bootstrap_servers=front.bootstrap,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=50,
+        **FAST_RECOVERY,
+    )
+    consumer.assign([TopicPartition(topic, p) for p in (0, 1)])
+    return consumer
+
+
 def fail_over(front: ClusterFront) -> None:
     """Node a goes down; the metadata now names b."""
     front.layout = led_by(NODE_B)
@@ -96,13 +108,7 @@ async def test_consumer_follows_the_new_leader(
                 await producer.send(topic_name, v, partition=p)
         await producer.flush(30)
         async with cluster_front(bootstrap_servers, NODES, led_by(NODE_A)) as front:
-            async with Consumer(
-                bootstrap_servers=front.bootstrap,
-                auto_offset_reset="earliest",
-                fetch_max_wait_ms=50,
-                **FAST_RECOVERY,
-            ) as consumer:
-                consumer.assign([TopicPartition(topic_name, p) for p in (0, 1)])
+            async with front_consumer(front, topic_name) as consumer:
                 got: dict[int, list[Any]] = {0: [], 1: []}
                 deadline = time.monotonic() + 30
                 failed_over = False
@@ -258,13 +264,7 @@ async def test_a_stalled_node_does_not_stop_the_consumer_reading_the_others(
         await producer.flush(30)
     async with cluster_front(bootstrap_servers, NODES, split_leaders) as front:
         front.proxies["b"].blackhole()
-        async with Consumer(
-            bootstrap_servers=front.bootstrap,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=50,
-            **FAST_RECOVERY,
-        ) as consumer:
-            consumer.assign([TopicPartition(topic_name, p) for p in (0, 1)])
+        async with front_consumer(front, topic_name) as consumer:
             # Partition 0's records arrive while node b holds every request.
             assert await read_values(consumer, 50, 15) == [b"%d" % i for i in range(0, 100, 2)]
             front.proxies["b"].clear_blackhole()
