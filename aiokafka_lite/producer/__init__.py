@@ -5,7 +5,7 @@ from aiokafka_lite.errors import (
     SerializationError,
     TransactionAbortedError,
 )
-from aiokafka_lite.producer.accumulator import RecordFuture
+from aiokafka_lite.producer.accumulator import RecordFuture, RecordFutures
 from aiokafka_lite.producer.batch import BatchBuilder, BatchRecordMetadata
 from aiokafka_lite.producer.partitioner import (
     DefaultPartitioner,
@@ -33,6 +33,7 @@ __all__ = [
     "ProducerRecord",
     "RandomPartitioner",
     "RecordFuture",
+    "RecordFutures",
     "RecordMetadata",
     "RoundRobinPartitioner",
     "SerializationError",

@@ -19,8 +19,9 @@ import collections
 import contextvars
 import logging
 import time
-from collections.abc import Callable, Generator, Sequence
-from typing import Any
+from bisect import bisect_right
+from collections.abc import Callable, Generator, Iterator, Sequence
+from typing import Any, overload
 
 from aiokafka_lite import errors
 from aiokafka_lite.errors import TransactionAbortedError
@@ -39,9 +40,10 @@ from aiokafka_lite.structs import TopicPartition
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ProducerBatch", "RecordAccumulator", "RecordFuture"]
+__all__ = ["ProducerBatch", "RecordAccumulator", "RecordFuture", "RecordFutures"]
 
 _new_tuple = tuple.__new__
+_new_object = object.__new__
 _join = b"".join
 _monotonic = time.monotonic
 
@@ -608,6 +610,63 @@ class RecordFuture:
         return (yield from fut)
 
     __iter__ = __await__
+
+
+class RecordFutures(Sequence[RecordFuture]):
+    """What ``send_many()`` returns: a `RecordFuture` per record, in order.
+
+    A read-only sequence (``len``, indexing, slicing, iteration, ``asyncio.gather(*f)``).
+    The future of a record appended in a run is made the first time it is read, and is
+    the same object on every later read: most callers look at a few of the futures, and
+    making one per record up front was a fifth of ``send_many``'s cost.
+    """
+
+    __slots__ = ("_items", "_runs", "_starts")
+
+    def __init__(self) -> None:
+        #: One entry per record: its future, or None until it is first read.
+        self._items: list[RecordFuture | None] = []
+        #: Runs of records appended together: (batch, offset delta of the first record),
+        #: and where each run starts in ``_items``.
+        self._runs: list[tuple[ProducerBatch, int]] = []
+        self._starts: list[int] = []
+
+    def _add_run(self, batch: ProducerBatch, first: int, count: int) -> None:
+        items = self._items
+        self._starts.append(len(items))
+        self._runs.append((batch, first))
+        items += [None] * count
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> RecordFuture: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RecordFuture]: ...
+
+    def __getitem__(self, index: int | slice) -> RecordFuture | list[RecordFuture]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self._items)))]
+        fut = self._items[index]  # (IndexError, negative indexes: as a list)
+        if fut is None:
+            if index < 0:
+                index += len(self._items)
+            run = bisect_right(self._starts, index) - 1
+            batch, first = self._runs[run]
+            fut = _new_object(RecordFuture)  # as in send()
+            fut._batch = batch
+            fut._index = first + index - self._starts[run]
+            self._items[index] = fut
+        return fut
+
+    def __iter__(self) -> Iterator[RecordFuture]:
+        for index, fut in enumerate(self._items):
+            yield self[index] if fut is None else fut
+
+    def __repr__(self) -> str:
+        return f"<RecordFutures of {len(self._items)} records>"
 
 
 _Callback = Callable[[Any], object]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from aiokafka_lite.producer.accumulator import ProducerBatch
 from aiokafka_lite.producer.encoding import SMALL, SMALL_VALUE, ZZ
+from aiokafka_lite.producer.types import bad_timestamp
 from aiokafka_lite.structs import TopicPartition
 
 __all__ = ["BatchBuilder", "BatchRecordMetadata"]
@@ -64,6 +65,8 @@ class BatchBuilder:
             return None
         if timestamp is None:
             timestamp = _time_ns() // 1_000_000
+        elif error := bad_timestamp(timestamp):
+            raise error
         batch = self._batch
         offset = batch.record_count
         if offset and headers is None and key is None and value.__class__ is bytes:

@@ -230,6 +230,17 @@ class StickyPartitioner(Partitioner):
         if state is not None and state[0] == partition:
             state[1] += size
 
+    def room(self, topic: str, partition: int) -> int:
+        """Bytes of keyless records (counted as ``on_append`` counts them) that may go to
+        ``partition`` before :meth:`partition` must look again; 0 when it must look at
+        the next record already. For the producer's ``send_many``, which appends a run
+        of records after one :meth:`partition` call and one ``on_append`` of their sum.
+        """
+        state = self._current.get(topic)
+        if state is None or state[0] != partition:
+            return 0
+        return max(self.batch_size - state[1], 0)
+
     def reset(self, topic: str) -> None:
         """Forget the sticky choice for ``topic`` (e.g. its partition lost its leader)."""
         self._current.pop(topic, None)

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -36,6 +37,7 @@ from aiokafka_lite.producer.accumulator import (
     ProducerBatch,
     RecordAccumulator,
     RecordFuture,
+    RecordFutures,
 )
 from aiokafka_lite.producer.batch import BatchBuilder
 from aiokafka_lite.producer.config import ProducerConfig, Serializer, build_config, client_kwargs
@@ -54,6 +56,7 @@ from aiokafka_lite.producer.types import (
     Header,
     ProducerRecord,
     RecordMetadata,
+    bad_timestamp,
     run_on_acknowledgement,
     run_on_send,
 )
@@ -73,6 +76,9 @@ _BYTES_TYPES = (bytes, bytearray)
 _RECORD_OVERHEAD = records.V2_HEADER_SIZE + 31
 #: The end of ``send_many``'s values.
 _END: Any = object()
+#: A run's byte budget when no partitioner has a say (an explicit partition).
+_NO_LIMIT = 1 << 62
+_chain = itertools.chain
 #: A caller producing in a tight loop gives the sender a turn once it has filled this
 #: many batches (in any partitions; at once while nothing is in flight): one sender round
 #: and one write then ship them all, instead of a round per batch (~15% less CPU per
@@ -199,6 +205,12 @@ class Producer:
         self._sticky = isinstance(partitioner, StickyPartitioner)
         # Keyed records too go through the sticky strategy (partitioner_ignore_keys).
         self._sticky_keyed = isinstance(partitioner, StickyPartitioner) and partitioner.ignore_keys
+        # send_many appends keyless runs after one partition() call (see
+        # StickyPartitioner.room): only for the class's own choice, not an override's.
+        self._sticky_runs = self._sticky and all(
+            getattr(type(partitioner), name) is getattr(StickyPartitioner, name)
+            for name in ("partition", "on_append", "room")
+        )
         self._check_choice = isinstance(self._partitioner, CallablePartitioner)
         self._key_serializer = config.key_serializer
         self._value_serializer = config.value_serializer
@@ -544,6 +556,8 @@ class Producer:
             )
         if timestamp_ms is None:
             timestamp_ms = _time_ns() // 1_000_000
+        elif error := bad_timestamp(timestamp_ms):
+            raise error
         if guard:
             txn = self._txn
             if txn is not None and txn.transactional:
@@ -708,26 +722,35 @@ class Producer:
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: Sequence[Header] | None = None,
-    ) -> list[RecordFuture]:
-        """Buffer many records with one await; returns one future per record, in order.
+    ) -> RecordFutures:
+        """Buffer many records with one await; returns their futures, in order.
 
         Each record is partitioned, serialized and checked like ``send()``; ``keys``
-        (optional) pairs a key with each value. ``headers`` apply to every record.
+        (optional) pairs a key with each value. ``headers`` apply to every record. The
+        result is a sequence of `RecordFuture` (one per record; see `RecordFutures`).
         """
-        futures: list[RecordFuture] = []
+        if timestamp_ms is not None and (error := bad_timestamp(timestamp_ms)):
+            raise error
+        futures = RecordFutures()
         key_iter = None if keys is None else iter(keys)
         # The common case (bytes, no headers or serializers, an explicit partition or the
         # sticky/murmur2 default partitioner) goes straight into the partition's open
-        # batch, in _append_many. Every record that does not fit there (a full batch,
-        # memory to wait for, unknown metadata, an odd partition, another type) takes
-        # send(), and the fast path resumes after it.
+        # batch, in _append_values (keyless) or _append_many. Every record that does not
+        # fit there (a full batch, memory to wait for, unknown metadata, an odd
+        # partition, another type) takes send(), and the fast path resumes after it.
         fast = headers is None and not self._serializers and (partition is not None or self._sticky)
+        runs = key_iter is None and (partition is not None or self._sticky_runs)
+        add = futures._items.append
         it = iter(values)
         while True:
-            if fast and not self._send_guard:
-                value, key = self._append_many(
-                    topic, it, key_iter, partition, timestamp_ms, futures
-                )
+            if fast and (not self._send_guard or self._transaction_runs()):
+                if runs:
+                    value = self._append_values(topic, it, partition, timestamp_ms, futures)
+                    key = None
+                else:
+                    value, key = self._append_many(
+                        topic, it, key_iter, partition, timestamp_ms, add
+                    )
                 if value is _END:
                     return futures
             else:
@@ -735,7 +758,129 @@ class Producer:
                 if value is _END:
                     return futures
                 key = None if key_iter is None else _next_key(key_iter)
-            futures.append(await self.send(topic, value, key, partition, timestamp_ms, headers))
+            add(await self.send(topic, value, key, partition, timestamp_ms, headers))
+
+    def _transaction_runs(self) -> bool:
+        """Whether send_many's fast path may take records in a transaction: it then
+        makes send()'s checks once per pass (raising as send() would)."""
+        txn = self._txn
+        if (
+            txn is None
+            or not txn.transactional
+            or self._interceptors
+            or not self._started
+            or self._closing
+            or self._closed
+        ):
+            return False
+        txn.check_can_send()
+        return True
+
+    def _append_values(
+        self,
+        topic: str,
+        it: Iterator[Any],
+        partition: int | None,
+        timestamp_ms: int | None,
+        futures: RecordFutures,
+    ) -> Any:
+        """``send_many``'s fast path for keyless records: append values from ``it`` to
+        the partition's open batch in runs, one loop and one concatenation per run.
+
+        A run ends when the batch is full, at a value it cannot encode here, or when the
+        sticky partitioner must choose again; its records share one timestamp, one
+        partitioner call and their futures (made when read, see `RecordFutures`).
+        Returns the first value it cannot take, for ``send()``, or ``_END`` once ``it``
+        is exhausted. No await.
+        """
+        info = self._topics.get(topic)
+        if info is None:
+            return next(it, _END)
+        tps = info.tps
+        n_tps = len(tps)
+        batches = self._batches
+        partitioner = self._partitioner
+        txn = self._txn if self._send_guard else None  # (set: in a transaction)
+        # Values up to this size encode with table lookups only (see ProducerBatch.append).
+        limit = min(self._quick_size_limit, SMALL_VALUE - 1)
+        zz = ZZ
+        while True:
+            value = next(it, _END)
+            if value is _END:
+                return _END
+            if value.__class__ is not bytes or len(value) > limit:
+                return value
+            if partition is None:
+                # As send() asks for every record: this partition takes keyless records
+                # until `budget` bytes (as on_append counts them) went to it.
+                p = partitioner.partition(topic, None, info.all, info.available)
+                budget = partitioner.room(topic, p) or 1  # type: ignore[attr-defined]
+            else:
+                p = partition
+                budget = _NO_LIMIT
+            if p.__class__ is not int or not 0 <= p < n_tps:
+                return value
+            tp = tps[p]
+            if tp is None:
+                return value
+            dq = batches.get(tp)
+            if not dq:
+                return value
+            if txn is not None:
+                txn.maybe_add_partition(tp)  # as send() does
+            batch = dq[-1]
+            n = first = batch.record_count
+            if not batch.open or not n:
+                return value
+            ts = _time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
+            ts_delta = ts - batch.base_ts
+            if not 0 <= ts_delta < SMALL:
+                return value
+            # Each record: length | attributes 0 | ts delta | offset delta | key -1 |
+            # value length | value | 0 headers (ProducerBatch.append's common case).
+            zt = zz[ts_delta]
+            head = b"\x00" + zt
+            fixed = len(zt) + 3
+            room = batch.max_size - len(batch.buf)
+            last = SMALL - 1  # offset deltas the table covers
+            start_budget = budget
+            parts: list[bytes] = []
+            extend = parts.extend
+            pending = _END
+            for v in _chain((value,), it):
+                vlen = len(v) if v.__class__ is bytes else limit + 1
+                if vlen > limit or n >= last:
+                    pending = v
+                    break
+                zn = zz[n]
+                zv = zz[vlen]
+                blen = fixed + len(zn) + len(zv) + vlen
+                prefix = zz[blen]
+                room -= len(prefix) + blen
+                if room < 0:
+                    # Full: send() closes the batch and opens the next. (Closing it here
+                    # would change what send()'s own partitioner call sees.)
+                    pending = v
+                    break
+                extend((prefix, head, zn, b"\x01", zv, v, b"\x00"))
+                n += 1
+                budget -= vlen + 8
+                if budget <= 0:
+                    break
+            count = n - first
+            if count:
+                batch.buf += _join(parts)
+                batch.record_count = n
+                if ts > batch.max_ts:
+                    batch.max_ts = ts
+                batch.timestamps += [ts] * count
+                if partition is None:
+                    partitioner.on_append(topic, p, start_budget - budget)
+                futures._add_run(batch, first, count)
+            if pending is not _END:
+                return pending
+            if budget > 0:  # the loop ran out of values
+                return _END
 
     def _append_many(
         self,
@@ -744,7 +889,7 @@ class Producer:
         key_iter: Iterator[Any] | None,
         partition: int | None,
         timestamp_ms: int | None,
-        futures: list[RecordFuture],
+        add: Callable[[RecordFuture], None],
     ) -> tuple[Any, Any]:
         """``send_many``'s fast path: append records from ``it`` to open batches.
 
@@ -764,7 +909,7 @@ class Producer:
         partitioner = self._partitioner
         sticky_keyed = self._sticky_keyed
         batches = self._batches
-        add = futures.append
+        txn = self._txn if self._send_guard else None  # (set: in a transaction)
         ts = _time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
         refresh = 512
         current: TopicPartition | None = None
@@ -786,9 +931,13 @@ class Producer:
                 return value, key
             tp = tps[p]
             if tp is not current:
-                dq = batches.get(tp) if tp is not None else None
+                if tp is None:
+                    return value, key
+                dq = batches.get(tp)
                 if not dq:
                     return value, key
+                if txn is not None:
+                    txn.maybe_add_partition(tp)  # as send() does
                 batch = dq[-1]
                 current = tp
             assert batch is not None
@@ -817,8 +966,7 @@ class Producer:
                 buf = batch.buf
                 prefix = ZZ[blen]
                 if len(buf) + len(prefix) + blen > batch.max_size:
-                    batch.open = False
-                    return value, key
+                    return value, key  # full: for send(), as in _append_values
                 buf += _join((prefix, b"\x00", zt, zn, b"\x01", zv, value, b"\x00"))
                 batch.record_count = n + 1
                 if ts > batch.max_ts:

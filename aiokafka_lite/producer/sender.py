@@ -438,8 +438,14 @@ class Sender:
     ) -> None:
         by_topic: dict[str, list[dict[str, Any]]] = {}
         total = 0
+        built: list[ProducerBatch] = []
         for batch in batches:
-            data = batch.build()
+            try:
+                data = batch.build()
+            except Exception as exc:  # (a bug: send() checks what it encodes)
+                self._unbuildable(batch, exc)
+                continue
+            built.append(batch)
             total += len(data)
             entry = by_topic.get(batch.tp.topic)
             part = {"index": batch.tp.partition, "records": data}
@@ -447,6 +453,10 @@ class Sender:
                 by_topic[batch.tp.topic] = [part]
             else:
                 entry.append(part)
+        if len(built) != len(batches):
+            if not built:
+                return
+            batches = built
         body = {
             "transactional_id": self.transactional_id,
             "acks": self.acks,
@@ -582,6 +592,15 @@ class Sender:
         )
         for part in reversed(parts):
             self.acc.reenqueue(part)
+
+    def _unbuildable(self, batch: ProducerBatch, exc: Exception) -> None:
+        """A batch that cannot be framed fails with the reason, rather than the error
+        stopping this and every later request."""
+        log.error("could not encode a batch for %s: %r", batch.tp, exc)
+        if batch.in_flight:
+            self._release(batch)
+        error = errors.SerializationError(f"the batch for {batch.tp} cannot be encoded: {exc!r}")
+        self._fail_batch(batch, error, sent=True)  # (its sequence numbers are a hole now)
 
     def _release(self, batch: ProducerBatch) -> None:
         batch.in_flight = False

@@ -18,6 +18,7 @@ __all__ = [
     "ProducerInterceptor",
     "ProducerRecord",
     "RecordMetadata",
+    "bad_timestamp",
 ]
 
 #: ``RecordMetadata.timestamp_type`` values (Kafka's timestamp types).
@@ -25,6 +26,20 @@ TIMESTAMP_CREATE_TIME = 0
 TIMESTAMP_LOG_APPEND_TIME = 1
 
 Header = tuple[str, bytes | None]
+
+#: A record timestamp is an int64 of milliseconds since the epoch.
+MAX_TIMESTAMP = (1 << 63) - 1
+
+
+def bad_timestamp(timestamp: object) -> TypeError | None:
+    """The error for a record timestamp the caller gave, or None if it is valid: an int
+    from 0 (as the Java client requires) to int64's largest, in milliseconds."""
+    if timestamp.__class__ is int and 0 <= timestamp <= MAX_TIMESTAMP:
+        return None
+    return TypeError(
+        f"timestamp_ms must be an int >= 0 (milliseconds since the epoch) or None, "
+        f"got {timestamp!r}"
+    )
 
 
 class RecordMetadata(NamedTuple):

@@ -317,6 +317,30 @@ async def test_send_many_gives_one_future_per_record(
     assert [r[3] for r in got] == [b"m%d" % i for i in range(50)]
 
 
+async def test_send_many_keyless_spreads_over_partitions_each_record_once(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    # Keyless records through the sticky partitioner, several batches per partition:
+    # every record lands once, in call order within its partition, where its future says.
+    create_topic(topic_name, 3)
+    values = [b"r%d-" % i + b"x" * (i % 300) for i in range(6000)]
+    async with Producer(bootstrap_servers=bootstrap_servers, max_batch_size=4096) as producer:
+        futures = [
+            *(await producer.send_many(topic_name, values[:2500])),
+            *(await producer.send_many(topic_name, values[2500:])),
+        ]
+        results = await asyncio.gather(*futures)
+    got = await peer(bootstrap_servers, topic_name, 3, expect=len(values))
+    placed = {(r[0], r[1]): r[3] for part in got.values() for r in part}
+    assert len(placed) == len(values)
+    assert [placed[(m.partition, m.offset)] for m in results] == values
+    assert all(len(got[p]) > 500 for p in range(3))  # spread, not all on one
+    position = {value: i for i, value in enumerate(values)}
+    for part in got.values():  # call order within each partition
+        order = [position[r[3]] for r in part]
+        assert order == sorted(order)
+
+
 async def test_many_concurrent_senders(
     bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
 ) -> None:
@@ -349,6 +373,17 @@ async def test_bad_input_types(
             await producer.send(topic_name, b"v", headers=[(1, b"x")])
         with pytest.raises(TypeError):
             await producer.send(topic_name, b"v", partition="0")  # type: ignore[arg-type]
+        # A timestamp is an int of milliseconds from 0 (as the Java client requires),
+        # checked before the record is taken, on every path.
+        for stamp in (1.7e12, -1, "now", True, 1 << 63):
+            with pytest.raises(TypeError, match="timestamp_ms must be an int"):
+                await producer.send(topic_name, b"v", partition=0, timestamp_ms=stamp)  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match="timestamp_ms must be an int"):
+                await producer.send_many(topic_name, [b"v"], timestamp_ms=stamp)  # type: ignore[arg-type]
+            batch = producer.create_batch()
+            with pytest.raises(TypeError, match="timestamp_ms must be an int"):
+                batch.append(key=None, value=b"v", timestamp=stamp)  # type: ignore[arg-type]
+            assert batch.record_count() == 0
         # bytearray and memoryview are fine
         await producer.send_and_wait(topic_name, bytearray(b"ba"), key=memoryview(b"mv"))
     got = (await peer(bootstrap_servers, topic_name, expect=1))[0]

@@ -17,6 +17,7 @@ from aiokafka_lite.producer.accumulator import (
     ProducerBatch,
     RecordAccumulator,
     RecordFuture,
+    RecordFutures,
 )
 from aiokafka_lite.producer.batch import BatchBuilder, BatchRecordMetadata
 from aiokafka_lite.producer.types import RecordMetadata
@@ -533,3 +534,37 @@ async def test_wait_for_a_record_future_times_out_and_cancels_it() -> None:
     acc.batches[TP].popleft().complete(5, -1, 0)
     await asyncio.sleep(0)
     assert fut.cancelled()
+
+
+async def test_record_futures_sequence_makes_each_future_once() -> None:
+    # send_many's result: runs of records whose futures are made when first read, mixed
+    # with futures made by send(). Read any way, each position is one future, for good.
+    acc = _accumulator(batch_size=10_000, buffer_memory=100_000)
+    first = acc.try_append(TP, 1, None, b"a", None)
+    batch = first._batch
+    for i in range(1, 5):
+        batch.append(1, None, b"r%d" % i, None)
+        batch.timestamps.append(1)
+    futures = RecordFutures()
+    futures._items.append(first)
+    futures._add_run(batch, 1, 2)  # records 1 and 2
+    futures._items.append(acc.try_append(TP, 1, None, b"single", None))  # record 5
+    futures._add_run(batch, 3, 2)  # records 3 and 4
+    assert len(futures) == 6 and "6 records" in repr(futures)
+    assert futures[0] is first and futures[-1] is futures[5]
+    assert [f._index for f in futures] == [0, 1, 2, 5, 3, 4]
+    made = list(futures)
+    assert futures[1:3] == made[1:3] and futures[::-1] == made[::-1]
+    assert all(futures[i] is made[i] for i in range(6))  # the same objects every time
+    assert made[2] in futures and futures.index(made[4]) == 4
+    with pytest.raises(IndexError):
+        futures[6]
+    with pytest.raises(IndexError):
+        futures[-7]
+    late = RecordFutures()
+    late._add_run(batch, 0, 6)
+    waiting = asyncio.ensure_future(asyncio.gather(*late))  # asyncio futures meanwhile
+    await asyncio.sleep(0)
+    batch.complete(200, -1, 0)
+    assert [m.offset for m in await waiting] == list(range(200, 206))
+    assert [f.result().offset for f in futures] == [200, 201, 202, 205, 203, 204]

@@ -8,15 +8,18 @@ moving, out-of-order sequence errors, a real sequence gap) are played exactly.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aiokafka_lite import errors
 from aiokafka_lite.cluster import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata
-from aiokafka_lite.producer import Producer
+from aiokafka_lite.producer import Producer, StickyPartitioner
 from aiokafka_lite.producer.producer import _BATCHES_PER_TURN
 from aiokafka_lite.protocol import records
 from aiokafka_lite.protocol.api import ApiKey
@@ -535,7 +538,8 @@ async def test_send_many_fast_path_encodes_like_send() -> None:
     values[120] = b"x" * 400  # larger than a batch: a batch of its own
     keys = [None if i % 3 else b"k%d" % i for i in range(200)]
     futures = await producer.send_many(TOPIC, values, keys=keys, partition=0)
-    futures += await producer.send_many(TOPIC, [b"tail-%d" % i for i in range(30)], partition=0)
+    tail = await producer.send_many(TOPIC, [b"tail-%d" % i for i in range(30)], partition=0)
+    futures = [*futures, *tail]
     results = await asyncio.wait_for(asyncio.gather(*futures), 5)
     sent_values = [v for r in client.produce_requests for v in r.values]
     sent_keys = [r.key for req in client.produce_requests for r in req.batch.records()]
@@ -547,6 +551,166 @@ async def test_send_many_fast_path_encodes_like_send() -> None:
     assert [m.timestamp for m in results] == stamps
     with pytest.raises(ValueError, match="fewer keys"):
         await producer.send_many(TOPIC, [b"a", b"b"], keys=[b"k"], partition=0)
+    await producer.stop(timeout=1)
+
+
+async def test_send_many_keyless_runs_encode_like_send() -> None:
+    # Keyless values go in runs (one loop per open batch); anything a run cannot take
+    # goes through send(), and every record reads back as sent, with its metadata.
+    producer, client = await start(max_batch_size=300, enable_idempotence=False, acks=1)
+
+    def answer() -> None:
+        req = client.produce_requests[-1]
+        base = sum(len(r.values) for r in client.produce_requests[:-1])
+        asyncio.get_running_loop().call_soon(req.answer, 0, base)
+
+    client.on_request = answer
+    values: list[Any] = [b"v%d" % i * (i % 9) for i in range(300)]
+    values[40] = bytearray(b"a bytearray")
+    values[41] = memoryview(b"a memoryview")
+    values[150] = b"x" * 400  # larger than a batch
+    values[151] = None  # a tombstone
+    futures = await producer.send_many(TOPIC, values, partition=0)
+    stamped = await producer.send_many(TOPIC, [b"s1", b"s2"], partition=0, timestamp_ms=12345)
+    assert len(futures) == 300 and len(stamped) == 2
+    results = await asyncio.wait_for(asyncio.gather(*futures, *stamped), 5)
+    sent = [r for req in client.produce_requests for r in req.batch.records()]
+    expected = [None if v is None else bytes(v) for v in values] + [b"s1", b"s2"]
+    assert [r.value for r in sent] == expected
+    assert all(r.key is None and not r.headers for r in sent)
+    assert [m.offset for m in results] == list(range(302))
+    assert [m.timestamp for m in results] == [r.timestamp for r in sent]
+    assert [m.timestamp for m in results[-2:]] == [12345, 12345]
+    await producer.stop(timeout=1)
+
+
+async def test_send_many_runs_stop_where_the_offset_delta_table_ends() -> None:
+    # A batch takes more records than the varint table covers (SMALL): the records past
+    # it are encoded by the general path, still one batch.
+    from aiokafka_lite.producer.encoding import SMALL
+
+    producer, client = await start(
+        max_batch_size=400_000, linger_ms=10_000, enable_idempotence=False, acks=1
+    )
+    client.on_request = lambda: asyncio.get_running_loop().call_soon(
+        client.produce_requests[-1].answer, 0, 0
+    )
+    count = SMALL + 50
+    futures = await producer.send_many(TOPIC, [b""] * (count - 1) + [b"end"], partition=0)
+    await producer.flush(timeout=5)
+    assert len(client.produce_requests) == 1
+    sent = client.produce_requests[0].batch.records()
+    assert len(sent) == count and sent[-1].value == b"end"
+    assert [r.offset for r in sent] == list(range(count))
+    assert futures[-1].result().offset == count - 1
+    assert futures[SMALL - 2].result().offset == SMALL - 2
+    await producer.stop(timeout=1)
+
+
+class _NoSendingClient(FakeClient):
+    """Four partitions, and a broker the sender never reaches: batches stay queued, so
+    the partitions chosen depend only on the records appended."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        parts = {p: PartitionMetadata(TOPIC, p, 1, 0, (1,), (1,), (), 0) for p in range(4)}
+        self.cluster = ClusterMetadata(
+            {1: BrokerMetadata(1, "h1", 1)}, {TOPIC: TopicMetadata(TOPIC, None, False, parts, 0)}
+        )
+
+    async def wait_for_metadata(self, topic: str, timeout_ms: int) -> set[int]:
+        return {0, 1, 2, 3}
+
+    def is_connected(self, node: int) -> bool:
+        return False
+
+
+def _queued(producer: Producer) -> dict[int, list[bytes | None]]:
+    """The values waiting in each partition's batches, in order."""
+    out: dict[int, list[bytes | None]] = {}
+    for tp, dq in producer._batches.items():
+        for batch in dq:
+            data = records.decode_records(batch.build())
+            out.setdefault(tp.partition, []).extend(r.value for r in data)
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=700), min_size=1, max_size=400),
+    batch_size=st.integers(min_value=100, max_value=3000),
+    sticky_size=st.one_of(st.none(), st.integers(min_value=1, max_value=3000)),
+    chunk=st.integers(min_value=1, max_value=200),
+    seed=st.integers(min_value=0, max_value=2**32),
+)
+def test_send_many_spreads_keyless_records_as_send_does(
+    sizes: list[int], batch_size: int, sticky_size: int | None, chunk: int, seed: int
+) -> None:
+    # The sticky partitioner (KIP-794) decides per record for send(); send_many asks it
+    # once per run and appends up to the bytes it has left (StickyPartitioner.room).
+    # Same records, same random choices: the same records in the same partitions, and
+    # the same partitioner state. The partitioner's own batch size (``sticky_size``)
+    # may differ from the producer's.
+    values = [b"%d:" % i + b"v" * size for i, size in enumerate(sizes)]
+
+    async def fill(use_many: bool) -> tuple[dict[int, list[bytes | None]], list[int], Any]:
+        producer = Producer(
+            bootstrap_servers="fake:9092",
+            partitioner=None if sticky_size is None else StickyPartitioner(sticky_size),
+            max_batch_size=batch_size,
+            linger_ms=60_000,
+            enable_idempotence=False,
+            acks=1,
+        )
+        producer.client = _NoSendingClient()  # type: ignore[assignment]
+        await producer.start()
+        random.seed(seed)
+        offsets: list[int] = []
+        if use_many:
+            for first in range(0, len(values), chunk):
+                futures = await producer.send_many(TOPIC, values[first : first + chunk])
+                offsets += [f._index for f in futures]
+        else:
+            for value in values:
+                offsets.append((await producer.send(TOPIC, value))._index)
+        state = dict(producer._partitioner._current)  # type: ignore[attr-defined]
+        queued = _queued(producer)
+        await producer.stop(timeout=0)
+        return queued, offsets, state
+
+    async def both() -> None:
+        assert await fill(True) == await fill(False)
+
+    asyncio.run(both())
+
+
+async def test_a_batch_that_cannot_be_encoded_fails_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Whatever slipped past send()'s checks: the batch's records get the error, and the
+    # sender goes on (later records are delivered, under a new epoch: a sequence hole).
+    producer, client = await start()
+    client.on_request = lambda: asyncio.get_running_loop().call_soon(
+        client.produce_requests[-1].answer, 0, 7
+    )
+    real_build = records.build_batch
+    calls = 0
+
+    def build_once_broken(*args: Any, **kwargs: Any) -> bytes:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise OverflowError("scripted")
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr("aiokafka_lite.producer.accumulator.build_batch", build_once_broken)
+    first = await producer.send(TOPIC, b"a", partition=0)
+    with pytest.raises(errors.SerializationError, match=r"cannot be encoded.*scripted"):
+        await asyncio.wait_for(first, 5)
+    second = await producer.send(TOPIC, b"b", partition=0)
+    assert (await asyncio.wait_for(second, 5)).offset == 7
+    assert client.produce_requests[0].batch.producer_epoch == 1
+    assert producer.metrics()["records_failed"] == 1
     await producer.stop(timeout=1)
 
 
