@@ -120,6 +120,17 @@ class FakeClient:
         #: When set, InitProducerId cannot reach the broker (connection refused).
         self.init_unreachable = False
 
+    def answer_every_request(self) -> None:
+        """Answer each Produce request (soon) with success, its records placed after those
+        of the requests before it: offsets are record positions in send order."""
+
+        def answer() -> None:
+            req = self.produce_requests[-1]
+            base = sum(len(r.values) for r in self.produce_requests[:-1])
+            asyncio.get_running_loop().call_soon(req.answer, 0, base)
+
+        self.on_request = answer
+
     async def start(self) -> None:
         return None
 
@@ -527,12 +538,7 @@ async def test_send_many_fast_path_encodes_like_send() -> None:
     # Batches of ~300 bytes: runs fill and close them, send() opens the next ones.
     producer, client = await start(max_batch_size=300, enable_idempotence=False, acks=1)
 
-    def answer() -> None:
-        req = client.produce_requests[-1]
-        base = sum(len(r.values) for r in client.produce_requests[:-1])
-        asyncio.get_running_loop().call_soon(req.answer, 0, base)
-
-    client.on_request = answer
+    client.answer_every_request()
     values: list[Any] = [b"v%d" % i * (i % 7) for i in range(200)]
     values[50] = bytearray(b"a bytearray")  # another type: through send()
     values[120] = b"x" * 400  # larger than a batch: a batch of its own
@@ -559,12 +565,7 @@ async def test_send_many_keyless_runs_encode_like_send() -> None:
     # goes through send(), and every record reads back as sent, with its metadata.
     producer, client = await start(max_batch_size=300, enable_idempotence=False, acks=1)
 
-    def answer() -> None:
-        req = client.produce_requests[-1]
-        base = sum(len(r.values) for r in client.produce_requests[:-1])
-        asyncio.get_running_loop().call_soon(req.answer, 0, base)
-
-    client.on_request = answer
+    client.answer_every_request()
     values: list[Any] = [b"v%d" % i * (i % 9) for i in range(300)]
     values[40] = bytearray(b"a bytearray")
     values[41] = memoryview(b"a memoryview")
@@ -720,12 +721,7 @@ async def test_send_encodes_every_record_shape() -> None:
     back as sent, with its own timestamp, in order."""
     producer, client = await start(max_batch_size=64 * 1024, enable_idempotence=False, acks=1)
 
-    def answer() -> None:
-        req = client.produce_requests[-1]
-        base = sum(len(r.values) for r in client.produce_requests[:-1])
-        asyncio.get_running_loop().call_soon(req.answer, 0, base)
-
-    client.on_request = answer
+    client.answer_every_request()
     now = int(time.time() * 1000)
     sizes = [0, 1, 63, 64, 127, 128, 8191, 8192, 16363, 16364, 16365, 16384, 20000]
     sent: list[tuple[bytes | None, bytes | None, int | None, list[tuple[str, bytes]]]] = []
