@@ -543,10 +543,9 @@ async def test_send_many_fast_path_encodes_like_send() -> None:
     values[50] = bytearray(b"a bytearray")  # another type: through send()
     values[120] = b"x" * 400  # larger than a batch: a batch of its own
     keys = [None if i % 3 else b"k%d" % i for i in range(200)]
-    futures = await producer.send_many(TOPIC, values, keys=keys, partition=0)
+    keyed = await producer.send_many(TOPIC, values, keys=keys, partition=0)
     tail = await producer.send_many(TOPIC, [b"tail-%d" % i for i in range(30)], partition=0)
-    futures = [*futures, *tail]
-    results = await asyncio.wait_for(asyncio.gather(*futures), 5)
+    results = await asyncio.wait_for(asyncio.gather(*keyed, *tail), 5)
     sent_values = [v for r in client.produce_requests for v in r.values]
     sent_keys = [r.key for req in client.produce_requests for r in req.batch.records()]
     expected = [bytes(v) for v in values] + [b"tail-%d" % i for i in range(30)]
