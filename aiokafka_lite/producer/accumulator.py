@@ -20,7 +20,7 @@ import contextvars
 import logging
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any, overload
 
 from aiokafka_lite import errors
@@ -664,6 +664,13 @@ class RecordFutures(Sequence[RecordFuture]):
     def __iter__(self) -> Iterator[RecordFuture]:
         for index, fut in enumerate(self._items):
             yield self[index] if fut is None else fut
+
+    def __add__(self, other: Iterable[RecordFuture]) -> list[RecordFuture]:
+        # (send_many returned a list before: ``futures + more`` keeps working.)
+        return [*self, *other]
+
+    def __radd__(self, other: Iterable[RecordFuture]) -> list[RecordFuture]:
+        return [*other, *self]
 
     def __repr__(self) -> str:
         return f"<RecordFutures of {len(self._items)} records>"

@@ -557,6 +557,10 @@ async def test_record_futures_sequence_makes_each_future_once() -> None:
     assert futures[1:3] == made[1:3] and futures[::-1] == made[::-1]
     assert all(futures[i] is made[i] for i in range(6))  # the same objects every time
     assert made[2] in futures and futures.index(made[4]) == 4
+    assert futures + [first] == [*made, first] and [first] + futures == [first, *made]  # noqa: RUF005
+    together = futures
+    together += futures  # (a list afterwards, as when send_many returned lists)
+    assert together == made + made
     with pytest.raises(IndexError):
         futures[6]
     with pytest.raises(IndexError):
