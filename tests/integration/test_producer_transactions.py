@@ -91,18 +91,21 @@ async def test_send_many_in_transactions(
     # send_many's runs join the transaction partition by partition, as send() does.
     create_topic(topic_name, 2)
     committed = [b"c%d" % i for i in range(3000)]
+    aborted = [b"a%d" % i for i in range(3000)]
     async with txn_producer(bootstrap_servers, max_batch_size=4096) as producer:
         with pytest.raises(errors.IllegalStateError, match="begin_transaction"):
             await producer.send_many(topic_name, [b"outside"])
         async with producer.transaction():
             futures = await producer.send_many(topic_name, committed)
         await producer.begin_transaction()
-        await producer.send_many(topic_name, [b"a%d" % i for i in range(3000)])
+        await producer.send_many(topic_name, aborted)
+        await producer.flush()  # in the log, then aborted
         await producer.abort_transaction()
     placed = {(m.partition, m.offset) for m in [f.result() for f in futures]}
     assert len(placed) == 3000 and {p for p, _ in placed} == {0, 1}
-    everything = await asyncio.to_thread(read_all, bootstrap_servers, topic_name, 2, expect=3000)
+    everything = await asyncio.to_thread(read_all, bootstrap_servers, topic_name, 2, expect=6000)
     assert {(r[0], r[1]) for part in everything.values() for r in part} >= placed
+    assert sorted(r[3] for part in everything.values() for r in part) == sorted(committed + aborted)
     xfail_on(
         "tansu",
         "Tansu 0.6 returns aborted records to read_committed consumers "
