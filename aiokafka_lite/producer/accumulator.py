@@ -164,9 +164,9 @@ class ProducerBatch:
         False). This is the producer's per-record hot path: the common shapes (no
         headers, sizes and deltas under ``SMALL``) are a few table lookups and one
         ``join``. The keyless case is also inlined in ``Producer.send``,
-        ``Producer._append_many`` and ``BatchBuilder.append`` (a call is ~5% of a
-        record's cost): change them together; the producer's unit tests read back
-        every shape each of them writes.
+        ``Producer._append_many``, ``Producer._append_values`` (a run of records) and
+        ``BatchBuilder.append`` (a call is ~5% of a record's cost): change them
+        together; the producer's unit tests read back every shape each of them writes.
         """
         n = self.record_count
         if n:

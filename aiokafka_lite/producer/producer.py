@@ -764,16 +764,9 @@ class Producer:
         """Whether send_many's fast path may take records in a transaction: it then
         makes send()'s checks once per pass (raising as send() would)."""
         txn = self._txn
-        if (
-            txn is None
-            or not txn.transactional
-            or self._interceptors
-            or not self._started
-            or self._closing
-            or self._closed
-        ):
+        if txn is None or not txn.transactional or self._interceptors:
             return False
-        txn.check_can_send()
+        self._check_send()
         return True
 
     def _append_values(

@@ -453,10 +453,9 @@ class Sender:
                 by_topic[batch.tp.topic] = [part]
             else:
                 entry.append(part)
-        if len(built) != len(batches):
-            if not built:
-                return
-            batches = built
+        if not built:
+            return
+        batches = built
         body = {
             "transactional_id": self.transactional_id,
             "acks": self.acks,
