@@ -67,12 +67,13 @@ def _client_software_version() -> str:
 _CLIENT_SOFTWARE_VERSION: Final = _client_software_version()
 
 
-def _retrieve_exception(fut: asyncio.Future[Any]) -> None:
-    # Mark a failed future's exception as retrieved: a request whose caller went
-    # away (cancelled, or a fire-and-forget ``request()``) must not log
-    # "Future exception was never retrieved" when the connection fails it.
-    if not fut.cancelled():
-        fut.exception()
+def _fail_request(fut: asyncio.Future[Any], exc: BaseException) -> None:
+    fut.set_exception(exc)
+    # Marked as retrieved: a request whose caller went away (cancelled, or a
+    # fire-and-forget ``request()``) must not log "Future exception was never
+    # retrieved". (Done here rather than by a done-callback on every request: that
+    # callback was a loop round per response.)
+    fut.exception()
 
 
 def _os_error_reason(exc: OSError) -> str:
@@ -343,9 +344,8 @@ class BrokerConnection:
         request is written. Encoding errors and unsupported versions raise here.
         """
         fut: asyncio.Future[dict[str, Any]] = self._loop.create_future()
-        fut.add_done_callback(_retrieve_exception)
         if self._closed:
-            fut.set_exception(self._closed_error())
+            _fail_request(fut, self._closed_error())
             return fut
         if version is None:
             version = self.version_for(api_key)
@@ -483,13 +483,14 @@ class BrokerConnection:
             try:
                 _, body = api.decode_response(req.api_key, req.api_version, frame)
             except errors.KafkaError as exc:
-                fut.set_exception(exc)
+                _fail_request(fut, exc)
             except Exception as exc:  # a decoder bug must not kill the connection
-                fut.set_exception(
+                _fail_request(
+                    fut,
                     errors.DecodeError(
                         f"cannot decode {api.api_name(req.api_key)} v{req.api_version} "
                         f"response: {exc!r}"
-                    )
+                    ),
                 )
             else:
                 fut.set_result(body)
@@ -524,19 +525,21 @@ class BrokerConnection:
             except ValueError:
                 pass
             if not req.future.done():
-                req.future.set_exception(
+                _fail_request(
+                    req.future,
                     errors.KafkaTimeoutError(
                         f"{what} timed out after {timeout * 1000:.0f} ms "
                         "waiting for an in-flight slot"
-                    )
+                    ),
                 )
             return
         if self._in_flight.get(req.correlation_id) is not req:
             return
         del self._in_flight[req.correlation_id]
         if not req.future.done():
-            req.future.set_exception(
-                errors.KafkaTimeoutError(f"{what} timed out after {timeout * 1000:.0f} ms")
+            _fail_request(
+                req.future,
+                errors.KafkaTimeoutError(f"{what} timed out after {timeout * 1000:.0f} ms"),
             )
         # Like Kafka's Java client, close the connection on a request timeout: the
         # broker may still answer later and the stream is in an unknown state, so the
@@ -573,7 +576,7 @@ class BrokerConnection:
             if not req.future.done():
                 exc = self._closed_error()
                 exc.__cause__ = cause
-                req.future.set_exception(exc)
+                _fail_request(req.future, exc)
         self._wake_drain_waiters()
         callbacks, self._close_callbacks = self._close_callbacks, []
         for callback in callbacks:

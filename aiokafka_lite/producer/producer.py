@@ -572,17 +572,18 @@ class Producer:
                 # right here, as ProducerBatch.append would: the call alone is ~5% of
                 # send(). The record future is made without __init__ (see RecordFuture).
                 ts_delta = timestamp_ms - batch.base_ts
-                vlen = len(value)
-                if 0 <= ts_delta < SMALL and n < SMALL and vlen < SMALL_VALUE:
-                    zt = ZZ[ts_delta]
-                    zo = ZZ[n]
-                    zv = ZZ[vlen]
+                if 0 <= ts_delta < SMALL and n < SMALL and size_hint < SMALL_VALUE:
                     # attributes | ts delta | offset delta | key length -1 | value | 0 headers
-                    blen = len(zt) + len(zo) + len(zv) + vlen + 3
-                    prefix = ZZ[blen]
+                    body = _join(
+                        (b"\x00", ZZ[ts_delta], ZZ[n], b"\x01", ZZ[size_hint], value, b"\x00")
+                    )
+                    blen = len(body)
                     buf = batch.buf
-                    if len(buf) + len(prefix) + blen <= batch.max_size:
-                        buf += _join((prefix, b"\x00", zt, zo, b"\x01", zv, value, b"\x00"))
+                    # The length prefix takes at most 3 bytes (blen < SMALL); a record that
+                    # fits only with a shorter one is left to batch.append's exact check.
+                    if len(buf) + blen + 3 <= batch.max_size:
+                        buf += ZZ[blen]
+                        buf += body
                         batch.record_count = n + 1
                         if timestamp_ms > batch.max_ts:
                             batch.max_ts = timestamp_ms

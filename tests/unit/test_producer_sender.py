@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from aiokafka_lite import errors
 from aiokafka_lite.cluster import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata
 from aiokafka_lite.producer import Producer, StickyPartitioner
+from aiokafka_lite.producer.accumulator import ProducerBatch
 from aiokafka_lite.producer.producer import _BATCHES_PER_TURN
 from aiokafka_lite.protocol import records
 from aiokafka_lite.protocol.api import ApiKey
@@ -682,6 +683,68 @@ def test_send_many_spreads_keyless_records_as_send_does(
         assert await fill(True) == await fill(False)
 
     asyncio.run(both())
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=300), min_size=1, max_size=60),
+    probes=st.lists(st.integers(min_value=-3, max_value=3), min_size=1, max_size=40),
+    batch_size=st.integers(min_value=60, max_value=2000),
+)
+def test_send_fills_batches_exactly_as_the_general_encoder(
+    sizes: list[int], probes: list[int], batch_size: int
+) -> None:
+    # send() encodes the common record in place with a cautious size check (the length
+    # prefix counted as 3 bytes); a record that fits only by the exact count goes to
+    # ProducerBatch.append. Either way each batch takes exactly the records the general
+    # encoder alone puts in it, byte for byte. After random records come probes sized
+    # to the room left in the batch, give or take a few bytes (the boundary cases).
+    stamp = int(time.time() * 1000)
+    values: list[bytes] = []
+    expected: list[bytes] = []
+    batch: ProducerBatch | None = None
+
+    def add(value: bytes) -> None:
+        nonlocal batch
+        values.append(value)
+        if batch is None or not batch.append(stamp, None, value, None):
+            if batch is not None:
+                expected.append(bytes(batch.buf))
+            batch = ProducerBatch(
+                TopicPartition(TOPIC, 0), max_size=batch_size, compression=0, transactional=False
+            )
+            assert batch.append(stamp, None, value, None)
+
+    for size in sizes:
+        add(b"v" * size)
+    for delta in probes:
+        assert batch is not None
+        room = batch.max_size - len(batch.buf) + delta
+        n = batch.record_count
+        vlen = max(0, room - 8)
+        while vlen > 0 and len(records.encode_record(n, 0, None, b"p" * vlen, None)) > room:
+            vlen -= 1
+        add(b"p" * vlen)
+    assert batch is not None
+    expected.append(bytes(batch.buf))
+
+    async def fill() -> list[bytes]:
+        producer = Producer(
+            bootstrap_servers="fake:9092",
+            max_batch_size=batch_size,
+            linger_ms=60_000,
+            enable_idempotence=False,
+            acks=1,
+        )
+        producer.client = _NoSendingClient()  # type: ignore[assignment]
+        await producer.start()
+        for value in values:
+            await producer.send(TOPIC, value, partition=0, timestamp_ms=stamp)
+        got = [bytes(b.buf) for b in producer._batches[TopicPartition(TOPIC, 0)]]
+        await producer.stop(timeout=0)
+        return got
+
+    assert asyncio.run(fill()) == expected
 
 
 async def test_a_batch_that_cannot_be_encoded_fails_alone(
