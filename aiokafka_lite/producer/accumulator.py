@@ -418,6 +418,7 @@ class ProducerBatch:
         self._finish()
 
     def _finish(self) -> None:
+        self.open = False  # (an open batch can expire or be aborted)
         self.buf = bytearray()
         self.payload = None
         fut = self.done_future
@@ -741,6 +742,8 @@ class RecordAccumulator:
             collections.deque()
         )
         self.flushes_in_progress = 0
+        #: flush() callers: the batches each still waits for, and its future.
+        self._flush_waiters: list[tuple[set[ProducerBatch], asyncio.Future[None]]] = []
         self._wakeup = wakeup
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -808,7 +811,10 @@ class RecordAccumulator:
         self._enqueue(tp, dq, batch)
         if self._wakeup is not None:
             self._wakeup(self.linger)
-        return RecordFuture(batch, 0)
+        fut = _new_object(RecordFuture)  # as in Producer.send
+        fut._batch = batch
+        fut._index = 0
+        return fut
 
     def _enqueue(
         self,
@@ -820,6 +826,9 @@ class RecordAccumulator:
             dq = self.batches.get(tp)
             if dq is None:
                 dq = self.batches[tp] = collections.deque()
+        if dq and dq[-1].open:
+            # Only the last batch of a partition may be open (Producer.send relies on it).
+            dq[-1].open = False
         dq.append(batch)
         self.incomplete.add(batch)
         batch.on_complete = self._on_batch_complete
@@ -927,6 +936,26 @@ class RecordAccumulator:
         batch.memory = 0
         if self._memory_waiters:
             self._wake_memory_waiters()
+        if self._flush_waiters:
+            self._update_flush_waiters(batch)
+
+    def wait_for_incomplete(self) -> tuple[set[ProducerBatch], asyncio.Future[None]] | None:
+        """For flush(): the batches not done now, and a future done once they all are
+        (None when there are none). One future for all, not one per batch: a flush
+        often waits for hundreds."""
+        if not self.incomplete:
+            return None
+        waiter = (set(self.incomplete), asyncio.get_running_loop().create_future())
+        self._flush_waiters.append(waiter)
+        return waiter
+
+    def _update_flush_waiters(self, batch: ProducerBatch) -> None:
+        for pending, fut in self._flush_waiters:
+            pending.discard(batch)
+            if not pending and not fut.done():
+                fut.set_result(None)
+        # Drop the satisfied ones and those whose flush gave up (timed out, cancelled).
+        self._flush_waiters = [w for w in self._flush_waiters if w[0] and not w[1].done()]
 
     # --- queries for the partitioner (partitioner.QueueView) -------------------------
 

@@ -96,7 +96,7 @@ def _next_key(keys: Iterator[Any]) -> Any:
 class _TopicInfo:
     """Cached partition lists of one topic (refreshed on metadata updates)."""
 
-    __slots__ = ("all", "available", "tps")
+    __slots__ = ("all", "available", "open", "tps")
 
     def __init__(self, topic: str, partitions: Iterable[int], available: Iterable[int]) -> None:
         self.all = sorted(partitions)
@@ -105,6 +105,10 @@ class _TopicInfo:
         self.tps: list[TopicPartition | None] = [None] * size
         for p in self.all:
             self.tps[p] = TopicPartition(topic, p)
+        #: The batch send() last appended to, per partition: send() appends there while
+        #: it is open (only the last batch of a partition ever is), without looking the
+        #: partition's queue up.
+        self.open: list[ProducerBatch | None] = [None] * size
 
 
 class Producer:
@@ -545,15 +549,10 @@ class Producer:
                 partition = check_partition(partition, info.all, topic)
             elif self._sticky and (key is None or self._sticky_keyed):
                 self._partitioner.on_append(topic, partition, size_hint + 8)
-        tps = info.tps
-        if partition.__class__ is not int or not 0 <= partition < len(tps):
+        opens = info.open
+        if partition.__class__ is not int or not 0 <= partition < len(opens):
             info = await self._check_partition(topic, partition, info)
-            tps = info.tps
-        tp = tps[partition]
-        if tp is None:
-            raise errors.UnknownTopicOrPartitionError(
-                f"topic {topic!r} has no partition {partition}"
-            )
+            opens = info.open
         if timestamp_ms is None:
             timestamp_ms = _time_ns() // 1_000_000
         elif error := bad_timestamp(timestamp_ms):
@@ -561,13 +560,15 @@ class Producer:
         if guard:
             txn = self._txn
             if txn is not None and txn.transactional:
-                txn.maybe_add_partition(tp)
-        # Fast path: the partition's open batch takes the record (see RecordAccumulator).
-        dq = self._batches.get(tp)
-        if dq:
-            batch = dq[-1]
+                tp = info.tps[partition]
+                if tp is not None:
+                    txn.maybe_add_partition(tp)
+        # Fast path: the partition's open batch takes the record (see RecordAccumulator;
+        # only the last batch of a partition is ever open, so appending there keeps order).
+        batch = opens[partition]
+        if batch is not None and batch.open:
             n = batch.record_count
-            if batch.open and n and key is None and headers is None and value.__class__ is bytes:
+            if n and key is None and headers is None and value.__class__ is bytes:
                 # The most common record (a value only; small sizes and deltas) is encoded
                 # right here, as ProducerBatch.append would: the call alone is ~5% of
                 # send(). The record future is made without __init__ (see RecordFuture).
@@ -594,14 +595,22 @@ class Producer:
                         if guard and self._interceptors:
                             fut.add_done_callback(self._acknowledge)
                         return fut
+                    if len(buf) + blen + 1 > batch.max_size:
+                        batch.open = False  # full, as batch.append would find it
             if batch.open and batch.append(timestamp_ms, key, value, headers):
                 batch.timestamps.append(timestamp_ms)
                 fut = RecordFuture(batch, n)
                 if guard and self._interceptors:
                     fut.add_done_callback(self._acknowledge)
                 return fut
+        tp = info.tps[partition]
+        if tp is None:
+            raise errors.UnknownTopicOrPartitionError(
+                f"topic {topic!r} has no partition {partition}"
+            )
         acc = self._accumulator
         assert acc is not None
+        dq = self._batches.get(tp)
         try:
             fut = acc.try_append(tp, timestamp_ms, key, value, headers)
         except BufferExhausted as exc:
@@ -611,6 +620,7 @@ class Producer:
                 # A batch filled up (and enough since the last turn): give the sender a
                 # turn, so that a caller producing in a tight loop overlaps with the network.
                 await asyncio.sleep(0)
+        opens[partition] = fut._batch
         if self._interceptors:
             fut.add_done_callback(self._acknowledge)
         return fut
@@ -1050,20 +1060,23 @@ class Producer:
         acc = self._accumulator
         sender = self._sender
         assert acc is not None and sender is not None
-        pending = [batch.wait() for batch in list(acc.incomplete)]
-        if not pending:
+        waiter = acc.wait_for_incomplete()
+        if waiter is None:
             return
+        pending, done = waiter
         if timeout is None:
             timeout = self.config.delivery_timeout_ms / 1000
         acc.flushes_in_progress += 1
         sender.wakeup()
         try:
-            _done, still = await asyncio.wait(pending, timeout=max(timeout, 0.0))
+            await asyncio.wait((done,), timeout=max(timeout, 0.0))
         finally:
             acc.flushes_in_progress -= 1
-        if still:
+            if not done.done():
+                done.cancel()  # (dropped from the accumulator's waiters)
+        if pending:
             raise errors.KafkaTimeoutError(
-                f"flush did not finish within {timeout:.3f} s ({len(still)} batch(es) pending)"
+                f"flush did not finish within {timeout:.3f} s ({len(pending)} batch(es) pending)"
             )
 
     # --- transactions ------------------------------------------------------------------

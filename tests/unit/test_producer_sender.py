@@ -747,6 +747,49 @@ def test_send_fills_batches_exactly_as_the_general_encoder(
     assert asyncio.run(fill()) == expected
 
 
+async def test_records_sent_after_a_caller_built_batch_follow_it() -> None:
+    # send() appends to the batch it last used while that batch is open; a batch queued
+    # by send_batch() closes it, so what is sent next goes after the caller's records.
+    producer = Producer(
+        bootstrap_servers="fake:9092", linger_ms=60_000, enable_idempotence=False, acks=1
+    )
+    producer.client = _NoSendingClient()  # type: ignore[assignment]
+    await producer.start()
+    await producer.send(TOPIC, b"before", partition=0)
+    built = producer.create_batch()
+    built.append(key=None, value=b"built", timestamp=None)
+    await producer.send_batch(built, TOPIC, partition=0)
+    after = await producer.send(TOPIC, b"after", partition=0)
+    await producer.send_many(TOPIC, [b"many"], partition=0)
+    assert _queued(producer)[0] == [b"before", b"built", b"after", b"many"]
+    assert after._index == 0  # the first record of a batch of its own
+    await producer.stop(timeout=0)
+
+
+async def test_a_record_sent_after_its_batch_expired_goes_in_a_new_batch() -> None:
+    # The open batch expires (the broker is unreachable): the next record must not be
+    # appended to it (its records have already failed), and is delivered once the
+    # broker is back.
+    producer = Producer(
+        bootstrap_servers="fake:9092",
+        linger_ms=0,
+        delivery_timeout_ms=300,
+        request_timeout_ms=300,
+        enable_idempotence=False,
+        acks=1,
+    )
+    client = _NoSendingClient()
+    producer.client = client  # type: ignore[assignment]
+    await producer.start()
+    first = await producer.send(TOPIC, b"first", partition=0)
+    with pytest.raises(errors.KafkaTimeoutError):
+        await asyncio.wait_for(first, 5)
+    second = await producer.send(TOPIC, b"second", partition=0)
+    assert second._batch is not first._batch and not second.done()
+    assert _queued(producer)[0] == [b"second"]
+    await producer.stop(timeout=0)
+
+
 async def test_a_batch_that_cannot_be_encoded_fails_alone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
