@@ -67,6 +67,10 @@ def _client_software_version() -> str:
 _CLIENT_SOFTWARE_VERSION: Final = _client_software_version()
 
 
+#: See BrokerConnection.request's ``on_response``.
+ResponseCallback = Callable[[asyncio.Future[dict[str, Any]]], None]
+
+
 def _fail_request(fut: asyncio.Future[Any], exc: BaseException) -> None:
     fut.set_exception(exc)
     # Marked as retrieved: a request whose caller went away (cancelled, or a
@@ -91,6 +95,7 @@ class _Request:
     __slots__ = (
         "api_key",
         "api_version",
+        "callback",
         "correlation_id",
         "deadline",
         "expect_response",
@@ -110,6 +115,7 @@ class _Request:
         expect_response: bool,
         timeout: float,
         deadline: float,
+        callback: ResponseCallback | None = None,
     ) -> None:
         self.api_key = api_key
         self.api_version = api_version
@@ -121,6 +127,8 @@ class _Request:
         self.timeout = timeout
         #: ``loop.time()`` by which the answer must have come.
         self.deadline = deadline
+        #: Called with the future once it is done (see BrokerConnection.request).
+        self.callback = callback
         #: ``time.monotonic()`` when it was written (0.0 while queued).
         self.sent_at = 0.0
 
@@ -335,6 +343,7 @@ class BrokerConnection:
         version: int | None = None,
         timeout_ms: int | None = None,
         expect_response: bool = True,
+        on_response: ResponseCallback | None = None,
     ) -> asyncio.Future[dict[str, Any]]:
         """Write a request now (or queue it for a free in-flight slot); return its future.
 
@@ -342,8 +351,14 @@ class BrokerConnection:
         KafkaConnectionError / KafkaTimeoutError / DecodeError. With
         ``expect_response=False`` (Produce with acks=0) it resolves with ``{}`` once the
         request is written. Encoding errors and unsupported versions raise here.
+
+        ``on_response(future)`` is a done-callback of the future, except that for a
+        response it runs at once, as the response is read, instead of a loop round later
+        (the producer's sender answers a response with the next request).
         """
         fut: asyncio.Future[dict[str, Any]] = self._loop.create_future()
+        if on_response is not None:
+            fut.add_done_callback(on_response)
         if self._closed:
             _fail_request(fut, self._closed_error())
             return fut
@@ -354,7 +369,15 @@ class BrokerConnection:
         timeout = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
         deadline = self._loop.time() + timeout
         req = _Request(
-            api_key, version, correlation_id, frame, fut, expect_response, timeout, deadline
+            api_key,
+            version,
+            correlation_id,
+            frame,
+            fut,
+            expect_response,
+            timeout,
+            deadline,
+            on_response,
         )
         if self._timeout_timer is None or deadline < self._timeout_at:
             self._arm_timeout(deadline)
@@ -493,7 +516,16 @@ class BrokerConnection:
                     ),
                 )
             else:
-                fut.set_result(body)
+                callback = req.callback
+                if callback is None:
+                    fut.set_result(body)
+                else:
+                    fut.remove_done_callback(callback)
+                    fut.set_result(body)
+                    try:
+                        callback(fut)
+                    except Exception:
+                        log.exception("error in the response callback of %r", self)
         self._pump()
 
     def _arm_timeout(self, when: float) -> None:

@@ -76,6 +76,8 @@ _BYTES_TYPES = (bytes, bytearray)
 _RECORD_OVERHEAD = records.V2_HEADER_SIZE + 31
 #: The end of ``send_many``'s values.
 _END: Any = object()
+#: send(): the partition is not an index of the topic's known partitions.
+_BAD_PARTITION: Any = object()
 #: A run's byte budget when no partitioner has a say (an explicit partition).
 _NO_LIMIT = 1 << 62
 _chain = itertools.chain
@@ -550,9 +552,18 @@ class Producer:
             elif self._sticky and (key is None or self._sticky_keyed):
                 self._partitioner.on_append(topic, partition, size_hint + 8)
         opens = info.open
-        if partition.__class__ is not int or not 0 <= partition < len(opens):
+        try:
+            batch = (
+                opens[partition]
+                if partition.__class__ is int and partition >= 0
+                else _BAD_PARTITION
+            )
+        except IndexError:
+            batch = _BAD_PARTITION
+        if batch is _BAD_PARTITION:
             info = await self._check_partition(topic, partition, info)
             opens = info.open
+            batch = opens[partition]
         if timestamp_ms is None:
             timestamp_ms = _time_ns() // 1_000_000
         elif error := bad_timestamp(timestamp_ms):
@@ -565,7 +576,6 @@ class Producer:
                     txn.maybe_add_partition(tp)
         # Fast path: the partition's open batch takes the record (see RecordAccumulator;
         # only the last batch of a partition is ever open, so appending there keeps order).
-        batch = opens[partition]
         if batch is not None and batch.open:
             n = batch.record_count
             if n and key is None and headers is None and value.__class__ is bytes:

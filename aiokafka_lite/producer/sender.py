@@ -462,10 +462,16 @@ class Sender:
             "timeout_ms": self.request_timeout_ms,
             "topic_data": [{"name": t, "partition_data": ps} for t, ps in by_topic.items()],
         }
-        expect_response = self.acks != 0
+        sent_at = _monotonic()
+        request_id = self._request_ids = self._request_ids + 1
         try:
-            fut = conn.request(
-                _PRODUCE, body, timeout_ms=self.request_timeout_ms, expect_response=expect_response
+            conn.request(
+                _PRODUCE,
+                body,
+                timeout_ms=self.request_timeout_ms,
+                expect_response=self.acks != 0,
+                # (Run as the response is read: the next request can go out at once.)
+                on_response=lambda f: self._on_response(f, node, batches, sent_at, request_id),
             )
         except errors.KafkaError as exc:
             for batch in batches:
@@ -474,14 +480,11 @@ class Sender:
         self.in_flight[node] = self.in_flight.get(node, 0) + 1
         self._in_flight_total += 1
         self.metrics.request_sent(len(batches), total)
-        sent_at = _monotonic()
-        request_id = self._request_ids = self._request_ids + 1
         deadline = batches[0].deadline
         for batch in batches:
             if batch.deadline < deadline:
                 deadline = batch.deadline
         self._requests[request_id] = ([deadline], batches)
-        fut.add_done_callback(lambda f: self._on_response(f, node, batches, sent_at, request_id))
 
     # --- responses -------------------------------------------------------------------
 

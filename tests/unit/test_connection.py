@@ -14,6 +14,7 @@ import shutil
 import ssl
 import struct
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
@@ -622,6 +623,52 @@ async def test_close_fails_pending_with_reason(broker: ScriptedBroker) -> None:
         await task
     assert conn.close_reason == "shutting down"
     await conn.wait_closed()
+
+
+async def test_on_response_runs_as_the_response_is_read_and_once_on_failure(
+    broker: ScriptedBroker,
+) -> None:
+    # A response: the callback runs from the reading callback itself (no loop round
+    # in between, where a done-callback would be scheduled); it sees the result. A
+    # failure (the connection closed, a request cancelled): it runs once, soon.
+    broker.on(HEARTBEAT, echo_heartbeat())
+    conn = await open_conn(broker)
+    calls: list[tuple[str, Any]] = []
+    from_reader: list[bool] = []
+
+    def on_response(fut: asyncio.Future[dict[str, Any]]) -> None:
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_name != "_on_frame":
+            frame = frame.f_back  # type: ignore[assignment]
+        from_reader.append(frame is not None)
+        if fut.cancelled():
+            calls.append(("cancelled", None))
+        elif fut.exception() is not None:
+            calls.append(("error", type(fut.exception()).__name__))
+        else:
+            calls.append(("ok", fut.result()["throttle_time_ms"]))
+
+    try:
+        fut = conn.request(HEARTBEAT, heartbeat(7), on_response=on_response)
+        await _wait_for(lambda: bool(calls))
+        assert calls == [("ok", 7)] and fut.done()
+        assert from_reader == [True]  # called by the connection's reader, not the loop
+        calls.clear()
+        broker.on(HEARTBEAT, swallow)
+        cancelled = conn.request(HEARTBEAT, heartbeat(8), on_response=on_response)
+        cancelled.cancel()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert calls == [("cancelled", None)]
+        calls.clear()
+        conn.request(HEARTBEAT, heartbeat(9), on_response=on_response)
+        conn.close("going away")
+        await _wait_for(lambda: bool(calls))
+        await asyncio.sleep(0.01)
+        assert calls == [("error", "KafkaConnectionError")]
+        assert from_reader == [True, False, False]
+    finally:
+        conn.close()
 
 
 async def test_unknown_correlation_id_is_a_desync(broker: ScriptedBroker) -> None:

@@ -97,9 +97,12 @@ class FakeConnection:
         *,
         timeout_ms: int | None = None,
         expect_response: bool = True,
+        on_response: Callable[[asyncio.Future[dict[str, Any]]], None] | None = None,
     ) -> asyncio.Future[dict[str, Any]]:
         assert api_key == ApiKey.PRODUCE
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        if on_response is not None:
+            fut.add_done_callback(on_response)  # (a loop round later: fine here)
         self.client.produce_requests.append(Request(self.node, body, fut))
         self.client.on_request()
         return fut
