@@ -629,6 +629,16 @@ class _NoSendingClient(FakeClient):
         return False
 
 
+async def _unsent_producer(**options: Any) -> Producer:
+    """A started producer whose sender never reaches the broker (_NoSendingClient)."""
+    settings: dict[str, Any] = {"linger_ms": 60_000, "enable_idempotence": False, "acks": 1}
+    settings.update(options)
+    producer = Producer(bootstrap_servers="fake:9092", **settings)
+    producer.client = _NoSendingClient()  # type: ignore[assignment]
+    await producer.start()
+    return producer
+
+
 def _queued(producer: Producer) -> dict[int, list[bytes | None]]:
     """The values waiting in each partition's batches, in order."""
     out: dict[int, list[bytes | None]] = {}
@@ -658,16 +668,10 @@ def test_send_many_spreads_keyless_records_as_send_does(
     values = [b"%d:" % i + b"v" * size for i, size in enumerate(sizes)]
 
     async def fill(use_many: bool) -> tuple[dict[int, list[bytes | None]], list[int], Any]:
-        producer = Producer(
-            bootstrap_servers="fake:9092",
+        producer = await _unsent_producer(
             partitioner=None if sticky_size is None else StickyPartitioner(sticky_size),
             max_batch_size=batch_size,
-            linger_ms=60_000,
-            enable_idempotence=False,
-            acks=1,
         )
-        producer.client = _NoSendingClient()  # type: ignore[assignment]
-        await producer.start()
         random.seed(seed)
         offsets: list[int] = []
         if use_many:
@@ -732,15 +736,7 @@ def test_send_fills_batches_exactly_as_the_general_encoder(
     expected.append(bytes(batch.buf))
 
     async def fill() -> list[bytes]:
-        producer = Producer(
-            bootstrap_servers="fake:9092",
-            max_batch_size=batch_size,
-            linger_ms=60_000,
-            enable_idempotence=False,
-            acks=1,
-        )
-        producer.client = _NoSendingClient()  # type: ignore[assignment]
-        await producer.start()
+        producer = await _unsent_producer(max_batch_size=batch_size)
         for value in values:
             await producer.send(TOPIC, value, partition=0, timestamp_ms=stamp)
         got = [bytes(b.buf) for b in producer._batches[TopicPartition(TOPIC, 0)]]
@@ -753,11 +749,7 @@ def test_send_fills_batches_exactly_as_the_general_encoder(
 async def test_records_sent_after_a_caller_built_batch_follow_it() -> None:
     # send() appends to the batch it last used while that batch is open; a batch queued
     # by send_batch() closes it, so what is sent next goes after the caller's records.
-    producer = Producer(
-        bootstrap_servers="fake:9092", linger_ms=60_000, enable_idempotence=False, acks=1
-    )
-    producer.client = _NoSendingClient()  # type: ignore[assignment]
-    await producer.start()
+    producer = await _unsent_producer()
     await producer.send(TOPIC, b"before", partition=0)
     built = producer.create_batch()
     built.append(key=None, value=b"built", timestamp=None)
@@ -773,17 +765,7 @@ async def test_a_record_sent_after_its_batch_expired_goes_in_a_new_batch() -> No
     # The open batch expires (the broker is unreachable): the next record must not be
     # appended to it (its records have already failed), and is delivered once the
     # broker is back.
-    producer = Producer(
-        bootstrap_servers="fake:9092",
-        linger_ms=0,
-        delivery_timeout_ms=300,
-        request_timeout_ms=300,
-        enable_idempotence=False,
-        acks=1,
-    )
-    client = _NoSendingClient()
-    producer.client = client  # type: ignore[assignment]
-    await producer.start()
+    producer = await _unsent_producer(linger_ms=0, delivery_timeout_ms=300, request_timeout_ms=300)
     first = await producer.send(TOPIC, b"first", partition=0)
     with pytest.raises(errors.KafkaTimeoutError):
         await asyncio.wait_for(first, 5)
