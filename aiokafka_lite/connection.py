@@ -71,13 +71,12 @@ _CLIENT_SOFTWARE_VERSION: Final = _client_software_version()
 ResponseCallback = Callable[[asyncio.Future[dict[str, Any]]], None]
 
 
-def _fail_request(fut: asyncio.Future[Any], exc: BaseException) -> None:
-    fut.set_exception(exc)
-    # Marked as retrieved: a request whose caller went away (cancelled, or a
-    # fire-and-forget ``request()``) must not log "Future exception was never
-    # retrieved". (Done here rather than by a done-callback on every request: that
-    # callback was a loop round per response.)
-    fut.exception()
+def _retrieve_exception(fut: asyncio.Future[Any]) -> None:
+    # Mark a failed future's exception as retrieved: a request whose caller went
+    # away (cancelled, or a fire-and-forget ``request()``) must not log
+    # "Future exception was never retrieved" when the connection fails it.
+    if not fut.cancelled():
+        fut.exception()
 
 
 def _os_error_reason(exc: OSError) -> str:
@@ -354,13 +353,14 @@ class BrokerConnection:
 
         ``on_response(future)`` is a done-callback of the future, except that for a
         response it runs at once, as the response is read, instead of a loop round later
-        (the producer's sender answers a response with the next request).
+        (the producer's sender uses it).
         """
         fut: asyncio.Future[dict[str, Any]] = self._loop.create_future()
+        fut.add_done_callback(_retrieve_exception)
         if on_response is not None:
             fut.add_done_callback(on_response)
         if self._closed:
-            _fail_request(fut, self._closed_error())
+            fut.set_exception(self._closed_error())
             return fut
         if version is None:
             version = self.version_for(api_key)
@@ -506,10 +506,9 @@ class BrokerConnection:
             try:
                 _, body = api.decode_response(req.api_key, req.api_version, frame)
             except errors.KafkaError as exc:
-                _fail_request(fut, exc)
+                fut.set_exception(exc)
             except Exception as exc:  # a decoder bug must not kill the connection
-                _fail_request(
-                    fut,
+                fut.set_exception(
                     errors.DecodeError(
                         f"cannot decode {api.api_name(req.api_key)} v{req.api_version} "
                         f"response: {exc!r}"
@@ -557,8 +556,7 @@ class BrokerConnection:
             except ValueError:
                 pass
             if not req.future.done():
-                _fail_request(
-                    req.future,
+                req.future.set_exception(
                     errors.KafkaTimeoutError(
                         f"{what} timed out after {timeout * 1000:.0f} ms "
                         "waiting for an in-flight slot"
@@ -569,8 +567,7 @@ class BrokerConnection:
             return
         del self._in_flight[req.correlation_id]
         if not req.future.done():
-            _fail_request(
-                req.future,
+            req.future.set_exception(
                 errors.KafkaTimeoutError(f"{what} timed out after {timeout * 1000:.0f} ms"),
             )
         # Like Kafka's Java client, close the connection on a request timeout: the
@@ -608,7 +605,7 @@ class BrokerConnection:
             if not req.future.done():
                 exc = self._closed_error()
                 exc.__cause__ = cause
-                _fail_request(req.future, exc)
+                req.future.set_exception(exc)
         self._wake_drain_waiters()
         callbacks, self._close_callbacks = self._close_callbacks, []
         for callback in callbacks:

@@ -45,7 +45,26 @@ def test_the_guides_have_their_examples() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_example_runs(name: str, bootstrap_servers: str, topic_name: str, tmp_path: Path) -> None:
+def test_example_runs(
+    name: str,
+    bootstrap_servers: str,
+    broker_kind: str,
+    topic_name: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    if name == "consumer:groups" and broker_kind == "noida":
+        # Not strict: it passes most runs. Measured 4 failures in 10 runs with the code
+        # of 2026-11-22 as with today's: the second member is still rebalancing after
+        # 30 s while the first owns partition 0. Open question: our cooperative
+        # rebalance or noida-db 0.2.3 (known to be slow to settle group rebalances).
+        request.applymarker(
+            pytest.mark.xfail(
+                reason="noida-db: the second member of the group sometimes never gets its "
+                "assignment within 30 s",
+                strict=False,
+            )
+        )
     script = tmp_path / f"{name.replace(':', '_')}.py"
     script.write_text(EXAMPLES[name])
     env = dict(os.environ, BOOTSTRAP=bootstrap_servers, TOPIC=topic_name)
