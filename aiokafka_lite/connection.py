@@ -512,7 +512,7 @@ class BrokerConnection:
                     errors.DecodeError(
                         f"cannot decode {api.api_name(req.api_key)} v{req.api_version} "
                         f"response: {exc!r}"
-                    ),
+                    )
                 )
             else:
                 callback = req.callback
@@ -560,7 +560,7 @@ class BrokerConnection:
                     errors.KafkaTimeoutError(
                         f"{what} timed out after {timeout * 1000:.0f} ms "
                         "waiting for an in-flight slot"
-                    ),
+                    )
                 )
             return
         if self._in_flight.get(req.correlation_id) is not req:
@@ -568,7 +568,7 @@ class BrokerConnection:
         del self._in_flight[req.correlation_id]
         if not req.future.done():
             req.future.set_exception(
-                errors.KafkaTimeoutError(f"{what} timed out after {timeout * 1000:.0f} ms"),
+                errors.KafkaTimeoutError(f"{what} timed out after {timeout * 1000:.0f} ms")
             )
         # Like Kafka's Java client, close the connection on a request timeout: the
         # broker may still answer later and the stream is in an unknown state, so the

@@ -65,7 +65,6 @@ class ProducerBatch:
         "created",
         "deadline",
         "done",
-        "done_future",
         "error",
         "in_flight",
         "last_error",
@@ -144,7 +143,6 @@ class ProducerBatch:
         #: A batch built by the caller (``send_batch``): one future for all its records.
         self.user_batch = False
         self.user_future: asyncio.Future[RecordMetadata] | None = None
-        self.done_future: asyncio.Future[None] | None = None
         self.on_complete: Callable[[ProducerBatch], None] | None = None
         #: After :meth:`split`: the batches now carrying this one's records, in order.
         self.parts: list[ProducerBatch] | None = None
@@ -267,15 +265,6 @@ class ProducerBatch:
             is_transactional=self.transactional,
             compressed=True,
         )
-
-    def wait(self) -> asyncio.Future[None]:
-        """A future done when this batch is done (delivered or failed)."""
-        fut = self.done_future
-        if fut is None:
-            fut = self.done_future = asyncio.get_running_loop().create_future()
-            if self.done:
-                fut.set_result(None)
-        return fut
 
     def complete(self, base_offset: int, log_append_time: int, log_start_offset: int) -> None:
         """Record the batch's outcome: its records' futures now give their metadata.
@@ -421,9 +410,6 @@ class ProducerBatch:
         self.open = False  # (an open batch can expire or be aborted)
         self.buf = bytearray()
         self.payload = None
-        fut = self.done_future
-        if fut is not None and not fut.done():
-            fut.set_result(None)
         callback = self.on_complete
         if callback is not None:
             # Dropped: a record future kept by the caller keeps only its batch alive.

@@ -369,15 +369,18 @@ class Producer:
         assert acc is not None and sender is not None
         sender.closing = True
         sender.wakeup()
-        pending = [batch.wait() for batch in list(acc.incomplete)]
-        if not pending:
+        waiter = acc.wait_for_incomplete()
+        if waiter is None:
             return
+        pending, done = waiter
         remaining = deadline - time.monotonic()
-        if remaining > 0:
-            _done, still = await asyncio.wait(pending, timeout=remaining)
-        else:
-            still = set(pending)
-        if still and acc.incomplete:
+        try:
+            if remaining > 0:
+                await asyncio.wait((done,), timeout=remaining)
+        finally:
+            if not done.done():
+                done.cancel()  # (dropped from the accumulator's waiters)
+        if pending and acc.incomplete:
             count = sum(b.record_count for b in acc.incomplete)
             acc.abort_all(
                 errors.KafkaTimeoutError(
