@@ -112,7 +112,39 @@ class ConsumerStoppedError(IllegalStateError):
 
 
 class RecordDeserializationError(KafkaError):
-    """A key or value deserializer raised for a record."""
+    """A key or value deserializer raised for a record.
+
+    The consumer raises it after handing over every record before this one and stays on
+    it: ``topic``, ``partition`` and ``offset`` name the record, ``key`` and ``value`` are
+    its raw bytes, ``origin`` says which deserializer failed (``"key"`` or ``"value"``),
+    ``record`` is the whole record with raw key and value (for a dead-letter topic), and
+    the deserializer's exception is the ``__cause__``. ``seek(tp, offset + 1)`` skips it.
+    """
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+        key: bytes | None = None,
+        value: bytes | None = None,
+        headers: Any = (),
+        timestamp: int = -1,
+        origin: str | None = None,
+        record: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.timestamp = timestamp
+        self.origin = origin
+        self.record = record
 
 
 # --- broker errors ---------------------------------------------------------
@@ -193,11 +225,28 @@ def error_class_for_code(code: int) -> type[BrokerResponseError] | None:
 
 
 class CorruptRecordError(BrokerResponseError, DecodeError):
-    """A record batch failed its CRC check or is malformed."""
+    """A record batch failed its CRC check or is malformed.
+
+    Raised by the consumer, ``topic``, ``partition`` and ``offset`` name where: the
+    offset is the first record not handed over, which is where the consumer stays.
+    """
 
     errno = 2
     kafka_name = "CORRUPT_MESSAGE"
     retriable = True
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
 
 
 class RecordTooLargeError(BrokerResponseError):

@@ -794,10 +794,12 @@ class Consumer:
                 lag,
                 state.paused,
                 state.last_fetch_time,
-                None if state.error is None else str(state.error),
+                str(state.error) if state.error is not None else state.failure,
             )
             if state.error is not None:
                 problems.append(f"{tp.topic}-{tp.partition}: {state.error}")
+            elif state.failure is not None:
+                problems.append(state.failure)
         stats = fetcher.stats if fetcher is not None else None
         if stats is not None and stats.failing_since is not None and partitions:
             problems.append(
@@ -874,6 +876,7 @@ class Consumer:
             last_group_error_time=group_error_time,
             last_poll_time=last_poll,
             buffered_bytes=fetcher.buffered_bytes if fetcher is not None else 0,
+            corrupt_batches=stats.corrupt_batches if stats else 0,
             closed=self._closed,
             problems=tuple(problems),
         )

@@ -48,6 +48,7 @@ from aiokafka_lite.consumer.subscription import (
     PartitionState,
     SubscriptionState,
 )
+from aiokafka_lite.errors import CorruptRecordError
 from aiokafka_lite.protocol import codecs
 from aiokafka_lite.protocol.api import ApiKey
 from aiokafka_lite.protocol.records import V2_HEADER_SIZE, ControlRecordType, iter_batches
@@ -181,8 +182,22 @@ class FetchSessionHandler:
         self._pending = None
 
 
+#: What a completed fetch calls when it meets a batch it cannot decode: the error to
+#: raise to the user, or None to fetch the batch again without raising.
+CorruptionHandler = Callable[["_CompletedFetch", Exception], "errors.KafkaError | None"]
+
+
 class _CompletedFetch:
-    """The records of one partition from one Fetch response, decoded on demand."""
+    """The records of one partition from one Fetch response, decoded on demand.
+
+    It hands records over in order and stops at one it cannot hand over: the records
+    before it are returned, and ``error`` says why it stopped, for the caller to raise
+    once nothing is ahead of it. A record whose deserializer raises keeps the fetch on
+    it (each later call tries it again, so the error is raised again until the user
+    seeks past it). A batch that fails its CRC or cannot be decoded ends the fetch: the
+    partition is fetched again from the first record not handed over (see
+    ``Fetcher._corrupt``).
+    """
 
     __slots__ = (
         "_aborted",
@@ -190,11 +205,16 @@ class _CompletedFetch:
         "_batches",
         "_key_des",
         "_max_decompressed",
+        "_on_corrupt",
+        "_past_first",
         "_recs",
         "_value_des",
         "batch_epoch",
         "batch_next",
         "epoch",
+        "error",
+        "finished",
+        "high_watermark",
         "i",
         "n",
         "nbytes",
@@ -215,6 +235,8 @@ class _CompletedFetch:
         data: bytes,
         aborted: list[tuple[int, int]] | None,
         config: ConsumerConfig,
+        high_watermark: int,
+        on_corrupt: CorruptionHandler,
     ) -> None:
         self.tp = tp
         self.topic = tp.topic
@@ -222,6 +244,7 @@ class _CompletedFetch:
         self.state = state
         self.epoch = epoch
         self.start_offset = start_offset
+        self.high_watermark = high_watermark
         self.nbytes = len(data)
         self.read_committed = config.read_committed
         self._batches: Iterator[Any] = iter_batches(data, check_crc=config.check_crcs)
@@ -229,12 +252,19 @@ class _CompletedFetch:
         self._aborted_pids: set[int] = set()
         self._key_des = config.key_deserializer
         self._value_des = config.value_deserializer
+        self._on_corrupt = on_corrupt
         self._recs: list[ConsumerRecord[Any, Any]] = []
         self._max_decompressed = max(config.fetch_max_bytes, 64 * 1048576)
         self.i = 0
         self.n = 0
+        #: The offset after the last batch loaded (the fetch offset before the first).
         self.batch_next = start_offset
         self.batch_epoch = -1
+        #: Why the last call stopped short of a record (raised by the caller), or None.
+        self.error: errors.KafkaError | None = None
+        #: Nothing more to hand over (every batch read, or the rest dropped as corrupt).
+        self.finished = False
+        self._past_first = False
 
     @property
     def valid(self) -> bool:
@@ -243,8 +273,32 @@ class _CompletedFetch:
 
     def _next_batch(self) -> bool:
         """Load the next batch with records to return; False when none is left."""
+        self._recs = []
+        self.i = self.n = 0
+        state = self.state
+        if not self._past_first and state.position != self.start_offset:
+            # Fetched ahead from an offset a damaged batch header gave: the partition is
+            # elsewhere. Fetch again from its position.
+            log.debug(
+                "%s: fetched from %d, position is %s", self.tp, self.start_offset, state.position
+            )
+            state.drop_fetched()
+            self.finished = True
+            return False
+        try:
+            loaded = self._load_batch()
+        except Exception as exc:  # CRC, framing, decompression, record layout
+            self.finished = True
+            self.error = self._on_corrupt(self, exc)
+            return False
+        if not loaded:
+            self.finished = True
+        return loaded
+
+    def _load_batch(self) -> bool:
         state = self.state
         for batch in self._batches:
+            self._check_offsets(batch)
             if self.read_committed:
                 last = batch.last_offset
                 aborted = self._aborted
@@ -254,27 +308,48 @@ class _CompletedFetch:
                     marker = batch.control_record()
                     if marker is not None and marker.type == ControlRecordType.ABORT:
                         self._aborted_pids.discard(batch.producer_id)
-                    state.position = max(state.position or 0, batch.next_offset)
+                    self._skip(batch)
                     continue
                 if batch.is_transactional and batch.producer_id in self._aborted_pids:
-                    state.position = max(state.position or 0, batch.next_offset)
+                    self._skip(batch)
                     continue
             elif batch.is_control:
-                state.position = max(state.position or 0, batch.next_offset)
+                self._skip(batch)
                 continue
             recs = self._decode(batch)
             self.batch_next = batch.next_offset
+            if state.corrupt_offset is not None:
+                # The batch that was corrupt here decodes now: the partition is well again.
+                state.corrupt_offset = state.failure = None
             if not recs:
                 state.position = max(state.position or 0, batch.next_offset)
                 continue
             self._recs = recs
-            self.i = 0
             self.n = len(recs)
             self.batch_epoch = batch.partition_leader_epoch
             return True
-        self._recs = []
-        self.i = self.n = 0
         return False
+
+    def _skip(self, batch: Any) -> None:
+        """Move past a batch that holds nothing for the user (control, aborted)."""
+        self.batch_next = batch.next_offset
+        self.state.position = max(self.state.position or 0, batch.next_offset)
+
+    def _check_offsets(self, batch: Any) -> None:
+        """Refuse offsets no broker sends: a v2 batch's base offset is outside its CRC,
+        so a damaged one shows only here (batches in order, below the high watermark)."""
+        hw = self.high_watermark
+        if hw >= 0 and batch.last_offset >= hw:
+            raise CorruptRecordError(
+                f"batch at offset {batch.base_offset} ends at {batch.last_offset}, "
+                f"past the high watermark {hw}"
+            )
+        if self._past_first and batch.magic == 2 and batch.base_offset < self.batch_next:
+            raise CorruptRecordError(
+                f"batch at offset {batch.base_offset} overlaps the one before "
+                f"(which ended before {self.batch_next})"
+            )
+        self._past_first = True
 
     def _decode(self, batch: Any) -> list[ConsumerRecord[Any, Any]]:
         """The batch's records at or after the fetch offset, key and value still raw."""
@@ -333,24 +408,48 @@ class _CompletedFetch:
     def _deserialize(self, r: ConsumerRecord[Any, Any]) -> ConsumerRecord[Any, Any]:
         key = r[5]
         value = r[6]
+        origin = "key"
         try:
             if key is not None and self._key_des is not None:
                 key = self._key_des(key)
+            origin = "value"
             if value is not None and self._value_des is not None:
                 value = self._value_des(value)
         except Exception as exc:
             raise RecordDeserializationError(
-                f"deserializing the record at offset {r[2]} of {self.topic}-"
-                f"{self.partition} failed: {exc!r} (seek past it to skip it)"
+                f"the {origin} deserializer failed on the record at offset {r[2]} of "
+                f"{self.topic}-{self.partition}: {exc!r} (the consumer stays on it; "
+                f"seek to offset {r[2] + 1} to skip it)",
+                topic=self.topic,
+                partition=self.partition,
+                offset=r[2],
+                key=r[5],
+                value=r[6],
+                headers=r[10],
+                timestamp=r[3],
+                origin=origin,
+                record=r,
             ) from exc
         return _new_tuple(
             ConsumerRecord,
             (r[0], r[1], r[2], r[3], r[4], key, value, r[7], r[8], r[9], r[10], r[11]),
         )
 
+    def _stop_at(self, i: int, exc: errors.KafkaError) -> None:
+        """Stay on record ``i``, which could not be handed over."""
+        self.i = i
+        self.error = exc
+        self.state.position = self._recs[i][2]
+
     def take(self, max_records: int) -> list[ConsumerRecord[Any, Any]]:
-        """Up to ``max_records`` records; moves the partition's position past them."""
+        """Up to ``max_records`` records; moves the partition's position past them.
+
+        Returns fewer only when the fetch is ``finished`` or ``error`` is set.
+        """
         out: list[ConsumerRecord[Any, Any]] = []
+        if self.finished:
+            return out
+        self.error = None
         state = self.state
         plain = self._key_des is None and self._value_des is None
         while len(out) < max_records:
@@ -369,12 +468,9 @@ class _CompletedFetch:
                 while i < stop:
                     try:
                         out.append(self._deserialize(recs[i]))
-                    except errors.KafkaError:
-                        self.i = i
-                        state.position = recs[i][2]
-                        if out:
-                            return out
-                        raise
+                    except RecordDeserializationError as exc:
+                        self._stop_at(i, exc)
+                        return out
                     i += 1
             self.i = i
             state.position = recs[i - 1][2] + 1 if i < self.n else self.batch_next
@@ -382,7 +478,10 @@ class _CompletedFetch:
         return out
 
     def next_one(self) -> ConsumerRecord[Any, Any] | None:
-        """One record, or None when this fetch is used up."""
+        """One record, or None when this fetch is used up or ``error`` is set."""
+        if self.finished:
+            return None
+        self.error = None
         i = self.i
         if i >= self.n:
             if not self._next_batch():
@@ -390,7 +489,11 @@ class _CompletedFetch:
             i = 0
         r = self._recs[i]
         if self._key_des is not None or self._value_des is not None:
-            r = self._deserialize(r)
+            try:
+                r = self._deserialize(r)
+            except RecordDeserializationError as exc:
+                self._stop_at(i, exc)
+                return None
         i += 1
         self.i = i
         state = self.state
@@ -409,6 +512,8 @@ class FetcherStats:
         self.failing_since: float | None = None
         self.fetch_count = 0
         self.error_count = 0
+        #: Record batches that failed their CRC or could not be decoded.
+        self.corrupt_batches = 0
         #: Fetch requests the broker answered (with or without an error): their count, total
         #: and longest seconds. A soak reads them to tell a slow broker from a slow client.
         self.round_trips = 0
@@ -741,7 +846,15 @@ class Fetcher:
                     continue
                 if next_offset <= offset:
                     continue
-                state.fetch_offset = next_offset
+                high_watermark = pdata.get("high_watermark", -1)
+                if high_watermark is None:
+                    high_watermark = -1
+                # A batch header past the high watermark is damaged (see _check_offsets):
+                # fetch no further until the user reaches it and it is fetched again.
+                if 0 <= high_watermark < next_offset:
+                    state.fetch_offset = None
+                else:
+                    state.fetch_offset = next_offset
                 aborted = pdata.get("aborted_transactions") if self._config.read_committed else None
                 completed = _CompletedFetch(
                     tp,
@@ -751,12 +864,47 @@ class Fetcher:
                     data if isinstance(data, bytes) else bytes(data),
                     [(a["producer_id"], a["first_offset"]) for a in aborted or ()],
                     self._config,
+                    high_watermark,
+                    self._corrupt,
                 )
                 self._completed.append(completed)
                 self.buffered_bytes += completed.nbytes
                 self.data_ready.set()
         if need_metadata:
             self._request_metadata()
+
+    def _corrupt(self, cf: _CompletedFetch, exc: Exception) -> errors.KafkaError | None:
+        """A batch of ``cf`` failed its CRC or could not be decoded.
+
+        The rest of that fetch is dropped (with anything fetched after it) and the
+        partition is fetched again from its position, the first record not handed over.
+        The first time at an offset that is all (logged: corruption in transit heals
+        on the refetch); met again at the same offset, the error is returned to be
+        raised, and is every time after, until a batch there decodes or the user seeks.
+        """
+        state = cf.state
+        tp = cf.tp
+        offset = state.position if state.position is not None else cf.batch_next
+        self.stats.corrupt_batches += 1
+        detail = f"corrupt record batch in {tp.topic}-{tp.partition} at offset {offset}: {exc}"
+        state.drop_fetched()
+        cf.epoch = state.epoch  # still valid: its error must reach the user
+        state.failure = detail
+        self.wake()
+        if state.corrupt_offset != offset:
+            state.corrupt_offset = offset
+            log.warning("%s; fetching it again", detail)
+            return None
+        log.error("%s (again after fetching it again)", detail)
+        error = CorruptRecordError(
+            f"{detail} (again after fetching it again; the consumer stays on offset "
+            f"{offset} and keeps fetching it: seek past the batch to skip it)",
+            topic=tp.topic,
+            partition=tp.partition,
+            offset=offset,
+        )
+        error.__cause__ = exc
+        return error
 
     def _grow_fetch_size(self, tp: TopicPartition, received: int) -> None:
         current = self._partition_max_bytes.get(tp, self._config.max_partition_fetch_bytes)
@@ -1135,8 +1283,13 @@ class Fetcher:
                     else:
                         existing.extend(recs)
                     count += len(recs)
-                if count < max_records:
-                    # take() stops short only when the fetch is used up.
+                if cf.error is not None:
+                    # Stopped at a record it cannot hand over: what came before it goes
+                    # out first; the error is raised when nothing is ahead of it.
+                    if not result:
+                        raise self._take_error(cf)
+                    break
+                if cf.finished:
                     completed.popleft()
                     self._release(cf)
         finally:
@@ -1145,6 +1298,21 @@ class Fetcher:
             if not completed:
                 self.data_ready.clear()
         return result
+
+    def _take_error(self, cf: _CompletedFetch) -> errors.KafkaError:
+        """The error ``cf`` stopped at, to raise now (a finished fetch leaves the buffer)."""
+        error = cf.error
+        assert error is not None
+        cf.error = None
+        if cf.finished:
+            if self._current is cf:
+                self._current = None
+            else:
+                self._completed.remove(cf)
+            self._release(cf)
+            if not self.has_data():
+                self.data_ready.clear()
+        return error
 
     def next_record(self) -> ConsumerRecord[Any, Any] | None:
         """One buffered record, or None (no waiting)."""
@@ -1155,6 +1323,9 @@ class Fetcher:
                     rec = cf.next_one()
                     if rec is not None:
                         return rec
+                    if cf.error is not None:
+                        self._current = cf
+                        raise self._take_error(cf)
                 self._release(cf)
             if not self._completed:
                 self._current = None

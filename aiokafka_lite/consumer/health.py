@@ -33,7 +33,8 @@ class PartitionHealth:
     paused: bool
     #: Wall-clock time (``time.time()``) of the last fetch response for this partition.
     last_fetch_time: float | None
-    #: An error waiting to be raised to the user for this partition.
+    #: An error waiting to be raised to the user for this partition, or what fails
+    #: at its position (a corrupt batch being fetched again).
     error: str | None = None
 
 
@@ -68,6 +69,9 @@ class ConsumerHealth:
     last_poll_time: float | None
     buffered_bytes: int
     closed: bool
+    #: Record batches met so far that failed their CRC or could not be decoded (each
+    #: was fetched again; see docs/consumer.md, "When a record cannot be read").
+    corrupt_batches: int = 0
     #: Human-readable descriptions of what is wrong right now (empty when healthy).
     problems: tuple[str, ...] = field(default=())
 

@@ -82,8 +82,10 @@ class PartitionState:
 
     __slots__ = (
         "awaiting_committed",
+        "corrupt_offset",
         "epoch",
         "error",
+        "failure",
         "fetch_offset",
         "highwater",
         "last_fetch_time",
@@ -118,6 +120,11 @@ class PartitionState:
         self.pending_revocation = False
         #: An error to raise to the user until they seek (no offset, out of range).
         self.error: errors.KafkaError | None = None
+        #: What went wrong reading at the position (a corrupt batch), for the health
+        #: view; cleared once a batch there decodes.
+        self.failure: str | None = None
+        #: The offset where a corrupt batch was last met: met there again, it is raised.
+        self.corrupt_offset: int | None = None
 
     @property
     def has_position(self) -> bool:
@@ -130,6 +137,8 @@ class PartitionState:
         self.reset_strategy = None
         self.awaiting_committed = False
         self.error = None
+        self.failure = None
+        self.corrupt_offset = None
         self.epoch += 1
 
     def drop_fetched(self) -> None:
@@ -296,6 +305,8 @@ class SubscriptionState:
         state.awaiting_committed = False
         state.reset_strategy = strategy or self.default_reset
         state.error = None
+        state.failure = None
+        state.corrupt_offset = None
         state.epoch += 1
 
     def need_position(self) -> list[TopicPartition]:

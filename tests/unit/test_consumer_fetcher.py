@@ -69,7 +69,15 @@ def completed(
     state = PartitionState()
     state.seek(start)
     cfg = ConsumerConfig.from_kwargs(**config)
-    return _CompletedFetch(TP, state, state.epoch, start, data, aborted, cfg), state
+    return _CompletedFetch(
+        TP, state, state.epoch, start, data, aborted, cfg, -1, _raise_corruption
+    ), state
+
+
+def _raise_corruption(cf: _CompletedFetch, exc: Exception) -> errors.KafkaError:
+    """The corruption handler of these tests: report every corrupt batch."""
+    assert isinstance(exc, errors.KafkaError)
+    return exc
 
 
 def test_scan_next_offset() -> None:
@@ -145,9 +153,14 @@ def test_deserializer_failure_leaves_position_at_the_bad_record() -> None:
     got = cf.take(10)
     assert [r.value for r in got] == ["v0", "v1"]
     assert state.position == 2
-    with pytest.raises(RecordDeserializationError, match="offset 2"):
-        cf.take(10)
-    assert state.position == 2
+    error = cf.error
+    assert isinstance(error, RecordDeserializationError) and error.offset == 2
+    assert isinstance(error.__cause__, ValueError)
+    assert (error.topic, error.partition, error.value, error.origin) == ("t", 0, b"v2", "value")
+    # Asked again, it stops at the same record, with a new error.
+    assert cf.take(10) == [] and state.position == 2 and not cf.finished
+    assert isinstance(cf.error, RecordDeserializationError) and cf.error is not error
+    assert cf.next_one() is None and cf.error is not None and cf.error.offset == 2  # type: ignore[attr-defined]
 
 
 def test_seek_invalidates_buffered_fetch() -> None:
