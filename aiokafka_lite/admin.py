@@ -25,6 +25,7 @@ import enum
 import logging
 import time
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
@@ -630,6 +631,7 @@ class AdminClient:
         self._timeout_ms = request_timeout_ms
         self._backoff = retry_backoff_ms / 1000
         self._started = False
+        self._closed = False
 
     @property
     def client(self) -> KafkaClient:
@@ -638,13 +640,28 @@ class AdminClient:
 
     async def start(self) -> None:
         """Connect to the cluster; raises `NoBrokersAvailableError` if none answers in time."""
+        if self._closed:
+            raise errors.IllegalStateError(
+                "the admin client was closed and cannot be started again; create a new one"
+            )
         if self._started:
             return
         await self._client.start()
         self._started = True
 
     async def close(self) -> None:
+        self._closed = True
         await self._client.close()
+
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        # Garbage-collected while started and never closed (no loop access here).
+        if not self.__dict__.get("_started") or self.__dict__.get("_closed", True):
+            return
+        _warn(
+            f"unclosed admin client {self!r}; call close() (or use 'async with')",
+            ResourceWarning,
+            source=self,
+        )
 
     async def __aenter__(self) -> AdminClient:
         await self.start()
@@ -663,6 +680,8 @@ class AdminClient:
     ) -> _T:
         """Run one admin call under its deadline, as a `KafkaTimeoutError` when it passes."""
         _check_timeout(timeout_ms)
+        if self._closed:
+            raise errors.IllegalStateError("the admin client is closed")
         if not self._started:
             raise errors.IllegalStateError("admin client is not started; call start() first")
         deadline = _Deadline(timeout_ms or self._timeout_ms, what)

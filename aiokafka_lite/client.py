@@ -9,8 +9,12 @@ exponential backoff and jitter so a dead broker is not hammered.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import os
 import random
+import socket
+import ssl
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -29,6 +33,10 @@ COORDINATOR_GROUP = 0
 COORDINATOR_TRANSACTION = 1
 
 _DEFAULT_PORT = 9092
+
+#: ``start()`` gives up after this long (or ``request_timeout_ms`` if shorter) when every
+#: bootstrap address refuses connections or does not resolve.
+BOOTSTRAP_REFUSED_TIMEOUT_MS = 2000
 
 
 def parse_bootstrap_servers(servers: str | Sequence[str]) -> list[tuple[str, int]]:
@@ -341,14 +349,28 @@ class KafkaClient:
 
     async def _bootstrap_metadata(self) -> None:
         deadline = time.monotonic() + self.request_timeout_ms / 1000
-        await self._fetch_metadata(self._metadata_topics(), full=True, deadline=deadline)
+        await self._fetch_metadata(
+            self._metadata_topics(), full=True, deadline=deadline, bootstrap=True
+        )
 
     async def _fetch_metadata(
-        self, topics: list[str] | None, full: bool, deadline: float
+        self, topics: list[str] | None, full: bool, deadline: float, *, bootstrap: bool = False
     ) -> ClusterMetadata:
-        """One Metadata round trip, retried over other nodes until ``deadline``."""
+        """One Metadata round trip, retried over other nodes until ``deadline``.
+
+        With ``bootstrap`` (``start()``), a failed certificate verification is raised at
+        once, and when every bootstrap address refuses connections (or its name does
+        not resolve) the retries stop after ``BOOTSTRAP_REFUSED_TIMEOUT_MS``. A running
+        client's refreshes retry until ``deadline`` whatever the error.
+        """
         # The last real error per node: a skip for backoff must not hide the cause.
         failures: dict[int, str] = {}
+        #: Bootstrap nodes whose last attempt was refused, with the reason.
+        refused: dict[int, str] = {}
+        started = time.monotonic()
+        refused_until = started + (
+            min(BOOTSTRAP_REFUSED_TIMEOUT_MS, self.request_timeout_ms) / 1000
+        )
         while True:
             node_id = self.least_loaded_node()
             try:
@@ -370,6 +392,18 @@ class KafkaClient:
                     raise
                 if not isinstance(exc, _InReconnectBackoff) or node_id not in failures:
                     failures[node_id] = f"{self._describe_node(node_id)}: {exc}"
+                if bootstrap and not self.cluster.brokers:
+                    if isinstance(exc.__cause__, ssl.SSLCertVerificationError):
+                        raise  # the same configuration fails the same way: no retry
+                    if not isinstance(exc, _InReconnectBackoff):
+                        if _refused(exc):
+                            refused[node_id] = _reason(exc)
+                        else:
+                            refused.pop(node_id, None)
+                    if len(refused) == len(self._bootstrap) and self._refused_long_enough(
+                        refused_until
+                    ):
+                        raise self._all_refused(refused, started) from exc
                 if time.monotonic() >= deadline:
                     raise self._no_brokers(failures) from exc
                 await asyncio.sleep(
@@ -391,6 +425,26 @@ class KafkaClient:
                 f"{self.request_timeout_ms} ms: {tried}"
             )
         return errors.KafkaTimeoutError(f"metadata request failed on every broker: {tried}")
+
+    def _refused_long_enough(self, refused_until: float) -> bool:
+        """Every bootstrap address refused: give up once the bound has passed, or when no
+        new attempt (each waits for its reconnect backoff) could start before it."""
+        now = time.monotonic()
+        if now >= refused_until:
+            return True
+        next_attempt = min(
+            (state.next_attempt for n, state in self._nodes.items() if n < 0), default=now
+        )
+        return next_attempt >= refused_until
+
+    def _all_refused(self, refused: dict[int, str], started: float) -> errors.KafkaError:
+        tried = "; ".join(
+            f"{host}:{port}: {refused[-(i + 1)]}" for i, (host, port) in enumerate(self._bootstrap)
+        )
+        return errors.NoBrokersAvailableError(
+            "no bootstrap server reachable: each refused the connection or did not resolve "
+            f"(tried for {time.monotonic() - started:.1f} s): {tried}"
+        )
 
     def _install(self, meta: ClusterMetadata) -> None:
         first = not self.cluster.brokers
@@ -753,6 +807,36 @@ async def _close_connection(conn: BrokerConnection) -> None:
         await wait_for(conn.wait_closed(), 1.0)
     except asyncio.TimeoutError:
         pass
+
+
+def _refused(exc: errors.KafkaError) -> bool:
+    """Whether a connect attempt failed because nothing listens at the address (connection
+    refused) or its name does not resolve: no point in waiting long for those."""
+    cause = exc.__cause__
+    if isinstance(cause, (ConnectionRefusedError, socket.gaierror)):
+        return True
+    if not isinstance(cause, OSError):
+        return False
+    if cause.errno == errno.ECONNREFUSED:
+        return True
+    # asyncio joins the failures for the several addresses of one name (IPv6 and IPv4
+    # for "localhost") into one OSError without an errno.
+    text = str(cause)
+    attempts = text.count("[Errno ")
+    return (
+        text.startswith("Multiple exceptions:")
+        and attempts > 0
+        and text.count(f"[Errno {errno.ECONNREFUSED}]") == attempts
+    )
+
+
+def _reason(exc: errors.KafkaError) -> str:
+    cause = exc.__cause__
+    if isinstance(cause, socket.gaierror):
+        return f"cannot resolve host ({cause.strerror})"
+    if isinstance(cause, OSError) and cause.errno:
+        return f"{os.strerror(cause.errno)} (errno {cause.errno})"
+    return "connection refused" if isinstance(cause, OSError) else str(exc)
 
 
 def _consume_exception(fut: asyncio.Future[Any]) -> None:

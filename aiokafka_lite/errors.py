@@ -94,6 +94,38 @@ class ProducerClosedError(IllegalStateError):
     """The producer is closed (or closing) and accepts no more records."""
 
 
+class AcknowledgedDataLostError(KafkaError):
+    """The broker lost records it had acknowledged to this producer.
+
+    Raised for the records of the batch that revealed it: the broker refused that
+    batch (``OUT_OF_ORDER_SEQUENCE_NUMBER``, or ``UNKNOWN_PRODUCER_ID`` while the
+    acknowledged records are still within the log), so they were not written either.
+    Records acknowledged before it, up to ``last_acked_offset``, may be missing from the
+    log (a broker that crashed without having stored them, an unclean leader election).
+    The broker's error is ``broker_error`` (and ``__cause__``). The producer goes on
+    under a new epoch: later records are written as usual.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str,
+        partition: int,
+        last_acked_offset: int,
+        last_acked_sequence: int,
+        broker_error: KafkaError,
+    ) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        #: The highest offset the broker had acknowledged for the partition (-1: unknown).
+        self.last_acked_offset = last_acked_offset
+        #: The producer sequence of the last acknowledged record.
+        self.last_acked_sequence = last_acked_sequence
+        self.broker_error = broker_error
+
+
 # Consumer.
 
 

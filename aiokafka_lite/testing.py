@@ -584,6 +584,20 @@ class EmbeddedBroker:
     async def stop_async(self, *, keep_data: bool = False) -> None:
         await asyncio.to_thread(self.stop, keep_data=keep_data)
 
+    def kill(self) -> None:
+        """Kill the broker with SIGKILL, as a crash would (nothing flushed, no clean
+        shutdown), keeping noida-db's data directory and the port: :meth:`start` brings
+        it back on the data it had written."""
+        proc = self._proc
+        if proc is None:
+            raise BrokerError("broker was not started")
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        logger.info("%s broker on %s killed (SIGKILL)", self.kind, self.listener)
+        self.stop(keep_data=True)
+        self._auto_port = False
+
     def restart(self) -> EmbeddedBroker:
         """Stop and start again on the same port.
 

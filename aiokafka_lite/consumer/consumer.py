@@ -19,7 +19,8 @@ import logging
 import re
 import ssl
 import time
-from collections.abc import Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from aiokafka_lite import errors
@@ -189,10 +190,12 @@ class Consumer:
         Joining the group and finding start positions go on in the background;
         :meth:`wait_for_assignment` waits for the first assignment.
         """
+        if self._closed:
+            raise errors.IllegalStateError(
+                "the consumer was stopped and cannot be started again; create a new one"
+            )
         if self._started:
             return
-        if self._closed:
-            raise errors.IllegalStateError("the consumer is stopped; create a new one")
         self._started = True
         config = self._config
         if self._initial_topics and self._subs.type is SubscriptionType.NONE:
@@ -255,6 +258,19 @@ class Consumer:
     async def __aenter__(self) -> Consumer:
         await self.start()
         return self
+
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        # Garbage-collected while started and never stopped (no loop access here).
+        client = self.__dict__.get("_client")
+        if not self.__dict__.get("_started") or self.__dict__.get("_closed", True):
+            return
+        if client is None or client.closed:
+            return  # start() failed: nothing is left open
+        _warn(
+            f"unclosed consumer {self!r}; call stop() (or use 'async with')",
+            ResourceWarning,
+            source=self,
+        )
 
     async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
         try:

@@ -16,6 +16,7 @@ class ProducerMetrics:
     """Cumulative counters since the producer started."""
 
     __slots__ = (
+        "_acked_data_lost",
         "_batches_completed",
         "_batches_sent",
         "_bytes_sent",
@@ -40,6 +41,7 @@ class ProducerMetrics:
         self._records_failed = 0
         self._records_retried = 0
         self._duplicates = 0
+        self._acked_data_lost = 0
         self._latency_total = 0.0
         self._latency_max = 0.0
         self._latency_count = 0
@@ -65,6 +67,9 @@ class ProducerMetrics:
     def duplicate(self) -> None:
         self._duplicates += 1
 
+    def acknowledged_data_lost(self) -> None:
+        self._acked_data_lost += 1
+
     def failed(self, records: int) -> None:
         self._records_failed += records
 
@@ -79,6 +84,8 @@ class ProducerMetrics:
             "records_failed": self._records_failed,
             "records_retried": self._records_retried,
             "duplicate_batches": self._duplicates,
+            # Times a broker was found to have lost records it had acknowledged.
+            "acknowledged_data_lost": self._acked_data_lost,
             "batches_sent": self._batches_sent,
             "requests_sent": self._requests_sent,
             "bytes_sent": self._bytes_sent,

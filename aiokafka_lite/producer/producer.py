@@ -20,6 +20,7 @@ import collections
 import itertools
 import logging
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -247,10 +248,12 @@ class Producer:
         A transactional producer also gets its producer id here (bounded by
         ``max_block_ms``).
         """
+        if self._closed or self._closing:
+            raise ProducerClosedError(
+                "the producer was stopped and cannot be started again; create a new one"
+            )
         if self._started:
             return
-        if self._closed:
-            raise ProducerClosedError("the producer was stopped; create a new one")
         config = self.config
         await self.client.start()
         self._started = True
@@ -418,6 +421,20 @@ class Producer:
     async def __aenter__(self) -> Producer:
         await self.start()
         return self
+
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        # Garbage-collected while started and never stopped: its connections were not
+        # closed and its buffered records were never delivered. (No loop access here.)
+        if not self.__dict__.get("_started") or self.__dict__.get("_closed", True):
+            return
+        acc = self.__dict__.get("_accumulator")
+        buffered = sum(b.record_count for b in acc.incomplete) if acc is not None else 0
+        _warn(
+            f"unclosed producer {self!r} ({buffered} record(s) still buffered); "
+            "call stop() (or use 'async with')",
+            ResourceWarning,
+            source=self,
+        )
 
     async def __aexit__(
         self,

@@ -557,7 +557,12 @@ class Sender:
                             for e in record_errors
                         )
                         message = f"{message or ''} ({details})".strip()
-                    self._batch_failed(batch, errors.error_for_code(code, message), now)
+                    self._batch_failed(
+                        batch,
+                        errors.error_for_code(code, message),
+                        now,
+                        log_start_offset=part.get("log_start_offset", -1),
+                    )
         self.wakeup()
 
     def _split(self, batch: ProducerBatch) -> None:
@@ -623,13 +628,20 @@ class Sender:
             self._release(batch)
         txn = self.txn
         if txn is not None and batch.sequence_epoch == txn.generation:
-            txn.acked(batch.tp, batch.base_sequence, batch.record_count)
+            txn.acked(batch.tp, batch.base_sequence, batch.record_count, base_offset)
         if batch.done:
             return  # expired while in flight: its records failed already
         self.metrics.batch_completed(batch.record_count)
         batch.complete(base_offset, log_append_time, log_start_offset)
 
-    def _batch_failed(self, batch: ProducerBatch, exc: errors.KafkaError, now: float) -> None:
+    def _batch_failed(
+        self,
+        batch: ProducerBatch,
+        exc: errors.KafkaError,
+        now: float,
+        *,
+        log_start_offset: int = -1,
+    ) -> None:
         if batch.done:
             # Expired while in flight (its records failed at their delivery timeout):
             # only the request's slot is left to free.
@@ -647,8 +659,14 @@ class Sender:
         txn = self.txn
         retry = exc.retriable
         code = exc.errno
-        if txn is not None and code in (_OUT_OF_ORDER, _UNKNOWN_PRODUCER, _INVALID_EPOCH):
-            retry = self._sequence_error(batch, exc, txn)
+        if txn is not None and code in (_OUT_OF_ORDER, _UNKNOWN_PRODUCER):
+            lost = self._acknowledged_data_lost(batch, exc, txn, log_start_offset)
+            if lost is not None:
+                exc, retry, code = lost, False, lost.errno
+            else:
+                retry = self._sequence_error(batch, exc, txn, log_start_offset)
+        elif txn is not None and code == _INVALID_EPOCH:
+            retry = self._sequence_error(batch, exc, txn, log_start_offset)
         if txn is not None and txn.transactional:
             if code in _TXN_FATAL or (code == _INVALID_EPOCH and retry is False):
                 retry = False
@@ -672,7 +690,11 @@ class Sender:
         self._fail_batch(batch, exc, sent=was_in_flight or batch.attempts > 0)
 
     def _sequence_error(
-        self, batch: ProducerBatch, exc: errors.KafkaError, txn: TransactionManager
+        self,
+        batch: ProducerBatch,
+        exc: errors.KafkaError,
+        txn: TransactionManager,
+        log_start_offset: int,
     ) -> bool:
         """Whether a batch refused for its sequence/epoch may be retried (bumping if needed)."""
         if batch.sequence_epoch != txn.generation:
@@ -681,9 +703,72 @@ class Sender:
             # An earlier batch of the partition is still unresolved (it failed or is
             # being retried): this one goes again after it.
             return True
+        if exc.errno == _UNKNOWN_PRODUCER and log_start_offset < 0:
+            # Without the log start offset, whether retention removed the producer's
+            # records (safe) or the broker lost them cannot be told: ask again (as the
+            # Java client does), under the same epoch, until the answer carries it.
+            return True
         # A real gap (or a fenced epoch): restart the sequences under a new epoch.
         txn.request_epoch_bump(exc)
         return not txn.transactional
+
+    def _acknowledged_data_lost(
+        self,
+        batch: ProducerBatch,
+        exc: errors.KafkaError,
+        txn: TransactionManager,
+        log_start_offset: int,
+    ) -> errors.AcknowledgedDataLostError | None:
+        """The error for a batch whose refusal shows that the broker lost records it had
+        acknowledged, or None when the refusal means something else.
+
+        The batch must be the next one after the last acknowledged record of its
+        partition under the current producer id and epoch (a later batch is refused
+        because an earlier one is unresolved, and a partition with nothing acknowledged
+        has nothing to lose). Then ``OUT_OF_ORDER_SEQUENCE_NUMBER`` means the broker's
+        log stops before the records it acknowledged. ``UNKNOWN_PRODUCER_ID`` means
+        that too, unless the log now starts after the last acknowledged offset: then
+        retention (or DeleteRecords) removed the producer's records with its state, and
+        the batch is sent again under a new epoch (KIP-360, as the Java client decides).
+        """
+        if batch.sequence_epoch != txn.generation or not batch.has_sequence:
+            return None
+        last = txn.last_acked(batch.tp)
+        if last is None or not txn.is_next_sequence(batch.tp, batch.base_sequence):
+            return None
+        last_sequence, last_offset = last
+        if exc.errno == _UNKNOWN_PRODUCER and (
+            log_start_offset < 0 or last_offset < log_start_offset
+        ):
+            return None
+        tp = batch.tp
+        where = f"offset {last_offset}" if last_offset >= 0 else "an offset the broker forgot"
+        kafka_name = exc.kafka_name if isinstance(exc, errors.BrokerResponseError) else str(exc)
+        message = (
+            f"the broker lost acknowledged records of {tp.topic}-{tp.partition}: it had "
+            f"acknowledged up to {where} (sequence {last_sequence}, producer id "
+            f"{batch.producer_id} epoch {batch.producer_epoch}), then answered {kafka_name} "
+            f"for the next batch; its {batch.record_count} record(s) were not written "
+            "either, and records acknowledged before may be missing from the log"
+        )
+        lost = errors.AcknowledgedDataLostError(
+            message,
+            topic=tp.topic,
+            partition=tp.partition,
+            last_acked_offset=last_offset,
+            last_acked_sequence=last_sequence,
+            broker_error=exc,
+        )
+        lost.__cause__ = exc
+        log.error(
+            "%s%s",
+            message,
+            "; the transaction must be aborted"
+            if txn.transactional
+            else "; going on under a new producer epoch",
+        )
+        self.metrics.acknowledged_data_lost()
+        return lost
 
     def _fail_batch(self, batch: ProducerBatch, exc: BaseException, *, sent: bool) -> None:
         txn = self.txn

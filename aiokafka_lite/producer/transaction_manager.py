@@ -112,6 +112,8 @@ class TransactionManager:
         self.generation = 0
         self._next_sequence: dict[TopicPartition, int] = {}
         self._last_acked: dict[TopicPartition, int] = {}
+        #: The highest offset acknowledged per partition in this generation.
+        self._last_acked_offset: dict[TopicPartition, int] = {}
         #: Batches per partition that were sent and whose outcome is not known yet.
         self.in_flight: dict[TopicPartition, int] = {}
         #: The idempotent producer needs a new epoch before sending more.
@@ -226,6 +228,7 @@ class TransactionManager:
             self.generation += 1
             self._next_sequence.clear()
             self._last_acked.clear()
+            self._last_acked_offset.clear()
             self.bump_requested = False
             self.last_error = None
             if self.state is TransactionState.UNINITIALIZED:
@@ -255,12 +258,26 @@ class TransactionManager:
         last = self._last_acked.get(tp, -1)
         return base_sequence == ((last + 1) & _MAX_SEQUENCE)
 
-    def acked(self, tp: TopicPartition, base_sequence: int, count: int) -> None:
+    def acked(
+        self, tp: TopicPartition, base_sequence: int, count: int, base_offset: int = -1
+    ) -> None:
         last = (base_sequence + count - 1) & _MAX_SEQUENCE
         prev = self._last_acked.get(tp, -1)
         # Responses for one partition arrive in order; keep the furthest one.
         if prev < 0 or ((last - prev) & _MAX_SEQUENCE) < (_MAX_SEQUENCE >> 1):
             self._last_acked[tp] = last
+        if base_offset >= 0:  # (-1: a duplicate whose offset the broker forgot)
+            offset = base_offset + count - 1
+            if offset > self._last_acked_offset.get(tp, -1):
+                self._last_acked_offset[tp] = offset
+
+    def last_acked(self, tp: TopicPartition) -> tuple[int, int] | None:
+        """(sequence, offset) of the last record of ``tp`` the broker acknowledged under
+        the current producer id and epoch (offset -1 when unknown); None before any."""
+        seq = self._last_acked.get(tp)
+        if seq is None:
+            return None
+        return seq, self._last_acked_offset.get(tp, -1)
 
     def request_epoch_bump(self, reason: BaseException) -> None:
         """The sequence space has a hole: bump the epoch (idempotent) or fail the txn."""
@@ -628,3 +645,4 @@ class TransactionManager:
         for tp in tps:
             self._next_sequence.pop(tp, None)
             self._last_acked.pop(tp, None)
+            self._last_acked_offset.pop(tp, None)

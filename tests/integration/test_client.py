@@ -10,10 +10,10 @@ import pytest
 from confluent_kafka.admin import AdminClient as PeerAdmin
 
 from aiokafka_lite import errors
-from aiokafka_lite.client import KafkaClient
+from aiokafka_lite.client import BOOTSTRAP_REFUSED_TIMEOUT_MS, KafkaClient
 from aiokafka_lite.protocol.api import ApiKey
 from aiokafka_lite.structs import TopicPartition
-from aiokafka_lite.testing import find_free_port
+from aiokafka_lite.testing import FaultProxy, find_free_port
 
 
 async def _create_topic(client: KafkaClient, name: str, partitions: int) -> dict[str, object]:
@@ -138,3 +138,57 @@ async def test_closed_port_fails_fast_with_clear_message() -> None:
     assert time.monotonic() - started < 5
     assert f"127.0.0.1:{port}" in str(info.value)
     assert client.closed
+
+
+async def test_refused_bootstrap_fails_within_the_bound_naming_each_address() -> None:
+    # Nothing listens at either address: start() stops after the short bound for
+    # refusals, not after request_timeout_ms (30 s here), and names both addresses.
+    ports = [find_free_port(), find_free_port()]
+    client = KafkaClient([f"127.0.0.1:{p}" for p in ports])
+    started = time.monotonic()
+    with pytest.raises(errors.NoBrokersAvailableError) as info:
+        await client.start()
+    elapsed = time.monotonic() - started
+    assert elapsed < BOOTSTRAP_REFUSED_TIMEOUT_MS / 1000 + 0.5, elapsed
+    message = str(info.value)
+    for port in ports:
+        assert f"127.0.0.1:{port}: Connection refused" in message, message
+    assert client.closed
+
+
+async def test_unresolvable_bootstrap_host_fails_within_the_bound() -> None:
+    client = KafkaClient("no-such-host.invalid:9092")
+    started = time.monotonic()
+    with pytest.raises(errors.NoBrokersAvailableError, match=r"no-such-host\.invalid:9092: cannot"):
+        await client.start()
+    assert time.monotonic() - started < BOOTSTRAP_REFUSED_TIMEOUT_MS / 1000 + 0.5
+
+
+async def test_bootstrap_server_listening_within_the_bound_is_reached(
+    proxied_broker: tuple[FaultProxy, str],
+) -> None:
+    # The bound is a short retry, not a single attempt: a broker that starts listening
+    # a moment after start() was called is reached.
+    proxy, bootstrap = proxied_broker
+    proxy.refuse(True)
+    asyncio.get_running_loop().call_later(0.8, proxy.refuse, False)
+    async with KafkaClient(bootstrap) as client:
+        assert client.cluster.brokers
+
+
+async def test_running_client_outlasts_refusals_longer_than_the_bootstrap_bound(
+    proxied_broker: tuple[FaultProxy, str],
+) -> None:
+    # The bound is start()'s only: a started client keeps retrying refused connections
+    # for as long as its request allows.
+    proxy, bootstrap = proxied_broker
+    async with KafkaClient(bootstrap, request_timeout_ms=10_000) as client:
+        proxy.refuse(True)
+        proxy.drop_connections()
+        await asyncio.sleep(0.1)
+        refresh = asyncio.ensure_future(client.refresh_metadata())
+        await asyncio.sleep(BOOTSTRAP_REFUSED_TIMEOUT_MS / 1000 + 1)
+        assert not refresh.done()
+        proxy.refuse(False)
+        meta = await asyncio.wait_for(refresh, 10)
+        assert meta.brokers

@@ -251,6 +251,21 @@ async def test_wrong_credentials_are_refused(
     assert records and not any(r.ok for r in records)
 
 
+async def test_wrong_credentials_fail_start_at_once(sasl_stack: SecureStack) -> None:
+    # Default timeouts (request_timeout_ms=30000): a refused password is not retried.
+    wrong = _ours("SCRAM-SHA-256", password="wrong-password")
+    for client in (
+        Producer(bootstrap_servers=sasl_stack.bootstrap_servers, **wrong),
+        Consumer(bootstrap_servers=sasl_stack.bootstrap_servers, **wrong),
+    ):
+        started = time.monotonic()
+        with pytest.raises(errors.AuthenticationFailedError, match="SCRAM-SHA-256"):
+            await asyncio.wait_for(client.start(), 30)
+        elapsed = time.monotonic() - started
+        await client.stop()
+        assert elapsed < 2, f"{type(client).__name__}.start() took {elapsed:.1f}s"
+
+
 async def test_unknown_user_is_refused(sasl_stack: SecureStack) -> None:
     security = _security("SCRAM-SHA-256", user="mallory")
     with pytest.raises(errors.AuthenticationFailedError):

@@ -12,6 +12,7 @@ shows the set-up works, and that it refuses what we expect ours to refuse.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 import uuid
 from collections.abc import Iterator
@@ -199,6 +200,22 @@ async def test_producer_with_wrong_ca_fails_within_its_timeout(
     elapsed = time.monotonic() - started
     await producer.stop()
     assert elapsed < 3 + 10, f"start() took {elapsed:.1f}s with request_timeout_ms=3000"
+
+
+async def test_wrong_ca_fails_start_at_once_with_the_certificate_error(
+    stack: SecureStack, pki: Pki
+) -> None:
+    # Default timeouts (request_timeout_ms=30000): a certificate that does not verify
+    # will not verify on a second attempt, so start() fails on the first one.
+    producer = Producer(bootstrap_servers=stack.bootstrap_servers, **_ssl(pki.other_ca_cert))
+    started = time.monotonic()
+    with pytest.raises(errors.KafkaConnectionError) as info:
+        await asyncio.wait_for(producer.start(), 30)
+    elapsed = time.monotonic() - started
+    await producer.stop()
+    assert elapsed < 2, f"start() took {elapsed:.1f}s"
+    assert "certificate verification failed" in str(info.value), info.value
+    assert isinstance(info.value.__cause__, ssl.SSLCertVerificationError)
 
 
 async def test_producer_error_for_a_wrong_ca_names_the_cause(stack: SecureStack, pki: Pki) -> None:

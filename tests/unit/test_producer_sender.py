@@ -56,7 +56,7 @@ class Request:
     def fail(self, exc: BaseException) -> None:
         self.future.set_exception(exc)
 
-    def answer(self, code: int = 0, base_offset: int = 0) -> None:
+    def answer(self, code: int = 0, base_offset: int = 0, log_start_offset: int = 0) -> None:
         self.future.set_result(
             {
                 "responses": [
@@ -68,7 +68,7 @@ class Request:
                                 "error_code": code,
                                 "base_offset": base_offset,
                                 "log_append_time_ms": -1,
-                                "log_start_offset": 0,
+                                "log_start_offset": log_start_offset,
                             }
                         ],
                     }
@@ -368,10 +368,11 @@ async def test_refused_epoch_bump_falls_back_to_a_new_producer_id() -> None:
     await first
     fut = await producer.send(TOPIC, b"b", partition=0)
     await until(lambda: len(client.produce_requests) == 2)
-    # The broker lost the producer's state (a restart) and refuses the KIP-360 bump
-    # with a non-retriable error, as Tansu does.
+    # The broker dropped the producer's state with its records (retention: the log now
+    # starts after them) and refuses the KIP-360 bump with a non-retriable error, as
+    # Tansu does.
     client.init_errors = [errors.UnknownServerError.errno]
-    client.produce_requests[1].answer(errors.UnknownProducerIdError.errno)
+    client.produce_requests[1].answer(errors.UnknownProducerIdError.errno, log_start_offset=1)
     await until(lambda: len(client.produce_requests) == 3)
     assert [(r["producer_id"], r["producer_epoch"]) for r in client.init_requests] == [
         (-1, -1),
@@ -944,4 +945,121 @@ async def test_after_an_epoch_bump_batches_go_again_in_send_order() -> None:
     ]
     assert [(await f).offset for f in futures] == [0, 1, 2]
     assert len(client.init_requests) == 2
+    await producer.stop(timeout=1)
+
+
+# --- the broker lost acknowledged records ------------------------------------------------
+
+
+async def _acked_first(client: FakeClient, producer: Producer, offset: int) -> None:
+    """Send one record and have the broker acknowledge it at ``offset`` (sequence 0)."""
+    fut = await producer.send(TOPIC, b"acked", partition=0)
+    await until(requests_sent(client, 1))
+    client.produce_requests[0].answer(0, base_offset=offset)
+    assert (await fut).offset == offset
+
+
+async def test_out_of_order_after_acks_reports_acknowledged_data_lost(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The broker acknowledged offset 10 (sequence 0), then crashed and came back without
+    # it: it refuses the next batch (sequence 1) as out of order, and the two in flight
+    # behind it as well. The next batch fails with AcknowledgedDataLostError (typed,
+    # with the partition and the last acknowledged offset and sequence), an ERROR line
+    # and a counter; the producer bumps its epoch and the two behind it are written.
+    producer, client = await start(max_batch_size=60)
+    await _acked_first(client, producer, offset=10)
+    futures = [await producer.send(TOPIC, b"%d" % i + b"." * 40, partition=0) for i in range(3)]
+    await until(requests_sent(client, 4))
+    gap, *behind = client.produce_requests[1:4]
+    assert [r.batch.base_sequence for r in (gap, *behind)] == [1, 2, 3]
+    with caplog.at_level("ERROR", logger="aiokafka_lite.producer.sender"):
+        for request in (gap, *behind):
+            request.answer(errors.OutOfOrderSequenceNumberError.errno)
+        with pytest.raises(errors.AcknowledgedDataLostError) as info:
+            await asyncio.wait_for(futures[0], 5)
+    lost = info.value
+    assert (lost.topic, lost.partition) == (TOPIC, 0)
+    assert (lost.last_acked_offset, lost.last_acked_sequence) == (10, 0)
+    assert isinstance(lost.broker_error, errors.OutOfOrderSequenceNumberError)
+    assert lost.__cause__ is lost.broker_error
+    assert "t-0" in str(lost) and "offset 10" in str(lost), lost
+    [line] = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert "lost acknowledged records of t-0" in line.getMessage()
+    metrics = producer.metrics()
+    assert metrics["acknowledged_data_lost"] == 1 and metrics["records_failed"] == 1
+    # The epoch bump (KIP-360), then the two behind it go again, in order, from sequence 0.
+    await until(requests_sent(client, 6))
+    assert [(r["producer_id"], r["producer_epoch"]) for r in client.init_requests] == [
+        (-1, -1),
+        (77, 0),
+    ]
+    resent = client.produce_requests[4:6]
+    assert [first_byte(r) for r in resent] == [b"1", b"2"]
+    assert [(r.batch.producer_epoch, r.batch.base_sequence) for r in resent] == [(1, 0), (1, 1)]
+    for n, request in enumerate(resent):
+        request.answer(0, base_offset=20 + n)
+    assert [(await f).offset for f in futures[1:]] == [20, 21]
+    # And the producer goes on: no further error, the next record follows in sequence.
+    client.answer_every_request()
+    later = await producer.send(TOPIC, b"later", partition=0)
+    await asyncio.wait_for(later, 5)
+    assert client.produce_requests[-1].batch.base_sequence == 2
+    assert producer.metrics()["acknowledged_data_lost"] == 1
+    await producer.stop(timeout=1)
+
+
+async def test_unknown_producer_id_with_acked_records_in_the_log_is_data_lost() -> None:
+    # UNKNOWN_PRODUCER_ID while the log still starts at or before the last acknowledged
+    # offset: the broker forgot the producer along with records it had acknowledged.
+    producer, client = await start()
+    await _acked_first(client, producer, offset=10)
+    fut = await producer.send(TOPIC, b"b", partition=0)
+    await until(requests_sent(client, 2))
+    client.produce_requests[1].answer(errors.UnknownProducerIdError.errno, log_start_offset=10)
+    with pytest.raises(errors.AcknowledgedDataLostError) as info:
+        await asyncio.wait_for(fut, 5)
+    assert isinstance(info.value.broker_error, errors.UnknownProducerIdError)
+    assert info.value.last_acked_offset == 10
+    client.answer_every_request()
+    later = await producer.send(TOPIC, b"c", partition=0)
+    await asyncio.wait_for(later, 5)
+    last = client.produce_requests[-1].batch
+    assert (last.producer_epoch, last.base_sequence) == (1, 0)  # under the new epoch
+    assert producer.metrics()["acknowledged_data_lost"] == 1
+    await producer.stop(timeout=1)
+
+
+async def test_unknown_producer_id_after_retention_resends_under_a_new_epoch() -> None:
+    # The log now starts after the last acknowledged offset: retention removed the
+    # producer's records and its state with them. Nothing acknowledged was lost: the
+    # batch goes again under a new epoch and succeeds.
+    producer, client = await start()
+    await _acked_first(client, producer, offset=10)
+    fut = await producer.send(TOPIC, b"b", partition=0)
+    await until(requests_sent(client, 2))
+    client.produce_requests[1].answer(errors.UnknownProducerIdError.errno, log_start_offset=11)
+    await until(requests_sent(client, 3))
+    resent = client.produce_requests[2]
+    assert (resent.batch.producer_epoch, resent.batch.base_sequence) == (1, 0)
+    resent.answer(0, base_offset=11)
+    assert (await fut).offset == 11
+    assert producer.metrics()["acknowledged_data_lost"] == 0
+    await producer.stop(timeout=1)
+
+
+async def test_unknown_producer_id_without_a_log_start_offset_is_asked_again() -> None:
+    # Without the log start offset retention and loss cannot be told apart: the batch
+    # goes again as it was (same epoch and sequence) until an answer carries it.
+    producer, client = await start()
+    await _acked_first(client, producer, offset=10)
+    fut = await producer.send(TOPIC, b"b", partition=0)
+    await until(requests_sent(client, 2))
+    client.produce_requests[1].answer(errors.UnknownProducerIdError.errno, log_start_offset=-1)
+    await until(requests_sent(client, 3))
+    again = client.produce_requests[2]
+    assert (again.batch.producer_epoch, again.batch.base_sequence) == (0, 1)
+    assert len(client.init_requests) == 1  # no bump
+    again.answer(0, base_offset=11)
+    assert (await fut).offset == 11
     await producer.stop(timeout=1)
