@@ -43,7 +43,7 @@ from aiokafka_lite.consumer.subscription import (
 )
 from aiokafka_lite.protocol.api import ApiKey
 from aiokafka_lite.security import SecurityConfig, TokenProviderLike
-from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
+from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition, check_topic_name
 
 __all__ = ["AIOKafkaConsumer", "Consumer", "OffsetAndTimestamp"]
 
@@ -123,7 +123,7 @@ class Consumer:
         **aiokafka_options: Any,
     ) -> None:
         for topic in topics:
-            _check_topic(topic)
+            check_topic_name(topic)
         self._config = ConsumerConfig.from_kwargs(
             bootstrap_servers=bootstrap_servers,
             client_id=client_id,
@@ -340,7 +340,7 @@ class Consumer:
                 self._on_metadata(self._client.cluster)
         else:
             for topic in names:
-                _check_topic(topic)
+                check_topic_name(topic)
             self._subs.subscribe(names, listener)
         self._sync_tracked_topics()
         if self._coordinator is None and self._started:
@@ -368,7 +368,7 @@ class Consumer:
         for tp in parts:
             if not isinstance(tp, TopicPartition):
                 raise TypeError(f"assign() takes TopicPartition values, got {tp!r}")
-            _check_topic(tp.topic)
+            check_topic_name(tp.topic)
         self._subs.assign_from_user(parts)
         self._sync_tracked_topics()
 
@@ -915,13 +915,6 @@ class Consumer:
 
 #: The name aiokafka users know.
 AIOKafkaConsumer = Consumer
-
-
-def _check_topic(topic: object) -> None:
-    if not isinstance(topic, str) or not topic:
-        raise ValueError(f"topic names must be non-empty str, got {topic!r}")
-    if len(topic) > 249 or not re.fullmatch(r"[A-Za-z0-9._-]+", topic):
-        raise ValueError(f"invalid topic name {topic!r}")
 
 
 def _offset_and_metadata(tp: TopicPartition, spec: OffsetSpec) -> OffsetAndMetadata:

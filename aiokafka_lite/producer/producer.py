@@ -63,7 +63,7 @@ from aiokafka_lite.producer.types import (
 )
 from aiokafka_lite.protocol import records
 from aiokafka_lite.security import SecurityConfig
-from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
+from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition, check_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -456,11 +456,10 @@ class Producer:
                 self._topics[topic] = _TopicInfo(topic, parts, available)
 
     async def _topic_info(self, topic: str) -> _TopicInfo:
-        if not isinstance(topic, str) or not topic:
-            raise TypeError(f"topic must be a non-empty str, got {topic!r}")
         info = self._topics.get(topic)
         if info is not None:
             return info
+        check_topic_name(topic)
         waiter = self._topic_waits.get(topic)
         if waiter is None:
             waiter = asyncio.get_running_loop().create_future()

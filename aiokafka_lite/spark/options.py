@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from aiokafka_lite import errors
-from aiokafka_lite.structs import TopicPartition
+from aiokafka_lite.structs import TopicPartition, check_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -491,9 +491,10 @@ def _check_names(
 
 def _topic_name(name: str, text: str) -> str:
     topic = text.strip()
-    if not topic or len(topic) > 249 or re.fullmatch(r"[A-Za-z0-9._-]+", topic) is None:
-        raise _fail(f"{name}: {text!r} is not a valid topic name")
-    return topic
+    try:
+        return check_topic_name(topic)
+    except ValueError as exc:
+        raise _fail(f"{name}: {text!r} is not a valid topic name ({exc})") from None
 
 
 def _selection(options: Mapping[str, str]) -> TopicSelection:
