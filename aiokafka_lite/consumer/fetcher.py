@@ -41,7 +41,7 @@ from aiokafka_lite import errors
 from aiokafka_lite._aio import cancel_and_wait, wait_for
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.consumer._errors import NoOffsetForPartitionError, RecordDeserializationError
-from aiokafka_lite.consumer.config import ConsumerConfig
+from aiokafka_lite.consumer.config import FETCH_RESPONSE_MARGIN, ConsumerConfig
 from aiokafka_lite.consumer.records import ConsumerRecord, decode_v2_records
 from aiokafka_lite.consumer.subscription import (
     OffsetResetStrategy,
@@ -761,7 +761,21 @@ class Fetcher:
     def _grow_fetch_size(self, tp: TopicPartition, received: int) -> None:
         current = self._partition_max_bytes.get(tp, self._config.max_partition_fetch_bytes)
         if received >= current:
-            bigger = min(current * 2, max(self._config.fetch_max_bytes, current * 2))
+            # No larger than a response the connection accepts can hold.
+            limit = self._config.receive_message_max_bytes
+            assert limit is not None
+            bigger = min(current * 2, limit - FETCH_RESPONSE_MARGIN)
+            if bigger <= current:
+                log.error(
+                    "a record batch of %s is larger than the partition fetch size %d, which "
+                    "cannot grow: a response may hold at most receive_message_max_bytes (%d); "
+                    "raise it to read this partition on",
+                    tp,
+                    current,
+                    limit,
+                )
+                self.stats.failure(f"fetch {tp.topic}-{tp.partition}: record batch too large")
+                return
             log.warning(
                 "a record batch of %s is larger than the partition fetch size %d; "
                 "fetching up to %d bytes",
