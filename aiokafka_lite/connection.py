@@ -929,7 +929,12 @@ class BrokerConnection:
                     f"SASL {name} authentication with {self.host}:{self.port} failed: {detail}"
                 )
             self.sasl_session_lifetime_ms = response.get("session_lifetime_ms", 0)
-            out = mechanism.step(response["auth_bytes"])
+            server_bytes = response["auth_bytes"]
+            # The step's costly part (SCRAM's PBKDF2) runs in a thread, not on the loop.
+            work = mechanism.prepare_step(server_bytes)
+            if work is not None:
+                await self._loop.run_in_executor(None, work)
+            out = mechanism.step(server_bytes)
         log.debug("%r authenticated with SASL %s", self, name)
 
 
