@@ -562,6 +562,41 @@ def test_framing_any_chunking(sizes: list[int], cuts: list[int], data: Any) -> N
     assert protocol._start == protocol._end == 0
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    sizes=st.lists(st.integers(4, 40_000), min_size=1, max_size=12),
+    cuts=st.lists(st.integers(1, 9000), min_size=1, max_size=60),
+    seed=st.integers(0, 2**32),
+)
+def test_framing_large_frames_any_chunking(sizes: list[int], cuts: list[int], seed: int) -> None:
+    """Frames up to 40 times the read buffer (1 KiB here), read in several growing parts
+    however the reads fall, come out whole and in order; what the protocol holds never
+    exceeds about twice what has come of the frame being read, plus the buffer."""
+    rng = random.Random(seed)
+    frames = [rng.randbytes(n) for n in sizes]
+    stream = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+    sink = _FrameSink()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(connection_module, "_READ_BUFFER_SIZE", 1024)
+        mp.setattr(connection_module, "_MIN_READ", 256)
+
+        async def make() -> Any:
+            return connection_module._KafkaProtocol(sink, 2**31 - 1)  # type: ignore[arg-type]
+
+        protocol = asyncio.run(make())
+        pos = 0
+        for cut in [*cuts, len(stream)]:
+            _feed(protocol, stream[pos : pos + cut])
+            pos += cut
+            # The bytes of the frame being read that have come (the stream up to pos,
+            # less the frames before it and its prefix).
+            done = sum(4 + len(f) for f in sink.frames)
+            came = max(pos - done - 4, 0)
+            assert _held(protocol) <= 2 * came + 2 * 1024 + 256
+    assert sink.frames == frames
+    assert protocol._start == protocol._end == 0 and protocol._parts is None
+
+
 async def _wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
