@@ -34,6 +34,7 @@ from aiokafka_lite import errors
 from aiokafka_lite._aio import wait_for
 from aiokafka_lite.client import COORDINATOR_GROUP, KafkaClient
 from aiokafka_lite.cluster import BrokerMetadata, ClusterMetadata
+from aiokafka_lite.connection import DEFAULT_RECEIVE_MESSAGE_MAX_BYTES
 from aiokafka_lite.protocol.api import ApiKey, api_name
 from aiokafka_lite.protocol.group_protocol import decode_assignment, decode_subscription
 from aiokafka_lite.security import SecurityConfig, TokenProviderLike
@@ -595,6 +596,7 @@ class AdminClient:
         sasl_oauth_token_provider: TokenProviderLike | None = None,
         api_version: str = "auto",
         connections_max_idle_ms: int = 540000,
+        receive_message_max_bytes: int = DEFAULT_RECEIVE_MESSAGE_MAX_BYTES,
     ) -> None:
         if security is None:
             if isinstance(sasl_mechanism, str) and sasl_mechanism.upper() == "GSSAPI":
@@ -627,6 +629,7 @@ class AdminClient:
             retry_backoff_ms=retry_backoff_ms,
             # Describing a topic must never create it.
             allow_auto_create_topics=False,
+            receive_message_max_bytes=receive_message_max_bytes,
         )
         self._timeout_ms = request_timeout_ms
         self._backoff = retry_backoff_ms / 1000

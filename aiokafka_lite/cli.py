@@ -168,6 +168,8 @@ _CONFIG_KEYS = {
     "ssl.endpoint.identification.algorithm": "ssl_check_hostname",
     "request.timeout.ms": "request_timeout_ms",
     "request_timeout_ms": "request_timeout_ms",
+    "receive.message.max.bytes": "receive_message_max_bytes",
+    "receive_message_max_bytes": "receive_message_max_bytes",
 }
 
 
@@ -214,14 +216,19 @@ class Connection:
     security: SecurityConfig
     request_timeout_ms: int
     extra: dict[str, str] = field(default_factory=dict)
+    #: The largest response accepted (None: each client's default).
+    receive_message_max_bytes: int | None = None
 
     def client_kwargs(self) -> dict[str, Any]:
-        return {
+        kwargs: dict[str, Any] = {
             "bootstrap_servers": self.bootstrap_servers,
             "client_id": self.client_id,
             "security": self.security,
             "request_timeout_ms": self.request_timeout_ms,
         }
+        if self.receive_message_max_bytes is not None:
+            kwargs["receive_message_max_bytes"] = self.receive_message_max_bytes
+        return kwargs
 
 
 def resolve_connection(args: argparse.Namespace, default_client_id: str) -> Connection:
@@ -301,11 +308,21 @@ def resolve_connection(args: argparse.Namespace, default_client_id: str) -> Conn
             raise UsageError(f"request.timeout.ms must be an int, got {timeout_text!r}") from None
     if timeout_ms <= 0:
         raise UsageError("the timeout must be positive")
+    receive_text = pick("receive_message_max_bytes")
+    receive_max: int | None = None
+    if receive_text is not None:
+        try:
+            receive_max = int(receive_text)
+        except ValueError:
+            raise UsageError(
+                f"receive.message.max.bytes must be an int, got {receive_text!r}"
+            ) from None
     return Connection(
         bootstrap_servers=bootstrap,
         client_id=pick("client_id", default=default_client_id) or default_client_id,
         security=security,
         request_timeout_ms=timeout_ms,
+        receive_message_max_bytes=receive_max,
     )
 
 

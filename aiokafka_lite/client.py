@@ -22,7 +22,12 @@ from typing import Any
 from aiokafka_lite import errors
 from aiokafka_lite._aio import cancel_and_wait, wait_for
 from aiokafka_lite.cluster import BrokerMetadata, ClusterMetadata
-from aiokafka_lite.connection import BrokerConnection, connect
+from aiokafka_lite.connection import (
+    DEFAULT_RECEIVE_MESSAGE_MAX_BYTES,
+    BrokerConnection,
+    check_receive_message_max_bytes,
+    connect,
+)
 from aiokafka_lite.protocol.api import ApiKey, api_name
 from aiokafka_lite.security import SecurityConfig
 
@@ -111,6 +116,7 @@ class KafkaClient:
         reconnect_backoff_max_ms: int = 1000,
         allow_auto_create_topics: bool = True,
         max_in_flight_per_connection: int = 5000,
+        receive_message_max_bytes: int = DEFAULT_RECEIVE_MESSAGE_MAX_BYTES,
     ) -> None:
         for name, value in (
             ("request_timeout_ms", request_timeout_ms),
@@ -127,6 +133,8 @@ class KafkaClient:
         ):
             if not isinstance(value, int) or value < 0:
                 raise errors.ConfigurationError(f"{name} must be an int >= 0, got {value!r}")
+        #: The largest response a connection accepts (see connection.connect).
+        self.receive_message_max_bytes = check_receive_message_max_bytes(receive_message_max_bytes)
         self._bootstrap = parse_bootstrap_servers(bootstrap_servers)
         self.client_id = client_id
         self.security = security or SecurityConfig()
@@ -371,6 +379,8 @@ class KafkaClient:
         refused_until = started + (
             min(BOOTSTRAP_REFUSED_TIMEOUT_MS, self.request_timeout_ms) / 1000
         )
+        # Bootstrap servers that answered with something other than Kafka.
+        not_kafka: set[int] = set()
         while True:
             node_id = self.least_loaded_node()
             try:
@@ -395,6 +405,15 @@ class KafkaClient:
                 if bootstrap and not self.cluster.brokers:
                     if isinstance(exc.__cause__, ssl.SSLCertVerificationError):
                         raise  # the same configuration fails the same way: no retry
+                    if isinstance(exc, errors.NotAKafkaBrokerError):
+                        not_kafka.add(node_id)
+                        if len(not_kafka) == len(self._bootstrap):
+                            # Every bootstrap server answered, and none speaks Kafka (a
+                            # wrong port or security_protocol): waiting hides it.
+                            raise errors.NoBrokersAvailableError(
+                                "no bootstrap server is a Kafka broker: "
+                                + "; ".join(failures.values())
+                            ) from exc
                     if not isinstance(exc, _InReconnectBackoff):
                         if _refused(exc):
                             refused[node_id] = _reason(exc)
@@ -609,6 +628,7 @@ class KafkaClient:
                 connect_timeout_ms=self.connect_timeout_ms,
                 max_in_flight=self.max_in_flight_per_connection,
                 node_id=node_id,
+                receive_message_max_bytes=self.receive_message_max_bytes,
             )
         except errors.KafkaError as exc:
             state.failures += 1

@@ -8,7 +8,15 @@ response by correlation id and resolves with the decoded body.
 
 The transport is driven by a plain :class:`asyncio.Protocol` (no streams): frames are
 cut out of a ``bytearray`` with a read offset, so neither many small frames nor one
-huge frame cause quadratic copying.
+huge frame cause quadratic copying. A frame larger than that buffer is read into parts
+of its own that grow as its bytes come (each as large as all before it), so memory
+follows what the peer sends, not what its size prefix claims; a claim above
+``receive_message_max_bytes`` closes the connection at once.
+
+Until the broker has answered ApiVersions (the first response, a few hundred bytes), a
+frame claiming more than 1 MiB, or any response with a foreign correlation id, means the
+peer is not Kafka: HTTP and TLS are recognised by their first bytes and named
+(:class:`~aiokafka_lite.errors.NotAKafkaBrokerError`).
 
 Every way the connection can end (``close()``, the broker closing, a request timeout,
 a protocol desync, a failed handshake) goes through one path that fails every pending
@@ -35,17 +43,36 @@ from aiokafka_lite.protocol import api
 from aiokafka_lite.sasl import OAuthBearerMechanism, PlainMechanism, SaslMechanism, ScramMechanism
 from aiokafka_lite.security import SecurityConfig, fetch_oauth_token
 
-__all__ = ["DEFAULT_MAX_IN_FLIGHT", "BrokerConnection", "CloseCallback", "connect"]
+__all__ = [
+    "DEFAULT_MAX_IN_FLIGHT",
+    "DEFAULT_RECEIVE_MESSAGE_MAX_BYTES",
+    "MIN_RECEIVE_MESSAGE_MAX_BYTES",
+    "BrokerConnection",
+    "CloseCallback",
+    "check_receive_message_max_bytes",
+    "connect",
+]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_IN_FLIGHT: Final = 100
 _SIZE = struct.Struct(">i")
 _MAX_CORRELATION_ID: Final = 2**31 - 1
-#: The read buffer (grown for a larger frame while it is read). A read asks the socket
-#: for at least _MIN_READ bytes.
+_INT32_MAX: Final = 2**31 - 1
+#: The read buffer. A frame larger than it is read into parts of its own. A read asks
+#: the socket for at least _MIN_READ bytes.
 _READ_BUFFER_SIZE: Final = 256 * 1024
 _MIN_READ: Final = 64 * 1024
+
+#: The largest response a connection accepts unless told otherwise (librdkafka's
+#: ``receive.message.max.bytes`` is 100 MB too). The producer and the admin client use
+#: it; the consumer derives its default from its fetch sizes (never below this).
+DEFAULT_RECEIVE_MESSAGE_MAX_BYTES: Final = 100 * 1024 * 1024
+#: The smallest accepted ``receive_message_max_bytes``: below it even a Metadata answer
+#: of a small cluster may not fit.
+MIN_RECEIVE_MESSAGE_MAX_BYTES: Final = 64 * 1024
+#: Until ApiVersions is answered, a frame claiming more than this is not from Kafka.
+_HANDSHAKE_MAX_FRAME: Final = 1024 * 1024
 
 _API_VERSIONS: Final = int(api.ApiKey.API_VERSIONS)
 _SASL_HANDSHAKE: Final = int(api.ApiKey.SASL_HANDSHAKE)
@@ -54,6 +81,30 @@ _UNSUPPORTED_VERSION: Final = 35
 _UNSUPPORTED_SASL_MECHANISM: Final = 33
 
 CloseCallback = Callable[["BrokerConnection"], object]
+
+
+def check_receive_message_max_bytes(value: object) -> int:
+    """``value`` if it is a valid ``receive_message_max_bytes``, else ConfigurationError."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not MIN_RECEIVE_MESSAGE_MAX_BYTES <= value <= _INT32_MAX
+    ):
+        raise errors.ConfigurationError(
+            f"receive_message_max_bytes must be an int from {MIN_RECEIVE_MESSAGE_MAX_BYTES} "
+            f"to {_INT32_MAX} (2**31 - 1), got {value!r}"
+        )
+    return value
+
+
+def _looks_like(prefix: bytes) -> str | None:
+    """What a peer speaks, judged by the first bytes it sent, if it is not Kafka."""
+    if prefix.startswith(b"HTTP"):
+        return "HTTP"
+    # A TLS record: content type alert (21) or handshake (22), then version 3.x.
+    if len(prefix) >= 3 and prefix[0] in (0x15, 0x16) and prefix[1] == 3 and prefix[2] <= 4:
+        return "TLS"
+    return None
 
 
 def _client_software_version() -> str:
@@ -138,19 +189,35 @@ class _KafkaProtocol(asyncio.BufferedProtocol):
     A buffered protocol: the transport reads straight into our buffer. (With a plain
     ``Protocol`` asyncio allocates a 256 KiB bytes object for every read and shrinks it
     to what came: three memory-map system calls per read, and one more copy.)
+
+    A frame larger than the buffer is read into parts of its own, each allocated once the
+    one before is full and as large as everything received so far (at most what the
+    frame still lacks): memory grows with the bytes that arrive, and the parts are
+    joined into the frame at the end (the one copy a frame cut from the buffer gets too).
+    A size prefix outside ``4..max_frame_size`` goes to the connection, which closes.
     """
 
-    def __init__(self, conn: BrokerConnection) -> None:
+    def __init__(self, conn: BrokerConnection, max_frame_size: int) -> None:
         self._conn = conn
+        #: The largest frame accepted (the connection raises it after the handshake).
+        self.max_frame_size = max_frame_size
         self._buf = bytearray(_READ_BUFFER_SIZE)
         self._start = 0  # first unconsumed byte in _buf
         self._end = 0  # end of the bytes received
         self._frame_size = -1  # size of the frame being read, -1 while reading a prefix
+        # A large frame being read into parts (None otherwise): the full parts, the part
+        # being filled, how much of it is filled, and the bytes the frame still lacks.
+        self._parts: list[bytes | bytearray] | None = None
+        self._part = bytearray()
+        self._part_fill = 0
+        self._missing = 0
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        # The buffer is only moved or resized here: the transport still holds the view
-        # it filled while buffer_updated runs, and a bytearray with a view cannot resize.
+        if self._parts is not None:
+            return memoryview(self._part)[self._part_fill :]
+        # The buffer is only moved or resized here: the transport still holds the view it
+        # filled while buffer_updated runs, and a bytearray with a view cannot resize.
         # (buffer_updated sets _start and _end to 0 once everything is consumed.)
         buf = self._buf
         start, end = self._start, self._end
@@ -159,7 +226,7 @@ class _KafkaProtocol(asyncio.BufferedProtocol):
         # Room for the whole frame being read (or its size prefix), and a useful read.
         room = max(size if size >= 0 else 4, pending + _MIN_READ)
         if room > len(buf):
-            # A frame larger than the buffer gets a buffer of its size.
+            # A frame nearly as large as the buffer and the next read do not fit.
             new = bytearray(max(room, _READ_BUFFER_SIZE))
             new[:pending] = buf[start:end]
             self._buf = buf = new
@@ -173,6 +240,9 @@ class _KafkaProtocol(asyncio.BufferedProtocol):
         return memoryview(buf)[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self._parts is not None:
+            self._part_updated(nbytes)
+            return
         conn = self._conn
         end = self._end = self._end + nbytes
         if conn.closed:
@@ -180,6 +250,7 @@ class _KafkaProtocol(asyncio.BufferedProtocol):
         buf = self._buf
         pos = self._start
         size = self._frame_size
+        limit = self.max_frame_size
         try:
             while True:
                 if size < 0:
@@ -187,10 +258,13 @@ class _KafkaProtocol(asyncio.BufferedProtocol):
                         break
                     size = _SIZE.unpack_from(buf, pos)[0]
                     pos += 4
-                    if size < 4:
-                        conn._fail(f"protocol error: invalid response frame size {size}")
+                    if not 4 <= size <= limit:
+                        conn._on_bad_frame_size(size, bytes(buf[pos - 4 : pos]), limit)
                         return
                 if end - pos < size:
+                    if size > _READ_BUFFER_SIZE:
+                        self._start_parts(bytes(buf[pos:end]), size)
+                        pos, size = end, -1
                     break
                 with memoryview(buf) as view:
                     frame = bytes(view[pos : pos + size])
@@ -205,6 +279,32 @@ class _KafkaProtocol(asyncio.BufferedProtocol):
                 pos = self._end = 0
             self._start = pos
 
+    def _start_parts(self, head: bytes, size: int) -> None:
+        # A frame larger than the buffer: what came of it so far is the first part.
+        self._parts = [head]
+        self._missing = size - len(head)
+        self._part = bytearray(min(self._missing, max(_READ_BUFFER_SIZE, len(head))))
+        self._part_fill = 0
+
+    def _part_updated(self, nbytes: int) -> None:
+        self._part_fill += nbytes
+        self._missing -= nbytes
+        parts = self._parts
+        if self._conn.closed or parts is None or self._part_fill < len(self._part):
+            return
+        parts.append(self._part)
+        missing = self._missing
+        if missing:
+            # The next part is as large as the frame so far: memory at most doubles
+            # what the peer has sent, however large a size it claimed.
+            received = sum(map(len, parts))
+            self._part = bytearray(min(missing, received))
+            self._part_fill = 0
+            return
+        self._parts = None
+        self._part = bytearray()
+        self._conn._on_frame(b"".join(parts))
+
     def eof_received(self) -> bool:
         return False  # close the transport; connection_lost follows
 
@@ -218,12 +318,11 @@ class _KafkaProtocol(asyncio.BufferedProtocol):
         self._buf = bytearray()
         self._start = self._end = 0
         self._frame_size = -1
+        self._parts = None
+        self._part = bytearray()
         if not self.lost.done():
             self.lost.set_result(None)
-        if exc is None:
-            self._conn._fail("connection closed by the broker", cause=None)
-        else:
-            self._conn._fail(f"connection lost: {exc}", cause=exc)
+        self._conn._on_connection_lost(exc)
 
 
 class BrokerConnection:
@@ -239,11 +338,15 @@ class BrokerConnection:
         request_timeout_ms: int = 30000,
         max_in_flight: int | None = DEFAULT_MAX_IN_FLIGHT,
         node_id: int | None = None,
+        receive_message_max_bytes: int = DEFAULT_RECEIVE_MESSAGE_MAX_BYTES,
     ) -> None:
         if request_timeout_ms <= 0:
             raise errors.ConfigurationError("request_timeout_ms must be positive")
         if max_in_flight is not None and max_in_flight < 1:
             raise errors.ConfigurationError("max_in_flight must be at least 1 (or None)")
+        #: The largest response accepted: a frame claiming more closes the connection
+        #: with ResponseTooLargeError.
+        self.receive_message_max_bytes = check_receive_message_max_bytes(receive_message_max_bytes)
         self.host = host
         self.port = port
         self.node_id = node_id
@@ -260,6 +363,8 @@ class BrokerConnection:
         #: ``time.monotonic()`` of the last frame received (of the connect before one).
         self.last_received = self.last_activity
         self.close_reason: str | None = None
+        # What pending and later requests fail with once closed.
+        self._close_error: type[errors.KafkaConnectionError] = errors.KafkaConnectionError
 
         self._loop = asyncio.get_running_loop()
         self._protocol: _KafkaProtocol | None = None
@@ -499,7 +604,19 @@ class BrokerConnection:
         correlation_id = _SIZE.unpack_from(frame, 0)[0]
         req = self._in_flight.pop(correlation_id, None)
         if req is None:
-            self._fail(f"protocol desync: response with unknown correlation id {correlation_id}")
+            if not self.api_versions:
+                expected = ", ".join(map(str, sorted(self._in_flight))) or "none"
+                self._fail(
+                    "the peer answered with something other than Kafka: its first response "
+                    f"carries correlation id {correlation_id}, not {expected} "
+                    f"({self._wrong_port_hint()})",
+                    error=errors.NotAKafkaBrokerError,
+                )
+            else:
+                self._fail(
+                    f"protocol desync: response with unknown correlation id {correlation_id}",
+                    error=errors.KafkaProtocolError,
+                )
             return
         fut = req.future
         if not fut.done():  # the caller may have cancelled; the response is dropped
@@ -526,6 +643,44 @@ class BrokerConnection:
                     except Exception:
                         log.exception("error in the response callback of %r", self)
         self._pump()
+
+    def _wrong_port_hint(self) -> str:
+        return f"wrong port? security_protocol is {self.security.security_protocol}"
+
+    def _on_bad_frame_size(self, size: int, prefix: bytes, limit: int) -> None:
+        # A size prefix outside 4..limit: nothing of the frame is read or allocated.
+        if not self.api_versions:
+            # The first response: a Kafka broker's is small, so this is something else.
+            what = _looks_like(prefix)
+            if what is not None:
+                reason = f"the peer answered with {what}, not Kafka ({self._wrong_port_hint()})"
+            else:
+                reason = (
+                    "the peer answered with something other than Kafka: its first response "
+                    f"claims {size} bytes (bytes {prefix.hex(' ')}; at most {limit} are "
+                    f"accepted before ApiVersions is answered) ({self._wrong_port_hint()})"
+                )
+            self._fail(reason, error=errors.NotAKafkaBrokerError)
+        elif size > limit:
+            self._fail(
+                f"a response claims {size} bytes, more than receive_message_max_bytes "
+                f"({limit}); raise receive_message_max_bytes if the broker really sends "
+                "responses this large",
+                error=errors.ResponseTooLargeError,
+            )
+        else:
+            self._fail(
+                f"protocol error: a response claims an invalid size {size} (a valid one is "
+                f"4 to {limit} bytes, the receive_message_max_bytes setting)",
+                error=errors.KafkaProtocolError,
+            )
+
+    def _on_connection_lost(self, exc: Exception | None) -> None:
+        reason = "connection closed by the broker" if exc is None else f"connection lost: {exc}"
+        if not self.api_versions and not self._closed:
+            # A TLS listener spoken to in plaintext hangs up like this, for one.
+            reason += f" before answering ApiVersions ({self._wrong_port_hint()})"
+        self._fail(reason, cause=exc)
 
     def _arm_timeout(self, when: float) -> None:
         if self._timeout_timer is not None:
@@ -578,15 +733,22 @@ class BrokerConnection:
     # --- internals: the one close path ---------------------------------------
 
     def _closed_error(self) -> errors.KafkaConnectionError:
-        return errors.KafkaConnectionError(
+        return self._close_error(
             f"connection to {self.host}:{self.port} closed: {self.close_reason}"
         )
 
-    def _fail(self, reason: str, cause: BaseException | None = None, abort: bool = True) -> None:
+    def _fail(
+        self,
+        reason: str,
+        cause: BaseException | None = None,
+        abort: bool = True,
+        error: type[errors.KafkaConnectionError] = errors.KafkaConnectionError,
+    ) -> None:
         if self._closed:
             return
         self._closed = True
         self.close_reason = reason
+        self._close_error = error
         log.debug("closing %r: %s", self, reason)
         transport = self._transport
         if transport is not None and not transport.is_closing():
@@ -630,7 +792,9 @@ class BrokerConnection:
         try:
             transport, protocol = await wait_for(
                 self._loop.create_connection(
-                    lambda: _KafkaProtocol(self),
+                    lambda: _KafkaProtocol(
+                        self, min(self.receive_message_max_bytes, _HANDSHAKE_MAX_FRAME)
+                    ),
                     self.host,
                     self.port,
                     ssl=ssl_context,
@@ -704,6 +868,9 @@ class BrokerConnection:
             if code != 0:
                 raise errors.error_for_code(code, f"ApiVersions to {self.host}:{self.port}")
             self.api_versions = listed
+            if self._protocol is not None:
+                # Kafka has answered: from now on responses may be as large as allowed.
+                self._protocol.max_frame_size = self.receive_message_max_bytes
             log.debug("%r negotiated ApiVersions v%d: %d APIs", self, version, len(listed))
             return
 
@@ -762,7 +929,12 @@ class BrokerConnection:
                     f"SASL {name} authentication with {self.host}:{self.port} failed: {detail}"
                 )
             self.sasl_session_lifetime_ms = response.get("session_lifetime_ms", 0)
-            out = mechanism.step(response["auth_bytes"])
+            server_bytes = response["auth_bytes"]
+            # The step's costly part (SCRAM's PBKDF2) runs in a thread, not on the loop.
+            work = mechanism.prepare_step(server_bytes)
+            if work is not None:
+                await self._loop.run_in_executor(None, work)
+            out = mechanism.step(server_bytes)
         log.debug("%r authenticated with SASL %s", self, name)
 
 
@@ -776,6 +948,7 @@ async def connect(
     connect_timeout_ms: int = 10000,
     max_in_flight: int | None = DEFAULT_MAX_IN_FLIGHT,
     node_id: int | None = None,
+    receive_message_max_bytes: int = DEFAULT_RECEIVE_MESSAGE_MAX_BYTES,
 ) -> BrokerConnection:
     """Open, negotiate and (with SASL) authenticate a connection to one broker.
 
@@ -783,6 +956,8 @@ async def connect(
     reason), UnsupportedVersionError, or AuthenticationFailedError.
     ``connect_timeout_ms`` bounds the TCP and TLS handshake; each request of the Kafka
     handshake (ApiVersions, SASL) is bounded by ``request_timeout_ms``.
+    ``receive_message_max_bytes`` bounds the size of a response (ResponseTooLargeError
+    above it); a peer that is not Kafka fails the connect with NotAKafkaBrokerError.
     """
     if connect_timeout_ms <= 0:
         raise errors.ConfigurationError("connect_timeout_ms must be positive")
@@ -794,6 +969,7 @@ async def connect(
         request_timeout_ms=request_timeout_ms,
         max_in_flight=max_in_flight,
         node_id=node_id,
+        receive_message_max_bytes=receive_message_max_bytes,
     )
     await conn._open(connect_timeout_ms)
     return conn

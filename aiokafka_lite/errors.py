@@ -70,6 +70,21 @@ class NoBrokersAvailableError(KafkaConnectionError):
     """None of the bootstrap servers could be reached."""
 
 
+class KafkaProtocolError(KafkaConnectionError):
+    """The peer broke Kafka's framing (an invalid frame size, an unknown correlation id);
+    the connection was closed."""
+
+
+class ResponseTooLargeError(KafkaProtocolError):
+    """A response claimed more bytes than ``receive_message_max_bytes`` allows; the
+    connection was closed before any of it was buffered."""
+
+
+class NotAKafkaBrokerError(KafkaProtocolError):
+    """The peer answered with something other than Kafka (HTTP, TLS, ...): a wrong port,
+    or a ``security_protocol`` that does not match the listener."""
+
+
 class DecodeError(KafkaError):
     """Bytes received from the network could not be decoded."""
 

@@ -7,8 +7,14 @@ drives it over Kafka's SaslAuthenticate requests::
     out: bytes | None = mech.first_message()
     while out is not None:
         server_bytes = <send out, read the server's answer>
+        work = mech.prepare_step(server_bytes)   # None, or CPU-heavy work (PBKDF2)
+        if work is not None:
+            <run work() off the event loop, e.g. in a thread>
         out = mech.step(server_bytes)
     assert mech.complete
+
+``step`` does the work itself when ``prepare_step``'s was not run, so the two-call form
+is only needed to keep the work off an event loop.
 
 Mechanisms: PLAIN (RFC 4616), SCRAM-SHA-256/512 (RFC 5802, RFC 7677) and OAUTHBEARER
 (RFC 7628 as used by Kafka, KIP-255/KIP-342).
@@ -21,16 +27,26 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Final
 
 from aiokafka_lite import errors
 
 __all__ = [
+    "SCRAM_MAX_ITERATIONS",
+    "SCRAM_MIN_ITERATIONS",
     "OAuthBearerMechanism",
     "PlainMechanism",
     "SaslMechanism",
     "ScramMechanism",
 ]
+
+#: The SCRAM iteration counts a client accepts from the server: Kafka's own bounds
+#: (its ScramMechanism's minimum and maximum; a Kafka broker stores no credential outside
+#: them). Fewer iterations would be weak salting; more would let a server make the
+#: client's PBKDF2 run for as long as it likes (10**9 iterations take hours).
+SCRAM_MIN_ITERATIONS: Final = 4096
+SCRAM_MAX_ITERATIONS: Final = 16384
 
 
 class SaslMechanism:
@@ -39,6 +55,12 @@ class SaslMechanism:
     ``step`` returns the next client message, or ``None`` when the exchange is over on
     the client's side (then ``complete`` is ``True``). Any failure raises
     :class:`~aiokafka_lite.errors.AuthenticationFailedError`.
+
+    ``prepare_step(server_bytes)``, called before ``step`` with the same bytes, returns
+    the CPU-heavy part of that step as a callable (or ``None`` when there is none) for
+    the caller to run where it does not block anything, such as a worker thread;
+    ``step`` then only uses its result. A message the step would refuse is refused
+    there already, before any work.
     """
 
     name: str = ""
@@ -61,6 +83,9 @@ class SaslMechanism:
                 f"SASL {self.name}: server sent data after authentication completed"
             )
         return self._step(bytes(server_bytes))
+
+    def prepare_step(self, server_bytes: bytes) -> Callable[[], None] | None:
+        return None
 
     def _first(self) -> bytes:
         raise NotImplementedError
@@ -137,8 +162,11 @@ class ScramMechanism(SaslMechanism):
     Messages: client-first -> server-first -> client-final -> server-final. The server's
     signature is verified; a mismatch or an ``e=`` error raises
     :class:`~aiokafka_lite.errors.AuthenticationFailedError`. ``nonce`` is for tests only.
-    ``min_iterations`` refuses weak salting a malicious server could ask for (Kafka's
-    minimum is 4096).
+    The server's iteration count must be within ``min_iterations`` and ``max_iterations``
+    (Kafka's bounds, :data:`SCRAM_MIN_ITERATIONS` and :data:`SCRAM_MAX_ITERATIONS`):
+    fewer is weak salting, more is CPU time the server could make the client spend.
+    The salted password (PBKDF2, the one costly step) is what ``prepare_step`` returns
+    for the server's first message.
     """
 
     def __init__(
@@ -148,7 +176,8 @@ class ScramMechanism(SaslMechanism):
         password: str,
         *,
         nonce: str | None = None,
-        min_iterations: int = 4096,
+        min_iterations: int = SCRAM_MIN_ITERATIONS,
+        max_iterations: int = SCRAM_MAX_ITERATIONS,
     ) -> None:
         super().__init__()
         mechanism = mechanism.upper()
@@ -168,7 +197,16 @@ class ScramMechanism(SaslMechanism):
         elif not nonce or "," in nonce or not (nonce.isascii() and nonce.isprintable()):
             raise errors.ConfigurationError("SCRAM nonce must be printable ASCII without ','")
         self._client_nonce = nonce
+        bounds = (("min_iterations", min_iterations), ("max_iterations", max_iterations))
+        for label, value in bounds:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise errors.ConfigurationError(f"SCRAM {label} must be a positive int")
+        if min_iterations > max_iterations:
+            raise errors.ConfigurationError("SCRAM min_iterations must not exceed max_iterations")
         self._min_iterations = min_iterations
+        self._max_iterations = max_iterations
+        # (salt, iterations, salted password), once computed.
+        self._salted: tuple[bytes, int, bytes] | None = None
         self._client_first_bare = ""
         self._expected_server_signature = b""
         self._state = "first"
@@ -196,7 +234,26 @@ class ScramMechanism(SaslMechanism):
             return None
         raise errors.IllegalStateError(f"SCRAM: unexpected step in state {self._state}")
 
-    def _on_server_first(self, message: str) -> bytes:
+    def prepare_step(self, server_bytes: bytes) -> Callable[[], None] | None:
+        if self._state != "server-first":
+            return None
+        try:
+            message = bytes(server_bytes).decode("utf-8")
+        except UnicodeDecodeError:
+            return None  # step() refuses it
+        _, salt, iterations = self._parse_server_first(message)
+
+        def salt_password() -> None:
+            self._salted = (salt, iterations, self._pbkdf2(salt, iterations))
+
+        return salt_password
+
+    def _pbkdf2(self, salt: bytes, iterations: int) -> bytes:
+        # Releases the GIL: a worker thread running it does not hold up the event loop.
+        return hashlib.pbkdf2_hmac(self._hash_name, self._password, salt, iterations)
+
+    def _parse_server_first(self, message: str) -> tuple[str, bytes, int]:
+        """The server-first message's nonce, salt and iteration count, all checked."""
         attrs = _parse_attributes(message)
         if "e" in attrs:
             raise errors.AuthenticationFailedError(f"SCRAM: server error: {attrs['e']}")
@@ -213,17 +270,29 @@ class ScramMechanism(SaslMechanism):
                 "SCRAM: server nonce does not extend the client nonce"
             )
         salt = _b64decode(salt_b64, "salt")
-        if not iterations_text.isdigit():
+        if not (iterations_text.isascii() and iterations_text.isdigit()):
             raise errors.AuthenticationFailedError(
-                f"SCRAM: bad iteration count {iterations_text!r}"
+                f"SCRAM: bad iteration count {iterations_text[:40]!r}"
             )
-        iterations = int(iterations_text)
-        if iterations < self._min_iterations:
+        low, high = self._min_iterations, self._max_iterations
+        # (Longer digit strings are out of range anyway; int() of them would be slow.)
+        iterations = int(iterations_text) if len(iterations_text) <= 18 else high + 1
+        if not low <= iterations <= high:
+            count = iterations_text if len(iterations_text) <= 40 else iterations_text[:40] + "..."
             raise errors.AuthenticationFailedError(
-                f"SCRAM: iteration count {iterations} is below the minimum {self._min_iterations}"
+                f"SCRAM: the server asks for {count} PBKDF2 iterations; only {low} to {high} "
+                "are accepted (Kafka's bounds): refused before hashing"
             )
+        return nonce, salt, iterations
 
-        salted = hashlib.pbkdf2_hmac(self._hash_name, self._password, salt, iterations)
+    def _on_server_first(self, message: str) -> bytes:
+        nonce, salt, iterations = self._parse_server_first(message)
+        done = self._salted
+        if done is not None and done[0] == salt and done[1] == iterations:
+            salted = done[2]
+        else:
+            salted = self._pbkdf2(salt, iterations)
+        self._salted = None
         client_key = self._hmac(salted, b"Client Key")
         stored_key = self._h(client_key)
         channel_binding = base64.b64encode(_GS2_HEADER.encode()).decode("ascii")

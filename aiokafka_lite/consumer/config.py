@@ -13,6 +13,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from aiokafka_lite import errors
+from aiokafka_lite.connection import (
+    DEFAULT_RECEIVE_MESSAGE_MAX_BYTES,
+    check_receive_message_max_bytes,
+)
 from aiokafka_lite.consumer.assignors import (
     DEFAULT_ASSIGNORS,
     PartitionAssignor,
@@ -23,7 +27,7 @@ from aiokafka_lite.consumer.assignors import (
 from aiokafka_lite.consumer.subscription import OffsetResetStrategy
 from aiokafka_lite.security import SecurityConfig, TokenProviderLike
 
-__all__ = ["ConsumerConfig", "Deserializer"]
+__all__ = ["FETCH_RESPONSE_MARGIN", "ConsumerConfig", "Deserializer"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +35,12 @@ log = logging.getLogger(__name__)
 Deserializer = Callable[[bytes], Any]
 
 _ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
+
+#: What a Fetch response holds beside the records its fetch sizes allow: its headers, a
+#: few dozen bytes per partition, and the aborted-transaction lists (512 KiB is room
+#: for thousands of partitions). receive_message_max_bytes must leave this much above
+#: max(fetch_max_bytes, max_partition_fetch_bytes).
+FETCH_RESPONSE_MARGIN = 512 * 1024
 
 # aiokafka options that have no effect here (accepted so aiokafka code runs unchanged).
 _IGNORED_OPTIONS = {
@@ -76,6 +86,9 @@ class ConsumerConfig:
     reconnect_backoff_ms: int = 50
     reconnect_backoff_max_ms: int = 1000
     metadata_max_age_ms: int = 300000
+    #: The largest response accepted (None: derived from the fetch sizes, see
+    #: __post_init__; an int once built).
+    receive_message_max_bytes: int | None = None
     exclude_internal_topics: bool = True
     allow_auto_create_topics: bool = True
     #: This consumer's rack: sent in Fetch (a leader may name a replica in it, KIP-392) and
@@ -187,6 +200,25 @@ class ConsumerConfig:
                 f"request_timeout_ms ({self.request_timeout_ms}) must be larger than "
                 f"fetch_max_wait_ms ({self.fetch_max_wait_ms})"
             )
+        fetch_need = max(self.fetch_max_bytes, self.max_partition_fetch_bytes)
+        fetch_need += FETCH_RESPONSE_MARGIN
+        if self.receive_message_max_bytes is None:
+            # Room for the largest fetch the sizes allow, and never below the common
+            # default (a Metadata answer of a large cluster needs it whatever the fetch
+            # sizes are).
+            object.__setattr__(
+                self,
+                "receive_message_max_bytes",
+                min(max(DEFAULT_RECEIVE_MESSAGE_MAX_BYTES, fetch_need), 2**31 - 1),
+            )
+        else:
+            check_receive_message_max_bytes(self.receive_message_max_bytes)
+            if self.receive_message_max_bytes < fetch_need:
+                raise errors.ConfigurationError(
+                    f"receive_message_max_bytes ({self.receive_message_max_bytes}) must be at "
+                    "least max(fetch_max_bytes, max_partition_fetch_bytes) + "
+                    f"{FETCH_RESPONSE_MARGIN} ({fetch_need}): a fetch response may be that large"
+                )
         if self.client_rack is not None and not isinstance(self.client_rack, str):
             raise errors.ConfigurationError("client_rack must be a str or None")
         assignors = tuple(resolve_assignors(self.partition_assignment_strategy))
@@ -230,6 +262,7 @@ class ConsumerConfig:
             "reconnect_backoff_ms": self.reconnect_backoff_ms,
             "reconnect_backoff_max_ms": self.reconnect_backoff_max_ms,
             "allow_auto_create_topics": self.allow_auto_create_topics,
+            "receive_message_max_bytes": self.receive_message_max_bytes,
         }
 
 

@@ -41,7 +41,7 @@ from aiokafka_lite import errors
 from aiokafka_lite._aio import cancel_and_wait, wait_for
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.consumer._errors import NoOffsetForPartitionError, RecordDeserializationError
-from aiokafka_lite.consumer.config import ConsumerConfig
+from aiokafka_lite.consumer.config import FETCH_RESPONSE_MARGIN, ConsumerConfig
 from aiokafka_lite.consumer.records import ConsumerRecord, decode_v2_records
 from aiokafka_lite.consumer.subscription import (
     OffsetResetStrategy,
@@ -842,7 +842,7 @@ class Fetcher:
                     continue
                 next_offset = scan_next_offset(data)
                 if next_offset is None:
-                    self._grow_fetch_size(tp, len(data))
+                    self._grow_fetch_size(tp, state, offset, len(data))
                     continue
                 if next_offset <= offset:
                     continue
@@ -906,10 +906,28 @@ class Fetcher:
         error.__cause__ = exc
         return error
 
-    def _grow_fetch_size(self, tp: TopicPartition, received: int) -> None:
+    def _grow_fetch_size(
+        self, tp: TopicPartition, state: PartitionState, offset: int, received: int
+    ) -> None:
         current = self._partition_max_bytes.get(tp, self._config.max_partition_fetch_bytes)
         if received >= current:
-            bigger = min(current * 2, max(self._config.fetch_max_bytes, current * 2))
+            # No larger than a response the connection accepts can hold.
+            limit = self._config.receive_message_max_bytes
+            assert limit is not None
+            bigger = min(current * 2, limit - FETCH_RESPONSE_MARGIN)
+            if bigger <= current:
+                # The batch can never be read with this configuration: the user must
+                # know (raised until they seek past it), never a stall with a log line.
+                state.error = errors.RecordTooLargeError(
+                    f"the record batch at offset {offset} of {tp.topic}-{tp.partition} is "
+                    f"larger than the partition fetch size {current}, which cannot grow: a "
+                    f"response may hold at most receive_message_max_bytes ({limit}); raise "
+                    "it, or seek past the batch"
+                )
+                state.fetch_offset = None
+                log.error("%s", state.error)
+                self.data_ready.set()
+                return
             log.warning(
                 "a record batch of %s is larger than the partition fetch size %d; "
                 "fetching up to %d bytes",

@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka_lite import errors
+from aiokafka_lite.connection import (
+    DEFAULT_RECEIVE_MESSAGE_MAX_BYTES,
+    check_receive_message_max_bytes,
+)
 from aiokafka_lite.producer.partitioner import Partitioner, resolve_partitioner
 from aiokafka_lite.protocol import codecs
 from aiokafka_lite.security import SecurityConfig
@@ -82,6 +86,7 @@ class ProducerConfig:
     reconnect_backoff_ms: int = 50
     reconnect_backoff_max_ms: int = 1000
     allow_auto_create_topics: bool = True
+    receive_message_max_bytes: int = DEFAULT_RECEIVE_MESSAGE_MAX_BYTES
     security: SecurityConfig = field(default_factory=SecurityConfig)
 
     @property
@@ -372,6 +377,9 @@ def build_config(**kwargs: Any) -> ProducerConfig:
             "reconnect_backoff_max_ms", get("reconnect_backoff_max_ms", 1000)
         ),
         allow_auto_create_topics=allow_auto,
+        receive_message_max_bytes=check_receive_message_max_bytes(
+            get("receive_message_max_bytes", DEFAULT_RECEIVE_MESSAGE_MAX_BYTES)
+        ),
         security=security,
     )
 
@@ -388,4 +396,5 @@ def client_kwargs(config: ProducerConfig) -> dict[str, Any]:
         "reconnect_backoff_ms": config.reconnect_backoff_ms,
         "reconnect_backoff_max_ms": config.reconnect_backoff_max_ms,
         "allow_auto_create_topics": config.allow_auto_create_topics,
+        "receive_message_max_bytes": config.receive_message_max_bytes,
     }

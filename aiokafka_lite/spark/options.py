@@ -120,6 +120,7 @@ CLIENT_OPTIONS: Mapping[str, _ClientOption] = {
     "retry.backoff.ms": _ClientOption("retry_backoff_ms", "common", _to_int),
     "reconnect.backoff.ms": _ClientOption("reconnect_backoff_ms", "common", _to_int),
     "reconnect.backoff.max.ms": _ClientOption("reconnect_backoff_max_ms", "common", _to_int),
+    "receive.message.max.bytes": _ClientOption("receive_message_max_bytes", "common", _to_int),
     # security (both); turned into SecurityConfig keyword arguments in each task
     "security.protocol": _ClientOption("security_protocol", "security", _to_str),
     "sasl.mechanism": _ClientOption("sasl_mechanism", "security", _to_str),

@@ -10,12 +10,14 @@ nobody here wrote, in both directions (right credentials accepted, wrong ones re
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -35,6 +37,8 @@ from tests.reliability.clients import (
 from tests.reliability.sasl_front import SaslFront
 from tests.reliability.stack import SecureStack
 from tests.reliability.tls import Pki, make_pki, missing_tls_tools
+
+_T = TypeVar("_T")
 
 USER = "alice"
 PASSWORD = "pä55-wörd,=Secret-7f3c"  # non-ASCII, and SCRAM's delimiters
@@ -400,3 +404,91 @@ async def test_credentials_never_appear_in_logs_or_reprs(
         "pä55",
     ):
         assert secret not in everything, f"a secret leaked: {secret!r}"
+
+
+# --- SCRAM's PBKDF2: bounded, and off the event loop -----------------------------------
+
+
+def _front(bootstrap: str, **kwargs: Any) -> SaslFront:
+    host, _, port = bootstrap.rpartition(":")
+    return SaslFront(host, int(port), users={USER: PASSWORD}, **kwargs)
+
+
+class _Pbkdf2Spy:
+    """Wraps hashlib.pbkdf2_hmac: on which thread it ran, how long, for what count;
+    ``pad`` seconds of (GIL-free) sleep make it as slow as on a slow machine."""
+
+    def __init__(self, pad: float = 0.0) -> None:
+        self.pad = pad
+        self.calls: list[tuple[int, int, float]] = []  # (thread id, iterations, seconds)
+        self._real = hashlib.pbkdf2_hmac
+
+    def __call__(self, name: str, password: bytes, salt: bytes, iterations: int) -> bytes:
+        start = time.perf_counter()
+        result = self._real(name, password, salt, iterations)
+        time.sleep(self.pad)
+        self.calls.append((threading.get_ident(), iterations, time.perf_counter() - start))
+        return result
+
+
+async def _max_loop_lag(coro: Awaitable[_T]) -> tuple[_T, float]:
+    """Run ``coro`` while a ticker task sleeps 1 ms at a time; the result and the largest
+    delay of a tick past its due time (how long the loop was held up)."""
+    lags: list[float] = []
+    done = False
+
+    async def ticker() -> None:
+        while not done:
+            start = time.perf_counter()
+            await asyncio.sleep(0.001)
+            lags.append(time.perf_counter() - start - 0.001)
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0.01)
+    try:
+        result = await coro
+    finally:
+        done = True
+        await task
+    return result, max(lags)
+
+
+@pytest.mark.parametrize("pad", [0.0, 0.1], ids=["real", "as-if-100ms"])
+async def test_scram_pbkdf2_does_not_hold_up_the_event_loop(
+    bootstrap_servers: str, monkeypatch: pytest.MonkeyPatch, pad: float
+) -> None:
+    """A SCRAM-SHA-512 handshake at Kafka's largest iteration count (16384) keeps the
+    loop's lag under 10 ms: PBKDF2 runs on a worker thread. With ``as-if-100ms`` the
+    hashing is padded to 100 ms, as on a slow machine, which on the loop thread would
+    show as a 100 ms lag."""
+    with _front(bootstrap_servers, scram_iterations=16384) as front:
+        spy = _Pbkdf2Spy(pad)
+        monkeypatch.setattr(hashlib, "pbkdf2_hmac", spy)
+        security = _security("SCRAM-SHA-512")
+        conn, lag = await _max_loop_lag(connect(front.host, front.port, security=security))
+        conn.close()
+        await conn.wait_closed()
+        monkeypatch.undo()
+        [record] = front.wait_records()
+    assert record.ok and record.mechanism == "SCRAM-SHA-512"
+    [(thread, iterations, seconds)] = spy.calls
+    assert iterations == 16384
+    assert thread != threading.get_ident()  # not the event loop's thread
+    assert seconds >= pad
+    assert lag < 0.010, f"the event loop was held up {lag * 1000:.1f} ms"
+
+
+async def test_scram_server_asking_for_a_billion_iterations_is_refused_at_once(
+    bootstrap_servers: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _front(bootstrap_servers, scram_advertised_iterations=10**9) as front:
+        spy = _Pbkdf2Spy()
+        monkeypatch.setattr(hashlib, "pbkdf2_hmac", spy)
+        start = time.monotonic()
+        with pytest.raises(errors.AuthenticationFailedError) as info:
+            await connect(front.host, front.port, security=_security("SCRAM-SHA-512"))
+        elapsed = time.monotonic() - start
+        monkeypatch.undo()
+    assert "asks for 1000000000 PBKDF2 iterations; only 4096 to 16384" in str(info.value)
+    assert spy.calls == []  # refused before hashing
+    assert elapsed < 1.0

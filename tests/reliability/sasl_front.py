@@ -224,9 +224,15 @@ def _scram_attributes(text: str) -> dict[str, str]:
 
 
 class _ScramServer(_Mechanism):
-    def __init__(self, mechanism: str, credentials: Mapping[str, _ScramCredential]) -> None:
+    def __init__(
+        self,
+        mechanism: str,
+        credentials: Mapping[str, _ScramCredential],
+        advertised_iterations: int | None = None,
+    ) -> None:
         self.hash_name = _SCRAM_HASH[mechanism]
         self.credentials = credentials
+        self.advertised_iterations = advertised_iterations
         self.state = "client-first"
         self.nonce = ""
         self.client_first_bare = ""
@@ -261,7 +267,8 @@ class _ScramServer(_Mechanism):
         self.client_first_bare = bare
         self.nonce = attrs["r"] + base64.b64encode(os.urandom(18)).decode()
         salt = base64.b64encode(credential.salt).decode()
-        self.server_first = f"r={self.nonce},s={salt},i={credential.iterations}"
+        iterations = self.advertised_iterations or credential.iterations
+        self.server_first = f"r={self.nonce},s={salt},i={iterations}"
         self.state = "client-final"
         return self.server_first.encode()
 
@@ -354,6 +361,10 @@ class SaslFront:
     ``users`` are PLAIN and SCRAM users (``name -> password``; SCRAM keeps only salted
     keys); ``tokens`` are OAUTHBEARER tokens (``token -> principal``). Runs on its own
     event loop in a daemon thread (:meth:`start_in_thread`, or ``with``).
+
+    ``scram_advertised_iterations`` plays a hostile server: the SCRAM iteration count it
+    announces instead of the one its keys were salted with (no exchange can then
+    succeed; it is for checking that a client refuses the count).
     """
 
     def __init__(
@@ -367,6 +378,7 @@ class SaslFront:
         host: str = "127.0.0.1",
         port: int = 0,
         scram_iterations: int = 4096,
+        scram_advertised_iterations: int | None = None,
     ) -> None:
         self.upstream_host = upstream_host
         self.upstream_port = upstream_port
@@ -381,6 +393,7 @@ class SaslFront:
             }
             for mech, hash_name in _SCRAM_HASH.items()
         }
+        self._scram_advertised_iterations = scram_advertised_iterations
         self._tokens = dict(tokens or {})
         self._lock = threading.Lock()
         self._records: list[AuthRecord] = []
@@ -480,7 +493,7 @@ class SaslFront:
         if name == "PLAIN":
             return _PlainServer(self._plain_users)
         if name in _SCRAM_HASH:
-            return _ScramServer(name, self._scram[name])
+            return _ScramServer(name, self._scram[name], self._scram_advertised_iterations)
         return _OAuthBearerServer(self._tokens)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

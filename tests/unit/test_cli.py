@@ -173,3 +173,16 @@ def test_progress_bar_and_summary() -> None:
     assert stream.getvalue() == shown
     summary = rate_summary("Produced", 1000, 2_000_000, 2.0, "t")
     assert summary == ("Produced 1000 records (1.9 MiB) to t in 2.00 s: 500 records/s, 1.00 MB/s")
+
+
+def test_config_file_receive_message_max_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "c.properties"
+    path.write_text("receive.message.max.bytes=209715200\n")
+    conn = cli.resolve_connection(parse("topics", "list", "--config", str(path)), "x")
+    assert conn.receive_message_max_bytes == 209715200
+    assert conn.client_kwargs()["receive_message_max_bytes"] == 209715200
+    plain = cli.resolve_connection(parse("topics", "list"), "x")
+    assert "receive_message_max_bytes" not in plain.client_kwargs()
+    path.write_text("receive.message.max.bytes=lots\n")
+    with pytest.raises(cli.UsageError, match=r"receive\.message\.max\.bytes must be an int"):
+        cli.resolve_connection(parse("topics", "list", "--config", str(path)), "x")

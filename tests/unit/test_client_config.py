@@ -125,3 +125,26 @@ def test_partial_refresh_keeps_other_topics() -> None:
     assert merged.version == first.version + 1
     replaced = ClusterMetadata.from_response(partial, version=12, previous=first, full=True)
     assert replaced.partitions_for_topic("t") is None
+
+
+@pytest.mark.parametrize("value", [1000, 65535, 2**31, -1, "1048576", 1.5e6, True, None])
+def test_bad_receive_message_max_bytes_fails_at_construction(value: object) -> None:
+    with pytest.raises(errors.ConfigurationError, match="receive_message_max_bytes"):
+        KafkaClient("localhost:9092", receive_message_max_bytes=value)  # type: ignore[arg-type]
+
+
+def test_receive_message_max_bytes_default_and_bounds() -> None:
+    assert KafkaClient("localhost:9092").receive_message_max_bytes == 100 * 1024 * 1024
+    for value in (64 * 1024, 2**31 - 1):
+        client = KafkaClient("localhost:9092", receive_message_max_bytes=value)
+        assert client.receive_message_max_bytes == value
+
+
+def test_admin_client_takes_receive_message_max_bytes() -> None:
+    from aiokafka_lite.admin import AdminClient
+
+    assert AdminClient().client.receive_message_max_bytes == 100 * 1024 * 1024
+    admin = AdminClient(receive_message_max_bytes=1024 * 1024)
+    assert admin.client.receive_message_max_bytes == 1024 * 1024
+    with pytest.raises(errors.ConfigurationError, match="receive_message_max_bytes"):
+        AdminClient(receive_message_max_bytes=4096)

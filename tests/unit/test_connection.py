@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import importlib.util
+import json
 import random
 import shutil
 import ssl
@@ -473,18 +474,33 @@ async def test_framing_fed_directly(broker: ScriptedBroker) -> None:
         }
         data = ServerConn.frame(header, body, version)
         start = time.monotonic()
+        held_most = 0
         for i in range(0, len(data), 4096):
             _feed(protocol, data[i : i + 4096])
+            # Memory follows the bytes that came (at most twice them plus a read
+            # buffer), never the 8 MB the size prefix announced.
+            held = _held(protocol)
+            assert held <= 2 * (i + 4096) + 2 * connection_module._READ_BUFFER_SIZE
+            held_most = max(held_most, held)
         assert time.monotonic() - start < 5
         result = fut.result()
         assert result["results"][0]["configs"][0]["value"] == big_value
         assert protocol._start == protocol._end == 0
-        # Grown for the big frame, back to its usual size at the next read.
-        assert len(protocol._buf) > len(data) - 4
-        protocol.get_buffer(-1)
-        assert len(protocol._buf) < 1024 * 1024
+        # The frame was read in parts of its own (which together hold all of it); the
+        # read buffer kept its size and the parts are gone.
+        assert held_most >= len(data) - 4
+        assert len(protocol._buf) == connection_module._READ_BUFFER_SIZE
+        assert protocol._parts is None
+        assert _held(protocol) == connection_module._READ_BUFFER_SIZE
     finally:
         conn.close()
+
+
+def _held(protocol: Any) -> int:
+    """Bytes the protocol holds for reading: its buffer and a large frame's parts."""
+    parts = protocol._parts or []
+    extra = len(protocol._part) if protocol._parts is not None else 0
+    return len(protocol._buf) + sum(map(len, parts)) + extra
 
 
 def _feed(protocol: Any, data: bytes) -> None:
@@ -534,7 +550,7 @@ def test_framing_any_chunking(sizes: list[int], cuts: list[int], data: Any) -> N
         mp.setattr(connection_module, "_MIN_READ", 256)
 
         async def make() -> Any:
-            return connection_module._KafkaProtocol(sink)  # type: ignore[arg-type]
+            return connection_module._KafkaProtocol(sink, 2**31 - 1)  # type: ignore[arg-type]
 
         protocol = asyncio.run(make())
         pos = 0
@@ -544,6 +560,41 @@ def test_framing_any_chunking(sizes: list[int], cuts: list[int], data: Any) -> N
         _feed(protocol, stream[pos:])
     assert sink.frames == frames
     assert protocol._start == protocol._end == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    sizes=st.lists(st.integers(4, 40_000), min_size=1, max_size=12),
+    cuts=st.lists(st.integers(1, 9000), min_size=1, max_size=60),
+    seed=st.integers(0, 2**32),
+)
+def test_framing_large_frames_any_chunking(sizes: list[int], cuts: list[int], seed: int) -> None:
+    """Frames up to 40 times the read buffer (1 KiB here), read in several growing parts
+    however the reads fall, come out whole and in order; what the protocol holds never
+    exceeds about twice what has come of the frame being read, plus the buffer."""
+    rng = random.Random(seed)
+    frames = [rng.randbytes(n) for n in sizes]
+    stream = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+    sink = _FrameSink()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(connection_module, "_READ_BUFFER_SIZE", 1024)
+        mp.setattr(connection_module, "_MIN_READ", 256)
+
+        async def make() -> Any:
+            return connection_module._KafkaProtocol(sink, 2**31 - 1)  # type: ignore[arg-type]
+
+        protocol = asyncio.run(make())
+        pos = 0
+        for cut in [*cuts, len(stream)]:
+            _feed(protocol, stream[pos : pos + cut])
+            pos += cut
+            # The bytes of the frame being read that have come (the stream up to pos,
+            # less the frames before it and its prefix).
+            done = sum(4 + len(f) for f in sink.frames)
+            came = max(pos - done - 4, 0)
+            assert _held(protocol) <= 2 * came + 2 * 1024 + 256
+    assert sink.frames == frames
+    assert protocol._start == protocol._end == 0 and protocol._parts is None
 
 
 async def _wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -1103,3 +1154,320 @@ async def test_sasl_over_tls(tls_broker: ScriptedBroker, tls_files: dict[str, Pa
     finally:
         conn.close()
         await conn.wait_closed()
+
+
+# --- the response size cap, and peers that are not Kafka ---------------------------------
+
+DESCRIBE_CONFIGS = int(ApiKey.DESCRIBE_CONFIGS)
+MIB = 1024 * 1024
+HTTP_ANSWER = (
+    b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 11\r\n\r\nBad Request"
+)
+TLS_ALERT = bytes.fromhex("15 03 03 00 02 02 46")  # fatal alert: protocol_version
+TLS_SERVER_HELLO = bytes.fromhex("16 03 03 00 7a 02 00 00 76 03 03") + bytes(32)
+
+
+class RawPeer:
+    """A TCP server that answers the client's first bytes with fixed bytes and then
+    keeps the connection open, so the client's error can only come from those bytes."""
+
+    def __init__(self, answer: bytes) -> None:
+        self.answer = answer
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def __aenter__(self) -> RawPeer:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self._writers.append(writer)
+            try:
+                await reader.read(1)
+                writer.write(self.answer)
+                await writer.drain()
+                await reader.read()  # until the client hangs up
+            except ConnectionError:
+                pass
+            finally:
+                writer.close()
+
+        self._server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        for writer in self._writers:
+            writer.close()
+        self._server.close()
+        await self._server.wait_closed()
+
+
+@pytest.mark.parametrize(
+    ("kind", "answer"),
+    [("HTTP", HTTP_ANSWER), ("TLS", TLS_ALERT), ("TLS", TLS_SERVER_HELLO)],
+    ids=["http", "tls-alert", "tls-handshake"],
+)
+async def test_a_peer_answering_http_or_tls_is_named_at_once(kind: str, answer: bytes) -> None:
+    async with RawPeer(answer) as peer:
+        start = time.monotonic()
+        with pytest.raises(errors.NotAKafkaBrokerError) as info:
+            await connect("127.0.0.1", peer.port, request_timeout_ms=30000)
+        elapsed = time.monotonic() - start
+    message = str(info.value)
+    assert f"127.0.0.1:{peer.port}" in message
+    assert f"answered with {kind}, not Kafka" in message
+    assert "wrong port? security_protocol is PLAINTEXT" in message
+    assert isinstance(info.value, errors.KafkaConnectionError)
+    assert elapsed < 1.0  # the request timeout is 30 s
+
+
+async def test_client_start_fails_fast_when_no_bootstrap_server_is_kafka() -> None:
+    from aiokafka_lite.client import KafkaClient
+
+    async with RawPeer(HTTP_ANSWER) as http, RawPeer(TLS_ALERT) as tls:
+        client = KafkaClient(
+            [f"127.0.0.1:{http.port}", f"127.0.0.1:{tls.port}"], request_timeout_ms=30000
+        )
+        start = time.monotonic()
+        try:
+            with pytest.raises(errors.NoBrokersAvailableError) as info:
+                await client.start()
+        finally:
+            await client.close()
+        elapsed = time.monotonic() - start
+    message = str(info.value)
+    assert "no bootstrap server is a Kafka broker" in message
+    assert f"127.0.0.1:{http.port} closed: the peer answered with HTTP, not Kafka" in message
+    assert f"127.0.0.1:{tls.port} closed: the peer answered with TLS, not Kafka" in message
+    assert isinstance(info.value.__cause__, errors.NotAKafkaBrokerError)
+    assert elapsed < 5.0  # not the 30 s request timeout
+
+
+async def test_plaintext_to_a_real_tls_listener_says_what_may_be_wrong(
+    tls_files: dict[str, Path],
+) -> None:
+    # An OpenSSL listener given plaintext closes without a word (no alert to recognise).
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(tls_files["cert"], tls_files["key"])
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=server_ctx)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        start = time.monotonic()
+        with pytest.raises(errors.KafkaConnectionError) as info:
+            await connect("127.0.0.1", port, request_timeout_ms=30000)
+        elapsed = time.monotonic() - start
+    finally:
+        server.close()
+        await server.wait_closed()
+    message = str(info.value)
+    assert "before answering ApiVersions (wrong port? security_protocol is PLAINTEXT)" in message
+    assert elapsed < 2.0
+
+
+async def test_a_first_response_with_a_foreign_correlation_id_is_not_kafka(
+    broker: ScriptedBroker,
+) -> None:
+    async def wrong_id(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        bogus = RequestHeader(header.api_key, header.api_version, header.correlation_id + 7)
+        await conn.respond(bogus, api_versions_body())
+
+    broker.on(int(ApiKey.API_VERSIONS), wrong_id)
+    with pytest.raises(
+        errors.NotAKafkaBrokerError,
+        match=r"something other than Kafka: its first response carries correlation id 8, "
+        r"not 1 \(wrong port\? security_protocol is PLAINTEXT\)",
+    ):
+        await open_conn(broker)
+
+
+async def test_a_first_response_claiming_2_gib_is_not_kafka() -> None:
+    async with RawPeer(struct.pack(">i", 2**31 - 1) + bytes(64)) as peer:
+        start = time.monotonic()
+        with pytest.raises(errors.NotAKafkaBrokerError, match="claims 2147483647 bytes"):
+            await connect("127.0.0.1", peer.port, receive_message_max_bytes=2**31 - 1)
+        assert time.monotonic() - start < 1.0
+
+
+def _describe_configs_frame(header: RequestHeader, version: int, size: int) -> bytes:
+    """A DescribeConfigs answer whose size prefix says exactly ``size``."""
+    value_len = size
+
+    def build(n: int) -> bytes:
+        result = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": 2,
+            "resource_name": "t",
+            "configs": [{"name": "big", "value": "x" * n}],
+        }
+        return ServerConn.frame(header, {"throttle_time_ms": 0, "results": [result]}, version)
+
+    for _ in range(4):
+        frame = build(value_len)
+        if len(frame) - 4 == size:
+            return frame
+        value_len += size - (len(frame) - 4)
+    raise AssertionError(f"cannot build a {size}-byte frame")
+
+
+async def test_a_response_above_receive_message_max_bytes_fails_typed_and_named(
+    broker: ScriptedBroker,
+) -> None:
+    limit = 1 * MIB
+    sizes = [limit, limit + 1]
+
+    async def answer(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        frame = _describe_configs_frame(header, header.api_version, sizes.pop(0))
+        conn.writer.write(frame)
+        await conn.writer.drain()
+
+    broker.on(DESCRIBE_CONFIGS, answer)
+    broker.on(HEARTBEAT, swallow)
+    conn = await open_conn(broker, receive_message_max_bytes=limit)
+    # Exactly the limit is accepted ...
+    result = await conn.send(DESCRIBE_CONFIGS, {"resources": []})
+    assert len(result["results"][0]["configs"][0]["value"]) > limit - 100
+    # ... one byte more is not: the connection closes, everything pending fails with it.
+    pending = conn.request(HEARTBEAT, heartbeat(1))
+    with pytest.raises(errors.ResponseTooLargeError) as info:
+        await conn.send(DESCRIBE_CONFIGS, {"resources": []})
+    message = str(info.value)
+    assert f"127.0.0.1:{broker.port}" in message
+    assert f"claims {limit + 1} bytes, more than receive_message_max_bytes ({limit})" in message
+    assert conn.closed
+    with pytest.raises(errors.ResponseTooLargeError):
+        await pending
+    with pytest.raises(errors.ResponseTooLargeError):
+        await conn.send(HEARTBEAT, heartbeat(2))
+
+
+async def test_a_negative_frame_size_is_a_protocol_error(broker: ScriptedBroker) -> None:
+    async def negative(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        conn.writer.write(struct.pack(">i", -5) + b"abc")
+        await conn.writer.drain()
+
+    broker.on(HEARTBEAT, negative)
+    conn = await open_conn(broker)
+    with pytest.raises(
+        errors.KafkaProtocolError,
+        match=r"invalid size -5 \(a valid one is 4 to 104857600 bytes, "
+        r"the receive_message_max_bytes setting\)",
+    ) as info:
+        await conn.send(HEARTBEAT, heartbeat(1))
+    assert not isinstance(info.value, errors.NotAKafkaBrokerError)
+    assert conn.closed
+
+
+def test_a_refused_size_allocates_nothing() -> None:
+    """The cap is checked on the size prefix: not a byte of the claimed frame is held."""
+    refused: list[tuple[int, bytes, int]] = []
+
+    class Sink(_FrameSink):
+        def _on_bad_frame_size(self, size: int, prefix: bytes, limit: int) -> None:
+            refused.append((size, prefix, limit))
+            self.closed = True
+
+    sink = Sink()
+
+    async def make() -> Any:
+        return connection_module._KafkaProtocol(sink, 100 * MIB)  # type: ignore[arg-type]
+
+    protocol = asyncio.run(make())
+    _feed(protocol, struct.pack(">i", 2**31 - 1) + bytes(1000))
+    assert refused == [(2**31 - 1, b"\x7f\xff\xff\xff", 100 * MIB)]
+    assert protocol._parts is None
+    assert _held(protocol) == connection_module._READ_BUFFER_SIZE
+
+
+async def test_a_large_response_arriving_in_pieces_is_read_whole(broker: ScriptedBroker) -> None:
+    size = 6 * MIB + 12345
+
+    async def dribble(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        frame = _describe_configs_frame(header, header.api_version, size)
+        for i in range(0, len(frame), 50_000):
+            conn.writer.write(frame[i : i + 50_000])
+            await conn.writer.drain()
+            await asyncio.sleep(0)
+
+    broker.on(DESCRIBE_CONFIGS, dribble)
+    broker.on(HEARTBEAT, echo_heartbeat())
+    conn = await open_conn(broker)
+    try:
+        for _ in range(2):
+            result = await conn.send(DESCRIBE_CONFIGS, {"resources": []})
+            value = result["results"][0]["configs"][0]["value"]
+            assert value == "x" * len(value) and len(value) > size - 100
+            # The stream stays in step: the next (small) response is read as well.
+            assert (await conn.send(HEARTBEAT, heartbeat(7)))["throttle_time_ms"] == 7
+    finally:
+        conn.close()
+
+
+_REPO = Path(__file__).resolve().parents[2]
+_CLAIM_CHILD = """
+import asyncio, json, sys, time
+from aiokafka_lite import errors
+from aiokafka_lite.connection import connect
+
+def status(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise LookupError(field)
+
+async def main(port):
+    conn = await connect("127.0.0.1", port, receive_message_max_bytes=2**31 - 1)
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset the peak RSS (VmHWM) to the current RSS
+    start = status("VmRSS")
+    began = time.monotonic()
+    try:
+        await conn.send(12, {"group_id": "g", "generation_id": 1, "member_id": "m"})
+        outcome = "answered"
+    except errors.KafkaError as exc:
+        outcome = f"{type(exc).__name__}: {exc}"
+    print(json.dumps({"start": start, "peak": status("VmHWM"), "outcome": outcome,
+                      "seconds": time.monotonic() - began}))
+
+asyncio.run(main(int(sys.argv[1])))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc")
+async def test_a_peer_claiming_2_gib_costs_what_it_sends(broker: ScriptedBroker) -> None:
+    """Even with the cap at its largest, a peer claiming a 2 GiB response and sending
+    16 MiB of it makes the client's peak RSS grow by about what it sent, not by the
+    2 GiB it claimed. Measured in a fresh process by the kernel's high-water mark
+    (VmHWM, reset when the request is sent), so no allocation can slip between samples.
+    """
+    sent = 16 * MIB
+
+    async def claim(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        conn.writer.write(struct.pack(">ii", 2**31 - 1, header.correlation_id))
+        chunk = bytes(64 * 1024)
+        for _ in range(sent // len(chunk)):
+            conn.writer.write(chunk)
+            await conn.writer.drain()
+        conn.writer.close()
+
+    broker.on(HEARTBEAT, claim)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _CLAIM_CHILD,
+        str(broker.port),
+        cwd=_REPO,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(child.communicate(), 60)
+    assert child.returncode == 0, err.decode()
+    report = json.loads(out)
+    assert "closed by the broker" in report["outcome"], report
+    grown = report["peak"] - report["start"]
+    assert grown <= 64 * MIB, f"peak RSS grew by {grown / MIB:.1f} MiB"

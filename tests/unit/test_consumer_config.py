@@ -91,3 +91,39 @@ def test_security_settings_are_validated_into_a_security_config() -> None:
 def test_bad_topic_names_are_rejected(topic: str) -> None:
     with pytest.raises(ValueError):
         Consumer(topic)
+
+
+MIB = 1024 * 1024
+
+
+def test_receive_message_max_bytes_default_is_derived_from_the_fetch_sizes() -> None:
+    # Never below 100 MiB (a large cluster's Metadata answer), and room for the
+    # largest fetch plus 512 KiB of response framing above that.
+    assert ConsumerConfig.from_kwargs().receive_message_max_bytes == 100 * MIB
+    config = ConsumerConfig.from_kwargs(fetch_max_bytes=200 * MIB)
+    assert config.receive_message_max_bytes == 200 * MIB + 512 * 1024
+    config = ConsumerConfig.from_kwargs(max_partition_fetch_bytes=150 * MIB)
+    assert config.receive_message_max_bytes == 150 * MIB + 512 * 1024
+    config = ConsumerConfig.from_kwargs(fetch_max_bytes=2**31 - 1)
+    assert config.receive_message_max_bytes == 2**31 - 1
+    config = ConsumerConfig.from_kwargs(receive_message_max_bytes=60 * MIB)
+    assert config.receive_message_max_bytes == 60 * MIB
+    assert config.client_kwargs()["receive_message_max_bytes"] == 60 * MIB
+    consumer = Consumer("t", receive_message_max_bytes=70 * MIB)
+    assert consumer._client.receive_message_max_bytes == 70 * MIB
+
+
+@pytest.mark.parametrize("value", [1000, 2**31, "104857600", 1.0e8, True])
+def test_bad_receive_message_max_bytes_is_named(value: object) -> None:
+    with pytest.raises(errors.ConfigurationError, match="receive_message_max_bytes"):
+        Consumer("t", receive_message_max_bytes=value)
+
+
+def test_receive_message_max_bytes_must_hold_a_fetch() -> None:
+    with pytest.raises(
+        errors.ConfigurationError,
+        match=r"receive_message_max_bytes \(52428800\) must be at least "
+        r"max\(fetch_max_bytes, max_partition_fetch_bytes\) \+ 524288 \(52953088\)",
+    ):
+        Consumer("t", receive_message_max_bytes=50 * MIB)
+    Consumer("t", receive_message_max_bytes=50 * MIB, fetch_max_bytes=49 * MIB)

@@ -419,7 +419,7 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @given(scenarios())
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_every_record_is_delivered_once_or_reported(scenario: dict[str, Any]) -> None:
     asyncio.run(_run_scenario(scenario))
 
@@ -483,7 +483,9 @@ async def _run_scenario(sc: dict[str, Any]) -> None:
         except errors.CorruptRecordError as exc:
             tp = TopicPartition(exc.topic or "", exc.partition or 0)
             assert exc.offset == accounted(tp)
-            rotten_here = [b for b in logs[tp] if (tp, b.base) in rotten and b.base == exc.offset]
+            rotten_here = [
+                b for b in logs[tp] if (tp, b.base) in rotten and b.base <= exc.offset < b.next
+            ]
             if rotten_here:  # for good: the application skips the batch
                 reported[tp].update(range(exc.offset, rotten_here[0].next))
                 h.subs.seek(tp, rotten_here[0].next)
@@ -514,3 +516,36 @@ async def test_data_fetched_for_another_position_is_fetched_again() -> None:
     assert state.position == 0 and state.fetch_offset == 0
     h.respond()
     assert [r.offset for r in h.fetcher.fetched_records(100)[T0]] == list(range(20))
+
+
+async def test_a_batch_too_large_for_any_response_is_raised_not_stalled_on() -> None:
+    """A batch larger than the fetch size grows the fetch size; when the connection's
+    cap (receive_message_max_bytes) leaves no room to grow, the user gets an error naming
+    the partition and offset, raised until they seek, instead of a partition that stops."""
+    big = 64 * 1024
+    log = make_log([1], value=lambda o: b"x" * (3 * big))  # one 192 KiB record
+    h = Harness(
+        {T0: log},
+        {
+            "max_partition_fetch_bytes": big,
+            "fetch_max_bytes": big,
+            "receive_message_max_bytes": 2 * big + 512 * 1024,
+        },
+    )
+    state = h.subs.state(T0)
+    fetch_size = [big]
+
+    def cut(tp: TopicPartition, chosen: list[Batch], data: bytearray, starts: list[int]) -> None:
+        del data[fetch_size[0] :]  # what a broker sends when a batch exceeds the fetch size
+
+    h.respond(damage=cut)  # the fetch size doubles, to what the cap allows
+    assert h.fetcher.pending_error() is None and state.fetch_offset == 0
+    assert h.fetcher._partition_max_bytes[T0] == 2 * big
+    fetch_size[0] = 2 * big
+    h.respond(damage=cut)
+    error = h.fetcher.pending_error()
+    assert isinstance(error, errors.RecordTooLargeError)
+    assert "offset 0 of t-0" in str(error) and "receive_message_max_bytes" in str(error)
+    assert state.fetch_offset is None  # nothing more fetched until the user decides
+    h.subs.seek(T0, 1)
+    assert h.fetcher.pending_error() is None

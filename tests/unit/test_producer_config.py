@@ -123,3 +123,18 @@ async def test_stop_without_start_is_harmless() -> None:
     await producer.stop()
     with pytest.raises(errors.IllegalStateError):
         await producer.send("t", b"v")
+
+
+@pytest.mark.parametrize("value", [1000, 2**31, "104857600", 1.0e8, False])
+def test_bad_receive_message_max_bytes_is_named(value: object) -> None:
+    with pytest.raises(errors.ConfigurationError, match="receive_message_max_bytes"):
+        Producer(receive_message_max_bytes=value)
+
+
+def test_receive_message_max_bytes_reaches_the_client() -> None:
+    from aiokafka_lite.producer.config import client_kwargs
+
+    assert build_config().receive_message_max_bytes == 100 * 1024 * 1024
+    producer = Producer(receive_message_max_bytes=8 * 1024 * 1024)
+    assert producer.client.receive_message_max_bytes == 8 * 1024 * 1024
+    assert client_kwargs(build_config())["receive_message_max_bytes"] == 100 * 1024 * 1024

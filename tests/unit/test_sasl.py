@@ -13,6 +13,8 @@ import pytest
 
 from aiokafka_lite import errors
 from aiokafka_lite.sasl import (
+    SCRAM_MAX_ITERATIONS,
+    SCRAM_MIN_ITERATIONS,
     OAuthBearerMechanism,
     PlainMechanism,
     ScramMechanism,
@@ -218,6 +220,95 @@ def test_scram_bad_arguments() -> None:
         ScramMechanism("SCRAM-SHA-1", "u", "p")
     with pytest.raises(errors.ConfigurationError, match="nonce"):
         ScramMechanism("SCRAM-SHA-256", "u", "p", nonce="a,b")
+
+
+_SALT = "W22ZaJ0SNY7soEsUEjb6gQ=="
+
+
+@pytest.mark.parametrize(
+    ("iterations", "shown"),
+    [
+        ("4095", "4095"),
+        ("16385", "16385"),
+        ("1000000000", "1000000000"),
+        ("9" * 30, "9" * 30),
+        ("9" * 5000, "9" * 40 + "..."),  # int() of it would raise ValueError
+    ],
+)
+def test_scram_iteration_count_outside_kafkas_bounds_is_refused(
+    iterations: str, shown: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_hashing(*args: object) -> bytes:
+        raise AssertionError("PBKDF2 must not run for a refused iteration count")
+
+    monkeypatch.setattr(hashlib, "pbkdf2_hmac", no_hashing)
+    server_first = f"r=rOprNGfwEbeRWgbNEkqOxyz,s={_SALT},i={iterations}".encode()
+    for call in ("prepare_step", "step"):
+        client = rfc7677_client()
+        client.first_message()
+        with pytest.raises(errors.AuthenticationFailedError) as info:
+            getattr(client, call)(server_first)
+        message = str(info.value)
+        assert f"asks for {shown} PBKDF2 iterations" in message
+        assert "4096 to 16384" in message
+
+
+def test_scram_iteration_bounds_are_kafkas_and_adjustable() -> None:
+    assert (SCRAM_MIN_ITERATIONS, SCRAM_MAX_ITERATIONS) == (4096, 16384)
+    for count in (4096, 16384):
+        server = ScramServer("SCRAM-SHA-256", {"alice": "pw"}, iterations=count)
+        assert run_scram(ScramMechanism("SCRAM-SHA-256", "alice", "pw"), server)
+    server = ScramServer("SCRAM-SHA-256", {"alice": "pw"}, iterations=20000)
+    client = ScramMechanism("SCRAM-SHA-256", "alice", "pw", max_iterations=20000)
+    assert run_scram(client, server)
+    client = ScramMechanism("SCRAM-SHA-256", "alice", "pw", max_iterations=8192)
+    client.first_message()
+    server_first = f"r={client._client_nonce}x,s={_SALT},i=8193".encode()
+    with pytest.raises(errors.AuthenticationFailedError, match="only 4096 to 8192"):
+        client.step(server_first)
+    with pytest.raises(errors.ConfigurationError, match="min_iterations"):
+        ScramMechanism("SCRAM-SHA-256", "u", "p", min_iterations=8192, max_iterations=4096)
+    with pytest.raises(errors.ConfigurationError, match="max_iterations"):
+        ScramMechanism("SCRAM-SHA-256", "u", "p", max_iterations=0)
+
+
+def test_scram_non_ascii_digits_are_not_an_iteration_count() -> None:
+    client = rfc7677_client()
+    client.first_message()
+    with pytest.raises(errors.AuthenticationFailedError, match="bad iteration count"):
+        client.step(f"r=rOprNGfwEbeRWgbNEkqOxyz,s={_SALT},i=\u0664\u0660\u0669\u0666".encode())
+
+
+def test_scram_prepare_step_hands_out_the_pbkdf2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """prepare_step returns PBKDF2 as work to run elsewhere; step then only uses it."""
+    calls: list[int] = []
+    real = hashlib.pbkdf2_hmac
+
+    def counting(name: str, password: bytes, salt: bytes, iterations: int) -> bytes:
+        calls.append(iterations)
+        return real(name, password, salt, iterations)
+
+    monkeypatch.setattr(hashlib, "pbkdf2_hmac", counting)
+    client = rfc7677_client()
+    client.first_message()
+    work = client.prepare_step(RFC7677_SERVER_FIRST)
+    assert work is not None and calls == []
+    work()
+    assert calls == [4096]
+    # The RFC's answer, with no second PBKDF2.
+    assert client.step(RFC7677_SERVER_FIRST) == RFC7677_CLIENT_FINAL
+    assert calls == [4096]
+    # Nothing costly in the final step, nor in PLAIN's or OAUTHBEARER's.
+    assert client.prepare_step(RFC7677_SERVER_FINAL) is None
+    assert client.step(RFC7677_SERVER_FINAL) is None and client.complete
+    plain = PlainMechanism("u", "p")
+    plain.first_message()
+    assert plain.prepare_step(b"") is None
+    # Without prepare_step, step does the work itself.
+    client = rfc7677_client()
+    client.first_message()
+    assert client.step(RFC7677_SERVER_FIRST) == RFC7677_CLIENT_FINAL
+    assert calls == [4096, 4096]
 
 
 def test_scram_repr_hides_password() -> None:

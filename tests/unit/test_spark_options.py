@@ -189,10 +189,12 @@ def test_kafka_options_reach_the_right_client() -> None:
             "kafka.isolation.level": "read_committed",
             "kafka.client.id": "spark-job",
             "kafka.request.timeout.ms": "20000",
+            "kafka.receive.message.max.bytes": "209715200",
         },
     )
     kwargs = opts.client.consumer_kwargs()
     assert kwargs["fetch_max_bytes"] == 1000000
+    assert kwargs["receive_message_max_bytes"] == 209715200
     assert kwargs["isolation_level"] == "read_committed"
     assert kwargs["client_id"] == "spark-job"
     assert kwargs["request_timeout_ms"] == 20000
@@ -229,6 +231,7 @@ def test_kafka_options_reach_the_right_client() -> None:
         ("kafka.acks", "all", "applies to writes, not reads"),
         ("kafka.fetch.min.bytes", "many", "must be an integer"),
         ("kafka.isolation.level", "dirty", "isolation_level must be"),
+        ("kafka.receive.message.max.bytes", "1000", "receive_message_max_bytes must be"),
         ("kafka.security.protocol", "TLS", "must be PLAINTEXT, SSL"),
         ("kafka.sasl.mechanism", "PLAIN", "need kafka.security.protocol SASL_"),
     ],
