@@ -25,13 +25,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.chaos.scenarios import (
-    DEFAULT_SCENARIOS,
-    EMBEDDED_ONLY,
-    SCENARIOS,
-    SIZES,
-    ScenarioResult,
-)
+from tests.chaos.delivery import DELIVERY_EMBEDDED_ONLY, DELIVERY_SCENARIOS
+from tests.chaos.scenarios import DEFAULT_SCENARIOS as _FIRST_SCENARIOS
+from tests.chaos.scenarios import EMBEDDED_ONLY as _FIRST_EMBEDDED_ONLY
+from tests.chaos.scenarios import SCENARIOS as _FIRST_SCENARIO_MAP
+from tests.chaos.scenarios import SIZES, ScenarioResult
+
+SCENARIOS = {**_FIRST_SCENARIO_MAP, **DELIVERY_SCENARIOS}
+DEFAULT_SCENARIOS = (*_FIRST_SCENARIOS, *DELIVERY_SCENARIOS)
+EMBEDDED_ONLY = (*_FIRST_EMBEDDED_ONLY, *DELIVERY_EMBEDDED_ONLY)
 
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--scenarios",
         default=",".join(DEFAULT_SCENARIOS),
-        help=f"comma-separated, of {', '.join(SCENARIOS)} (default: the first four)",
+        help=f"comma-separated, of {', '.join(SCENARIOS)} (default: all but restart)",
     )
     parser.add_argument(
         "--json",
@@ -115,7 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown scenarios {unknown}; known: {list(SCENARIOS)}")
     if args.bootstrap_servers and set(names) & set(EMBEDDED_ONLY):
-        parser.error(f"{', '.join(EMBEDDED_ONLY)}: needs the embedded broker (it restarts it)")
+        parser.error(
+            f"{', '.join(EMBEDDED_ONLY)}: need the embedded brokers (stopped, proxied or killed)"
+        )
     results = asyncio.run(_run(names, args.size, args.bootstrap_servers, args.seed))
     sys.stdout.write(table(results) + "\n")
     for r in results:

@@ -81,6 +81,10 @@ class Size:
     restart_down_s: float
     restart_recovery_s: float
     seed: int = 1
+    #: Records of the delivery scenarios (poison pill, corruption in transit).
+    delivery_records: int = 50_000
+    #: The lost-writes scenario streams this long before the kill and after the restart.
+    lost_writes_seconds: float = 5.0
 
 
 SIZES = {
@@ -105,6 +109,8 @@ SIZES = {
         outage_s=10,
         restart_down_s=3,
         restart_recovery_s=25,
+        delivery_records=6_000,
+        lost_writes_seconds=1.5,
     ),
 }
 

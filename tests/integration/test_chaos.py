@@ -16,6 +16,7 @@ import pytest
 from aiokafka_lite.connection import connect
 from aiokafka_lite.producer import Producer
 from aiokafka_lite.protocol.api import ApiKey
+from tests.chaos.delivery import DELIVERY_SCENARIOS
 from tests.chaos.proxy import ALL_MODES, RemoteFaultProxy
 from tests.chaos.scenarios import (
     SIZES,
@@ -194,3 +195,14 @@ def test_broker_restart_new_log_exactly_once_and_consumed(restart_result: Scenar
 
 def test_broker_restart_running_producer_recovers(restart_result: ScenarioResult) -> None:
     assert restart_result.failures == [], _explain(restart_result)
+
+
+# --- the delivery contract: poison pills, damaged bytes, a broker that loses writes ------
+
+
+@pytest.mark.parametrize("name", ["poison", "corruption", "lost-writes"])
+async def test_delivery_scenario(name: str) -> None:
+    result = await DELIVERY_SCENARIOS[name](SHORT)
+    assert result.ok, _explain(result)
+    assert result.lost == 0 and result.duplicated == 0 and result.faults > 0
+    assert result.verified == result.sent

@@ -29,6 +29,7 @@ EXPECTED = {
     "consumer:seek": "from 2: b'event 2'",
     "consumer:read_committed": "b'not in a transaction' last stable offset: 1",
     "consumer:health": "state: stable",
+    "consumer:dead_letters": "orders [0, 1, 2, 3, 5, 6, 7, 8, 9]",
     "producer:basic_send": "offset ",
     "producer:serializers": "order at offset ",
     "producer:batching": "with 1000 records",
