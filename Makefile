@@ -24,7 +24,7 @@ help:
 	@echo "make broker      an embedded Tansu broker in the foreground on port \$$PORT ($(PORT))"
 	@echo "make bench       run every benchmarks/bench_*.py"
 	@echo "make demo        the Spark streaming pipeline demo on an embedded broker"
-	@echo "make chaos       the four chaos scenarios at full size; prints the table (~8 min)"
+	@echo "make chaos       the seven chaos scenarios at full size; prints the table (~10 min)"
 	@echo "make fuzz        fuzz the decoders for FUZZ_SECONDS (300) per target (~10 min on 2 cores)"
 	@echo "make soak        10-minute produce/consume soak; chart in benchmarks/results/"
 	@echo "make clean       remove caches and build output (distclean: the venv too)"
