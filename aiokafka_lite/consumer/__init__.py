@@ -23,9 +23,9 @@ from aiokafka_lite.consumer.config import ConsumerConfig
 from aiokafka_lite.consumer.consumer import AIOKafkaConsumer, Consumer, OffsetAndTimestamp
 from aiokafka_lite.consumer.health import ConsumerHealth, PartitionHealth
 from aiokafka_lite.consumer.membership import GroupState
-from aiokafka_lite.consumer.records import ConsumerRecord, TimestampType
 from aiokafka_lite.consumer.subscription import ConsumerRebalanceListener
 from aiokafka_lite.protocol.group_protocol import Assignment, Subscription
+from aiokafka_lite.protocol.records import ConsumerRecord, TimestampType
 
 __all__ = [
     "AIOKafkaConsumer",

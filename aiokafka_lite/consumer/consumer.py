@@ -34,7 +34,6 @@ from aiokafka_lite.consumer.coordinator import GroupCoordinator
 from aiokafka_lite.consumer.fetcher import Fetcher
 from aiokafka_lite.consumer.health import ConsumerHealth, PartitionHealth
 from aiokafka_lite.consumer.membership import GroupState
-from aiokafka_lite.consumer.records import ConsumerRecord
 from aiokafka_lite.consumer.subscription import (
     ConsumerRebalanceListener,
     OffsetResetStrategy,
@@ -42,6 +41,7 @@ from aiokafka_lite.consumer.subscription import (
     SubscriptionType,
 )
 from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol.records import ConsumerRecord
 from aiokafka_lite.security import SecurityConfig, TokenProviderLike
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition, check_topic_name
 

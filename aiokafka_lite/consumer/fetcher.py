@@ -42,16 +42,14 @@ from aiokafka_lite._aio import cancel_and_wait, wait_for
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.consumer._errors import NoOffsetForPartitionError, RecordDeserializationError
 from aiokafka_lite.consumer.config import FETCH_RESPONSE_MARGIN, ConsumerConfig
-from aiokafka_lite.consumer.records import ConsumerRecord, decode_v2_records
 from aiokafka_lite.consumer.subscription import (
     OffsetResetStrategy,
     PartitionState,
     SubscriptionState,
 )
 from aiokafka_lite.errors import CorruptRecordError
-from aiokafka_lite.protocol import codecs
 from aiokafka_lite.protocol.api import ApiKey
-from aiokafka_lite.protocol.records import V2_HEADER_SIZE, ControlRecordType, iter_batches
+from aiokafka_lite.protocol.records import ConsumerRecord, ControlRecordType, iter_batches
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = ["FetchSessionHandler", "Fetcher", "OffsetInfo", "scan_next_offset"]
@@ -204,7 +202,6 @@ class _CompletedFetch:
         "_aborted_pids",
         "_batches",
         "_key_des",
-        "_max_decompressed",
         "_on_corrupt",
         "_past_first",
         "_recs",
@@ -247,14 +244,17 @@ class _CompletedFetch:
         self.high_watermark = high_watermark
         self.nbytes = len(data)
         self.read_committed = config.read_committed
-        self._batches: Iterator[Any] = iter_batches(data, check_crc=config.check_crcs)
+        self._batches: Iterator[Any] = iter_batches(
+            data,
+            check_crc=config.check_crcs,
+            max_decompressed_size=max(config.fetch_max_bytes, 64 * 1048576),
+        )
         self._aborted = sorted(aborted or (), key=lambda a: a[1])
         self._aborted_pids: set[int] = set()
         self._key_des = config.key_deserializer
         self._value_des = config.value_deserializer
         self._on_corrupt = on_corrupt
         self._recs: list[ConsumerRecord[Any, Any]] = []
-        self._max_decompressed = max(config.fetch_max_bytes, 64 * 1048576)
         self.i = 0
         self.n = 0
         #: The offset after the last batch loaded (the fetch offset before the first).
@@ -353,57 +353,10 @@ class _CompletedFetch:
 
     def _decode(self, batch: Any) -> list[ConsumerRecord[Any, Any]]:
         """The batch's records at or after the fetch offset, key and value still raw."""
-        start = self.start_offset
-        if batch.magic == 2:
-            data = batch.to_bytes()
-            ts_type = batch.timestamp_type
-            if batch.compression:
-                if batch.record_count == 0 and len(data) == V2_HEADER_SIZE:
-                    return []
-                with memoryview(data) as view:
-                    data = codecs.decompress(
-                        batch.compression,
-                        view[V2_HEADER_SIZE:],
-                        magic=2,
-                        max_size=self._max_decompressed,
-                    )
-                pos = 0
-            else:
-                pos = V2_HEADER_SIZE
-            return decode_v2_records(
-                data,
-                pos,
-                len(data),
-                batch.record_count,
-                batch.base_offset,
-                batch.base_timestamp,
-                batch.max_timestamp if ts_type == 1 else None,
-                self.topic,
-                self.partition,
-                ts_type,
-                batch.partition_leader_epoch,
-                start,
-            )
-        # Legacy message sets (magic 0/1): rare, decoded by the protocol layer.
-        ts_type = batch.timestamp_type
-        return [
-            ConsumerRecord(
-                self.topic,
-                self.partition,
-                r.offset,
-                r.timestamp,
-                ts_type,
-                r.key,
-                r.value,
-                batch.crc,
-                -1 if r.key is None else len(r.key),
-                -1 if r.value is None else len(r.value),
-                r.headers,
-                -1,
-            )
-            for r in batch.records()
-            if r.offset >= start
-        ]
+        records: list[ConsumerRecord[Any, Any]] = batch.records(
+            self.topic, self.partition, self.start_offset
+        )
+        return records
 
     def _deserialize(self, r: ConsumerRecord[Any, Any]) -> ConsumerRecord[Any, Any]:
         key = r[5]

@@ -25,16 +25,13 @@ from typing import Any, overload
 
 from aiokafka_lite import errors
 from aiokafka_lite.errors import TransactionAbortedError
-from aiokafka_lite.producer.encoding import SMALL, SMALL_VALUE, ZZ, varint
 from aiokafka_lite.producer.types import RecordMetadata
 from aiokafka_lite.protocol.codecs import compress
 from aiokafka_lite.protocol.records import (
     NO_SEQUENCE,
-    V2_HEADER_SIZE,
+    RecordWriter,
     build_batch,
     decode_records,
-    encode_record,
-    estimate_batch_size,
 )
 from aiokafka_lite.structs import TopicPartition
 
@@ -44,23 +41,21 @@ __all__ = ["ProducerBatch", "RecordAccumulator", "RecordFuture", "RecordFutures"
 
 _new_tuple = tuple.__new__
 _new_object = object.__new__
-_join = b"".join
 _monotonic = time.monotonic
 
 
-class ProducerBatch:
+class ProducerBatch(RecordWriter):
     """Records for one partition that travel (and succeed or fail) together.
 
-    Records are encoded into ``buf`` as they are appended; :meth:`build` frames them
-    (header with the producer state, compression, CRC) when the batch is sent.
+    A :class:`RecordWriter`: records are encoded into ``buf`` as they are appended
+    (``append``, the producer's per-record path); :meth:`build` frames them (header
+    with the producer state, compression, CRC) when the batch is sent.
     """
 
     __slots__ = (
         "attempts",
         "base_offset",
         "base_sequence",
-        "base_ts",
-        "buf",
         "compression",
         "created",
         "deadline",
@@ -71,17 +66,13 @@ class ProducerBatch:
         "log_append_time",
         "log_start_offset",
         "loop",
-        "max_size",
-        "max_ts",
         "memory",
         "on_complete",
-        "open",
         "part_offset",
         "parts",
         "payload",
         "producer_epoch",
         "producer_id",
-        "record_count",
         "retry_at",
         "sequence_epoch",
         "timestamps",
@@ -99,24 +90,20 @@ class ProducerBatch:
         max_size: int,
         compression: int,
         transactional: bool,
+        record_limit: int = (1 << 31) - 1,
+        limit_name: str = "the largest batch",
         created: float = 0.0,
         deadline: float = 0.0,
         memory: int = 0,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
+        super().__init__(max_size, record_limit, limit_name)
         self.tp = tp
         self.loop = loop
-        self.max_size = max_size
         self.compression = compression
         self.transactional = transactional
-        self.buf = bytearray()
         #: ``buf`` compressed, kept once the batch is closed (a retry reuses it).
         self.payload: bytes | None = None
-        #: Whether records may still be appended (False once full, drained or user-built).
-        self.open = True
-        self.record_count = 0
-        self.base_ts = -1
-        self.max_ts = -1
         self.producer_id = -1
         self.producer_epoch = -1
         self.base_sequence = NO_SEQUENCE
@@ -154,86 +141,6 @@ class ProducerBatch:
             f"<ProducerBatch {self.tp.topic}-{self.tp.partition} records={self.record_count} "
             f"attempts={self.attempts} seq={self.base_sequence}>"
         )
-
-    def append(self, timestamp: int, key: bytes | None, value: bytes | None, headers: Any) -> int:
-        """Encode one record into the batch; returns its size, or 0 if it does not fit.
-
-        The first record always fits; a refused record closes the batch (``open`` turns
-        False). This is the producer's per-record hot path: the common shapes (no
-        headers, sizes and deltas under ``SMALL``) are a few table lookups and one
-        ``join``. The keyless case is also inlined in ``Producer.send``,
-        ``Producer._append_many``, ``Producer._append_values`` (a run of records) and
-        ``BatchBuilder.append`` (a call is ~5% of a record's cost): change them
-        together; the producer's unit tests read back every shape each of them writes.
-        """
-        n = self.record_count
-        if n:
-            ts_delta = timestamp - self.base_ts
-        else:
-            ts_delta = 0
-            self.base_ts = self.max_ts = timestamp
-        if headers is None and value is not None and 0 <= ts_delta < SMALL and n < SMALL:
-            vlen = len(value)
-            if key is None:
-                if vlen < SMALL_VALUE:
-                    zt = ZZ[ts_delta]
-                    zn = ZZ[n]
-                    zv = ZZ[vlen]
-                    # attributes | ts delta | offset delta | key length -1 | value | 0 headers
-                    blen = len(zt) + len(zn) + len(zv) + vlen + 3
-                    record = _join(
-                        (
-                            ZZ[blen],
-                            b"\x00",
-                            zt,
-                            zn,
-                            b"\x01",
-                            zv,
-                            value,
-                            b"\x00",
-                        )
-                    )
-                else:
-                    record = encode_record(n, ts_delta, key, value, headers)
-            else:
-                klen = len(key)
-                if klen < SMALL and vlen < SMALL:
-                    zt = ZZ[ts_delta]
-                    zn = ZZ[n]
-                    zk = ZZ[klen]
-                    zv = ZZ[vlen]
-                    blen = len(zt) + len(zn) + len(zk) + klen + len(zv) + vlen + 2
-                    record = _join(
-                        (
-                            ZZ[blen] if blen < SMALL else varint(blen),
-                            b"\x00",
-                            zt,
-                            zn,
-                            zk,
-                            key,
-                            zv,
-                            value,
-                            b"\x00",
-                        )
-                    )
-                else:
-                    record = encode_record(n, ts_delta, key, value, headers)
-        else:
-            record = encode_record(n, ts_delta, key, value, headers)
-        buf = self.buf
-        size = len(record)
-        if n and len(buf) + size > self.max_size:
-            self.open = False
-            return 0
-        buf += record
-        if timestamp > self.max_ts:
-            self.max_ts = timestamp
-        self.record_count = n + 1
-        return size
-
-    def size(self) -> int:
-        """Bytes of the batch (uncompressed: the bound ``max_request_size`` applies to)."""
-        return V2_HEADER_SIZE + len(self.buf)
 
     @property
     def has_sequence(self) -> bool:
@@ -713,8 +620,13 @@ class RecordAccumulator:
         delivery_timeout_ms: int,
         transactional: bool = False,
         wakeup: Callable[[float], None] | None = None,
+        record_limit: int = (1 << 31) - 1,
+        limit_name: str = "the largest batch",
     ) -> None:
         self.batch_size = batch_size
+        #: The largest encoded record a batch takes, and the setting that bounds it.
+        self.record_limit = record_limit
+        self.limit_name = limit_name
         self.buffer_memory = buffer_memory
         self.compression = compression
         self.linger = linger_ms / 1000
@@ -775,9 +687,6 @@ class RecordAccumulator:
         headers: Any,
         reserved: int,
     ) -> RecordFuture:
-        size = estimate_batch_size(key, value, headers)
-        memory = size if size > self.batch_size else self.batch_size
-        self._reserve(memory, reserved)
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
@@ -787,12 +696,21 @@ class RecordAccumulator:
             max_size=self.batch_size,
             compression=self.compression,
             transactional=self.transactional,
+            record_limit=self.record_limit,
+            limit_name=self.limit_name,
             created=now,
             deadline=now + self.delivery_timeout,
-            memory=memory,
             loop=loop,
         )
-        batch.append(timestamp, key, value, headers)
+        try:
+            batch.append(timestamp, key, value, headers)  # checks the record (too large...)
+        except BaseException:
+            if reserved:
+                self.release(reserved)
+            raise
+        size = batch.size()
+        memory = batch.memory = size if size > self.batch_size else self.batch_size
+        self._reserve(memory, reserved)
         batch.timestamps.append(timestamp)
         self._enqueue(tp, dq, batch)
         if self._wakeup is not None:

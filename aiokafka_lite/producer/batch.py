@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aiokafka_lite.producer.accumulator import ProducerBatch
-from aiokafka_lite.producer.encoding import SMALL, SMALL_VALUE, ZZ
 from aiokafka_lite.producer.types import bad_timestamp
 from aiokafka_lite.structs import TopicPartition
 
@@ -15,7 +14,6 @@ __all__ = ["BatchBuilder", "BatchRecordMetadata"]
 
 _new_object = object.__new__
 _time_ns = time.time_ns
-_join = b"".join
 _NO_TP = TopicPartition("", -1)
 
 
@@ -67,37 +65,15 @@ class BatchBuilder:
             timestamp = _time_ns() // 1_000_000
         elif error := bad_timestamp(timestamp):
             raise error
-        batch = self._batch
-        offset = batch.record_count
-        if offset and headers is None and key is None and value.__class__ is bytes:
-            # The batch path's common shape (keyless, small): encoded right here, saving
-            # a call per record. Everything else, and every check this shortcut cannot
-            # make, goes through ProducerBatch.append.
-            ts_delta = timestamp - batch.base_ts
-            vlen = len(value)
-            if 0 <= ts_delta < SMALL and offset < SMALL and vlen < SMALL_VALUE:
-                zt = ZZ[ts_delta]
-                zo = ZZ[offset]
-                zv = ZZ[vlen]
-                # attributes | ts delta | offset delta | key length -1 | value | 0 headers
-                blen = len(zt) + len(zo) + len(zv) + vlen + 3
-                prefix = ZZ[blen]
-                buf = batch.buf
-                size = len(prefix) + blen
-                if len(buf) + size <= batch.max_size:
-                    buf += _join((prefix, b"\x00", zt, zo, b"\x01", zv, value, b"\x00"))
-                    batch.record_count = offset + 1
-                    if timestamp > batch.max_ts:
-                        batch.max_ts = timestamp
-                    md = _new_object(BatchRecordMetadata)
-                    md.offset = offset
-                    md.size = size
-                    md.timestamp = timestamp
-                    return md
+        offset = self._batch.record_count
         size = self._append(timestamp, key, value, headers or None)
         if not size:
             return None
-        return BatchRecordMetadata(offset, size, timestamp)
+        md = _new_object(BatchRecordMetadata)  # (without __init__, see the class)
+        md.offset = offset
+        md.size = size
+        md.timestamp = timestamp
+        return md
 
     def close(self) -> None:
         """No more appends (``send_batch`` closes the batch too)."""

@@ -42,7 +42,6 @@ from aiokafka_lite.producer.accumulator import (
 )
 from aiokafka_lite.producer.batch import BatchBuilder
 from aiokafka_lite.producer.config import ProducerConfig, Serializer, build_config, client_kwargs
-from aiokafka_lite.producer.encoding import SMALL, SMALL_VALUE, ZZ
 from aiokafka_lite.producer.metrics import ProducerMetrics
 from aiokafka_lite.producer.partitioner import (
     CallablePartitioner,
@@ -61,7 +60,7 @@ from aiokafka_lite.producer.types import (
     run_on_acknowledgement,
     run_on_send,
 )
-from aiokafka_lite.protocol import records
+from aiokafka_lite.protocol.records import V2_HEADER_SIZE
 from aiokafka_lite.security import SecurityConfig
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition, check_topic_name
 
@@ -71,10 +70,7 @@ __all__ = ["AIOKafkaProducer", "Producer", "TransactionContext"]
 
 _time_ns = time.time_ns
 _new_object = object.__new__
-_join = b"".join
 _BYTES_TYPES = (bytes, bytearray)
-#: Batch header plus the largest framing of one record besides key, value and headers.
-_RECORD_OVERHEAD = records.V2_HEADER_SIZE + 31
 #: The end of ``send_many``'s values.
 _END: Any = object()
 #: send(): the partition is not an index of the topic's known partitions.
@@ -225,10 +221,6 @@ class Producer:
         self._interceptors = config.interceptors
         self._serializers = self._key_serializer is not None or self._value_serializer is not None
         self._max_block = config.max_block_ms / 1000
-        self._max_record = min(config.max_request_size, config.buffer_memory)
-        # Any record whose key + value is under this fits (framing included): no need
-        # to compute its exact size.
-        self._quick_size_limit = self._max_record - _RECORD_OVERHEAD
         self._started = False
         self._closed = False
         self._closing = False
@@ -286,6 +278,11 @@ class Producer:
             delivery_timeout_ms=config.delivery_timeout_ms,
             transactional=config.transactional,
             wakeup=self._wakeup,
+            # A record must fit a batch of its own that a request and the buffer hold.
+            record_limit=min(config.max_request_size, config.buffer_memory) - V2_HEADER_SIZE,
+            limit_name="max_request_size"
+            if config.max_request_size <= config.buffer_memory
+            else "buffer_memory",
         )
         self._sender = Sender(
             self.client,
@@ -558,9 +555,6 @@ class Producer:
             size_hint = (0 if key is None else len(key)) + (0 if value is None else len(value))
         if headers is not None:
             headers = _check_headers(headers) if headers else None
-            self._check_size(key, value, headers)
-        elif size_hint > self._quick_size_limit:
-            self._check_size(key, value, headers)
 
         info = self._topics.get(topic)
         if info is None:
@@ -598,38 +592,11 @@ class Producer:
         # only the last batch of a partition is ever open, so appending there keeps order).
         if batch is not None and batch.open:
             n = batch.record_count
-            if n and key is None and headers is None and value.__class__ is bytes:
-                # The most common record (a value only; small sizes and deltas) is encoded
-                # right here, as ProducerBatch.append would: the call alone is ~5% of
-                # send(). The record future is made without __init__ (see RecordFuture).
-                ts_delta = timestamp_ms - batch.base_ts
-                if 0 <= ts_delta < SMALL and n < SMALL and size_hint < SMALL_VALUE:
-                    # attributes | ts delta | offset delta | key length -1 | value | 0 headers
-                    body = _join(
-                        (b"\x00", ZZ[ts_delta], ZZ[n], b"\x01", ZZ[size_hint], value, b"\x00")
-                    )
-                    blen = len(body)
-                    buf = batch.buf
-                    # The length prefix takes at most 3 bytes (blen < SMALL); a record that
-                    # fits only with a shorter one is left to batch.append's exact check.
-                    if len(buf) + blen + 3 <= batch.max_size:
-                        buf += ZZ[blen]
-                        buf += body
-                        batch.record_count = n + 1
-                        if timestamp_ms > batch.max_ts:
-                            batch.max_ts = timestamp_ms
-                        batch.timestamps.append(timestamp_ms)
-                        fut = _new_object(RecordFuture)
-                        fut._batch = batch
-                        fut._index = n
-                        if guard and self._interceptors:
-                            fut.add_done_callback(self._acknowledge)
-                        return fut
-                    if len(buf) + blen + 1 > batch.max_size:
-                        batch.open = False  # full, as batch.append would find it
-            if batch.open and batch.append(timestamp_ms, key, value, headers):
+            if batch.append(timestamp_ms, key, value, headers):
                 batch.timestamps.append(timestamp_ms)
-                fut = RecordFuture(batch, n)
+                fut = _new_object(RecordFuture)  # (without __init__, see RecordFuture)
+                fut._batch = batch
+                fut._index = n
                 if guard and self._interceptors:
                     fut.add_done_callback(self._acknowledge)
                 return fut
@@ -721,19 +688,6 @@ class Producer:
             return result
         return _as_bytes(result, what, serializer=True)
 
-    def _check_size(self, key: bytes | None, value: bytes | None, headers: Any) -> None:
-        size = records.estimate_batch_size(key, value, headers)
-        if size > self.config.max_request_size:
-            raise errors.RecordTooLargeError(
-                f"the record is {size} bytes when serialized, larger than "
-                f"max_request_size ({self.config.max_request_size})"
-            )
-        if size > self.config.buffer_memory:
-            raise errors.RecordTooLargeError(
-                f"the record is {size} bytes when serialized, larger than "
-                f"buffer_memory ({self.config.buffer_memory})"
-            )
-
     def _acknowledge(self, fut: RecordFuture) -> None:
         if fut.cancelled():
             run_on_acknowledgement(self._interceptors, None, asyncio.CancelledError())
@@ -819,9 +773,9 @@ class Producer:
         futures: RecordFutures,
     ) -> Any:
         """``send_many``'s fast path for keyless records: append values from ``it`` to
-        the partition's open batch in runs, one loop and one concatenation per run.
+        the partition's open batch in runs, one partitioner call per run.
 
-        A run ends when the batch is full, at a value it cannot encode here, or when the
+        A run ends when the batch is full, at a value it cannot take here, or when the
         sticky partitioner must choose again; its records share one timestamp, one
         partitioner call and their futures (made when read, see `RecordFutures`).
         Returns the first value it cannot take, for ``send()``, or ``_END`` once ``it``
@@ -835,14 +789,11 @@ class Producer:
         batches = self._batches
         partitioner = self._partitioner
         txn = self._txn if self._send_guard else None  # (set: in a transaction)
-        # Values up to this size encode with table lookups only (see ProducerBatch.append).
-        limit = min(self._quick_size_limit, SMALL_VALUE - 1)
-        zz = ZZ
         while True:
             value = next(it, _END)
             if value is _END:
                 return _END
-            if value.__class__ is not bytes or len(value) > limit:
+            if value.__class__ is not bytes:
                 return value
             if partition is None:
                 # As send() asks for every record: this partition takes keyless records
@@ -867,46 +818,22 @@ class Producer:
             if not batch.open or not n:
                 return value
             ts = _time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
-            ts_delta = ts - batch.base_ts
-            if not 0 <= ts_delta < SMALL:
-                return value
-            # Each record: length | attributes 0 | ts delta | offset delta | key -1 |
-            # value length | value | 0 headers (ProducerBatch.append's common case).
-            zt = zz[ts_delta]
-            head = b"\x00" + zt
-            fixed = len(zt) + 3
-            room = batch.max_size - len(batch.buf)
-            last = SMALL - 1  # offset deltas the table covers
+            append = batch.append
             start_budget = budget
-            parts: list[bytes] = []
-            extend = parts.extend
             pending = _END
             for v in _chain((value,), it):
-                vlen = len(v) if v.__class__ is bytes else limit + 1
-                if vlen > limit or n >= last:
+                if v.__class__ is not bytes or not append(ts, None, v, None):
+                    # Full (or not bytes): send() takes it, and finds the batch as it
+                    # would have (it closes the batch itself when its append fails).
+                    batch.open = True
                     pending = v
                     break
-                zn = zz[n]
-                zv = zz[vlen]
-                blen = fixed + len(zn) + len(zv) + vlen
-                prefix = zz[blen]
-                room -= len(prefix) + blen
-                if room < 0:
-                    # Full: send() closes the batch and opens the next. (Closing it here
-                    # would change what send()'s own partitioner call sees.)
-                    pending = v
-                    break
-                extend((prefix, head, zn, b"\x01", zv, v, b"\x00"))
                 n += 1
-                budget -= vlen + 8
+                budget -= len(v) + 8
                 if budget <= 0:
                     break
             count = n - first
             if count:
-                batch.buf += _join(parts)
-                batch.record_count = n
-                if ts > batch.max_ts:
-                    batch.max_ts = ts
                 batch.timestamps += [ts] * count
                 if partition is None:
                     partitioner.on_append(topic, p, start_budget - budget)
@@ -939,7 +866,6 @@ class Producer:
             return value, _next_key(key_iter)
         tps = info.tps
         n_tps = len(tps)
-        limit = self._quick_size_limit
         partitioner = self._partitioner
         sticky_keyed = self._sticky_keyed
         batches = self._batches
@@ -961,7 +887,7 @@ class Producer:
             p = partition
             if p is None:
                 p = partitioner.partition(topic, key, info.all, info.available)
-            if size_hint > limit or p.__class__ is not int or not 0 <= p < n_tps:
+            if p.__class__ is not int or not 0 <= p < n_tps:
                 return value, key
             tp = tps[p]
             if tp is not current:
@@ -975,37 +901,15 @@ class Producer:
                 batch = dq[-1]
                 current = tp
             assert batch is not None
-            if not batch.open:
+            if not batch.open or not batch.record_count:
                 return value, key  # full: send() opens the partition's next batch
             refresh -= 1
             if not refresh:
                 refresh = 512
                 if timestamp_ms is None:
                     ts = _time_ns() // 1_000_000
-            n = batch.record_count
-            ts_delta = ts - batch.base_ts
-            if (
-                key is None
-                and n
-                and 0 <= ts_delta < SMALL
-                and n < SMALL
-                and size_hint < SMALL_VALUE
-            ):
-                # ProducerBatch.append's common case, inline (one call less per record),
-                # like send()'s and BatchBuilder.append's.
-                zt = ZZ[ts_delta]
-                zn = ZZ[n]
-                zv = ZZ[size_hint]
-                blen = len(zt) + len(zn) + len(zv) + size_hint + 3
-                buf = batch.buf
-                prefix = ZZ[blen]
-                if len(buf) + len(prefix) + blen > batch.max_size:
-                    return value, key  # full: for send(), as in _append_values
-                buf += _join((prefix, b"\x00", zt, zn, b"\x01", zv, value, b"\x00"))
-                batch.record_count = n + 1
-                if ts > batch.max_ts:
-                    batch.max_ts = ts
-            elif not batch.append(ts, key, value, None):
+            if not batch.append(ts, key, value, None):
+                batch.open = True  # as send() finds it (see _append_values)
                 return value, key
             if partition is None and (key is None or sticky_keyed):
                 partitioner.on_append(topic, p, size_hint + 8)

@@ -1,4 +1,5 @@
-"""The consumer's record decoder: the run path (uniform records) against the general one.
+"""The record decoder: the run path (uniform records) against the general one, and both
+against the plain reference decoder of ``tests/reference_codec.py``.
 
 ``decode_v2_records`` decodes runs of same-layout records column-wise and everything
 else record by record (``_decode_each``). Both must give the same records, and raise
@@ -14,9 +15,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiokafka_lite import errors
-from aiokafka_lite.consumer import records as consumer_records
-from aiokafka_lite.consumer.records import ConsumerRecord, decode_v2_records
-from aiokafka_lite.protocol.records import BatchBuilder, build_batch, encode_record, iter_batches
+from aiokafka_lite.protocol.records import (
+    BatchBuilder,
+    ConsumerRecord,
+    build_batch,
+    decode_v2_records,
+    encode_record,
+    iter_batches,
+)
+from aiokafka_lite.protocol.records import decode as consumer_records
+from tests import reference_codec
 
 BASE_TS = 1_700_000_000_000
 
@@ -123,9 +131,17 @@ def test_run_decoder_matches_the_general_path(n: int, kwargs: dict[str, Any]) ->
         args = _args(data, min_offset)
         got = decode_v2_records(*args)
         assert [tuple(r) for r in got] == [tuple(r) for r in _reference(*args)]
-        expected = [r for r in rb.records() if r.offset >= min_offset]
+        expected = [
+            r
+            for r in reference_codec.decode(
+                data, 61, len(data), rb.record_count, rb.base_offset, rb.base_timestamp
+            )
+            if r.offset >= min_offset
+        ]
+        log_append = kwargs.get("log_append")
         assert [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers)) for r in got] == [
-            (e.offset, e.timestamp, e.key, e.value, tuple(e.headers)) for e in expected
+            (e.offset, rb.max_timestamp if log_append else e.timestamp, e.key, e.value, e.headers)
+            for e in expected
         ]
         assert all(type(r) is ConsumerRecord for r in got)
 
@@ -172,7 +188,18 @@ def test_corrupted_uniform_batches_fail_like_the_general_path(
     for where, byte in flips:
         data[61 + where % (len(data) - 61)] = byte
     call = (bytes(data), *_args(clean)[1:])
-    assert _outcome(decode_v2_records, call) == _outcome(_reference, call)
+    outcome = _outcome(decode_v2_records, call)
+    assert outcome == _outcome(_reference, call)
+    try:
+        plain: Any = [
+            (r.offset, r.timestamp, r.key, r.value, r.headers)
+            for r in reference_codec.decode(call[0], 61, call[2], call[3], call[4], call[5])
+        ]
+    except reference_codec.RefError:
+        plain = "corrupt"
+    if outcome != "corrupt":
+        outcome = [(r[2], r[3], r[5], r[6], tuple(r[10])) for r in outcome]
+    assert outcome == plain
 
 
 def test_collector_is_paused_per_batch_and_always_restored(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -249,24 +249,24 @@ def test_clean_targets_run_without_crashes() -> None:
         assert stats.inputs == 3000 and stats.crashes == [], (name, stats.crashes)
 
 
-# --- the consumer's own record decoder, against protocol.records -------------------------
+# --- the record decoder, against the reference decoder ------------------------------------
 
-CONSUMER_SEEDS = seeds("consumer_records")
+DECODER_SEEDS = seeds("record_decoder")
 
 
-def test_consumer_decoder_seeds_agree_with_protocol_records() -> None:
-    for data in CONSUMER_SEEDS:
-        TARGETS["consumer_records"](data)  # raises if the two decoders disagree
+def test_record_decoder_seeds_agree_with_the_reference() -> None:
+    for data in DECODER_SEEDS:
+        TARGETS["record_decoder"](data)  # raises if the two decoders disagree
 
 
 @_SETTINGS
-@given(_mutated(CONSUMER_SEEDS))
-def test_consumer_decoder_on_mutated_batches(data: bytes) -> None:
-    TARGETS["consumer_records"](data)
+@given(_mutated(DECODER_SEEDS))
+def test_record_decoder_on_mutated_batches(data: bytes) -> None:
+    TARGETS["record_decoder"](data)
 
 
-def test_consumer_decoder_skips_every_record_below_min_offset() -> None:
-    from aiokafka_lite.consumer.records import decode_v2_records
+def test_record_decoder_skips_every_record_below_min_offset() -> None:
+    from aiokafka_lite.protocol.records import decode_v2_records
 
     builder = records.BatchBuilder()
     builder.append(1000, b"k", b"v")

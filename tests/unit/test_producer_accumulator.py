@@ -31,7 +31,7 @@ def new_batch(max_size: int = 1 << 20, compression: int = 0, txn: bool = False) 
     return ProducerBatch(TP, max_size=max_size, compression=compression, transactional=txn)
 
 
-def decode(data: bytes) -> tuple[records.RecordBatch, list[records.Record]]:
+def decode(data: bytes) -> tuple[records.RecordBatch, list[records.ConsumerRecord[bytes, bytes]]]:
     batches = list(records.iter_batches(data))
     assert len(batches) == 1
     batch = batches[0]

@@ -592,7 +592,7 @@ async def test_send_many_keyless_runs_encode_like_send() -> None:
 async def test_send_many_runs_stop_where_the_offset_delta_table_ends() -> None:
     # A batch takes more records than the varint table covers (SMALL): the records past
     # it are encoded by the general path, still one batch.
-    from aiokafka_lite.producer.encoding import SMALL
+    from aiokafka_lite.protocol.records.varint import SMALL
 
     producer, client = await start(
         max_batch_size=400_000, linger_ms=10_000, enable_idempotence=False, acks=1

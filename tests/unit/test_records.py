@@ -1,4 +1,4 @@
-"""protocol/records.py: v2 record batches, legacy message sets, control batches.
+"""protocol/records/: v2 record batches, legacy message sets, control batches.
 
 Golden inputs come from kafka-python and aiokafka (their builders and decoders are the
 reference for the wire format); property tests cover round trips and hostile bytes.
@@ -38,11 +38,11 @@ from aiokafka_lite.protocol.records import (
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     BatchBuilder,
+    ConsumerRecord,
     ControlRecord,
     ControlRecordType,
     LegacyBatchBuilder,
     LegacyRecordBatch,
-    Record,
     RecordBatch,
     TimestampType,
     build_batch,
@@ -52,7 +52,6 @@ from aiokafka_lite.protocol.records import (
     decode_records,
     encode_control_record,
     encode_record,
-    estimate_batch_size,
     iter_batches,
     patch_batch,
     record_size,
@@ -87,7 +86,7 @@ SAMPLE: list[RecTuple] = [
 ]
 
 
-def _as_tuples(records: Sequence[Record]) -> list[tuple[Any, ...]]:
+def _as_tuples(records: Sequence[ConsumerRecord[bytes, bytes]]) -> list[tuple[Any, ...]]:
     return [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in records]
 
 
@@ -372,12 +371,16 @@ def test_empty_batch() -> None:
 def test_timestamps() -> None:
     builder = BatchBuilder()
     before = int(time.time() * 1000)
-    builder.append(None, b"k", b"v")
-    builder.append(None, None, b"v")
+    builder.append(before, b"k", b"v")
+    builder.append(before + 1, None, b"v")
     builder.append(before + 100_000, b"k", b"v")  # delta beyond the varint table
     builder.append(before - 100_000, b"k", b"v")  # negative delta
+    for bad in (None, 1.5, -1):  # the caller tells the time: an int >= 0
+        with pytest.raises(ValueError, match="timestamp"):
+            builder.append(bad, b"k", b"v")  # type: ignore[arg-type]
     recs = _only_batch(builder.build()).records()
-    assert before <= recs[0].timestamp <= recs[1].timestamp <= int(time.time() * 1000)
+    assert (recs[0].timestamp, recs[1].timestamp) == (before, before + 1)
+    assert len(recs) == 4
     assert recs[2].timestamp == before + 100_000
     assert recs[3].timestamp == before - 100_000
     for bad in (-5, 1 << 63, 1.5, "1"):
@@ -484,14 +487,11 @@ def test_build_batch_frames_encoded_records() -> None:
         assert framed == _build(compression=codec, producer_id=4, producer_epoch=0, base_sequence=0)
 
 
-def test_record_size_and_estimates() -> None:
+def test_record_size_and_room() -> None:
     for i, (ts, k, v, h) in enumerate(SAMPLE):
         delta = ts - SAMPLE[0][0]
         exact = record_size(k, v, h, offset_delta=i, timestamp_delta=delta)
         assert exact == len(encode_record(i, delta, k, v, h))
-        one = _build([(ts, k, v, h)])
-        assert estimate_batch_size(k, v, h) >= len(one)
-        assert estimate_batch_size(k, v, h, magic=1) >= len(k or b"") + len(v or b"")
     builder = BatchBuilder(max_size=250)
     assert builder.has_room_for(b"k", b"v" * 1000)  # empty: always
     builder.append(1, b"k", b"v" * 50)
@@ -513,11 +513,14 @@ def test_builder_magic_and_factory() -> None:
 # --- decoding details -------------------------------------------------------------------
 
 
-def test_records_are_named_tuples() -> None:
-    rec = _only_batch(_build(SAMPLE[5:6])).records()[0]
-    assert isinstance(rec, Record) and isinstance(rec, tuple)
-    assert rec == Record(0, SAMPLE[5][0], b"k" * 63, b"v" * 64, (("h", b"1"),))
-    assert rec._fields == ("offset", "timestamp", "key", "value", "headers")
+def test_records_are_consumer_records() -> None:
+    """A batch decodes to the records applications get, named for the partition asked."""
+    rec = _only_batch(_build(SAMPLE[5:6], partition_leader_epoch=6)).records("t", 2)[0]
+    assert isinstance(rec, ConsumerRecord) and isinstance(rec, tuple)
+    assert rec == ConsumerRecord(
+        "t", 2, 0, SAMPLE[5][0], 0, b"k" * 63, b"v" * 64, None, 63, 64, (("h", b"1"),), 6
+    )
+    assert _only_batch(_build(SAMPLE[5:6])).records()[0][:2] == ("", -1)
 
 
 def test_input_types_and_decode_records() -> None:
@@ -768,7 +771,7 @@ def test_legacy_builder_round_trip_and_kafka_python_reads_it(magic: int, codec: 
 
 def test_legacy_magic0_lz4_uses_the_old_framing() -> None:
     builder = LegacyBatchBuilder(0, "lz4")
-    builder.append(None, b"k", b"old lz4 " * 100)
+    builder.append(1, b"k", b"old lz4 " * 100)
     data = builder.build()
     (msg_size,) = struct.unpack_from(">i", data, 8)
     value = data[LOG_OVERHEAD + 14 + 4 + 4 : LOG_OVERHEAD + msg_size]  # after key (-1)
@@ -945,7 +948,7 @@ def _seed_blobs() -> list[bytes]:
         _build(SAMPLE[:2], compression="snappy"),
         _build(SAMPLE[:2], compression="lz4"),
         _build(SAMPLE[:2], compression="zstd"),
-        build_control_batch(1, producer_id=1, producer_epoch=0),
+        build_control_batch(1, producer_id=1, producer_epoch=0, timestamp_ms=1),
         _kafka_python_legacy(0, 0),
         _kafka_python_legacy(1, 1, wrapper_offset=10),
         _kafka_python_legacy(1, 2, wrapper_offset=10),

@@ -1,190 +1,62 @@
-"""The record type handed to users, and the decoder that builds it straight from bytes.
+"""Decoding record batches: the one record decoder of the library.
 
-``ConsumerRecord`` is a tuple with named, typed fields (like a named tuple): cheap to
-build and to read, which matters at hundreds of thousands of records per second.
+:func:`decode_v2_records` reads the records of one v2 batch and builds each
+:class:`ConsumerRecord` in the same pass, with no intermediate object per record; the
+consumer's fetcher, :meth:`RecordBatch.records` (and so the CLI, the Spark source and
+the tests) all decode through it. Runs of records with one layout are decoded a column
+at a time; the rest record by record, with the common varint widths inline.
 
-:func:`decode_v2_records` is the consumer's hot path: it reads the records of one v2
-batch and builds each ``ConsumerRecord`` in the same pass, with no intermediate object
-per record. Sizes come from the length fields already read, so they cost nothing.
+:func:`iter_batches` walks a fetch response's ``records`` bytes; a batch's header is
+parsed (and its CRC checked) when it is reached, its records when asked for.
 """
 
 from __future__ import annotations
 
 import gc
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from itertools import repeat
-from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any
+
+from crc32c import crc32c
 
 from aiokafka_lite.errors import CorruptRecordError
-
-__all__ = ["ConsumerRecord", "TimestampType", "decode_v2_records"]
-
-try:
-    from _collections import _tuplegetter  # type: ignore[import-not-found]
-except ImportError:  # not CPython
-    _tuplegetter = None
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-_FIELDS = (
-    "topic",
-    "partition",
-    "offset",
-    "timestamp",
-    "timestamp_type",
-    "key",
-    "value",
-    "checksum",
-    "serialized_key_size",
-    "serialized_value_size",
-    "headers",
-    "leader_epoch",
+from aiokafka_lite.protocol.codecs import DEFAULT_MAX_DECOMPRESSED_SIZE
+from aiokafka_lite.protocol.records.control import ControlRecord, decode_control_record
+from aiokafka_lite.protocol.records.format import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    DELETE_HORIZON_MASK,
+    I32,
+    LEGACY_MIN_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    V2_HEADER,
+    V2_HEADER_SIZE,
+    BytesLike,
 )
+from aiokafka_lite.protocol.records.legacy import LegacyRecordBatch
+from aiokafka_lite.protocol.records.record import ConsumerRecord
+from aiokafka_lite.protocol.records.varint import UNZZ1, UNZZ2, read_varint, zigzag
+from aiokafka_lite.protocol.records.view import BatchView
+
+__all__ = ["Batch", "RecordBatch", "decode_records", "decode_v2_records", "iter_batches"]
 
 
-def _field(index: int, doc: str) -> Any:
-    """A read-only accessor for one tuple field.
-
-    CPython's named tuples use ``_collections._tuplegetter``, a C descriptor that reads
-    the field about 1.5x faster than ``property(itemgetter(i))`` (the fallback).
-    """
-    if _tuplegetter is not None:
-        return _tuplegetter(index, doc)
-    return property(itemgetter(index), doc=doc)
-
-
-class TimestampType:
-    """Values of :attr:`ConsumerRecord.timestamp_type`."""
-
-    CREATE_TIME = 0
-    LOG_APPEND_TIME = 1
-
-
-class ConsumerRecord(tuple[Any, ...], Generic[K, V]):
-    """One record read from a partition.
-
-    ``key`` and ``value`` are the deserialized key and value (raw ``bytes`` or ``None``
-    when no deserializer is configured). ``headers`` is a sequence of ``(name, value)``
-    pairs. ``leader_epoch`` is the partition leader epoch of the batch, ``-1`` when the
-    broker did not say. ``serialized_key_size``/``serialized_value_size`` are ``-1`` for a
-    ``None`` key/value. ``checksum`` is kept for aiokafka compatibility and is ``None``
-    for v2 record batches (the CRC covers the whole batch).
-    """
-
-    __slots__ = ()
-    _fields = _FIELDS
-
-    if TYPE_CHECKING:
-        topic: str
-        partition: int
-        offset: int
-        timestamp: int
-        timestamp_type: int
-        key: K | None
-        value: V | None
-        checksum: int | None
-        serialized_key_size: int
-        serialized_value_size: int
-        headers: Sequence[tuple[str, bytes | None]]
-        leader_epoch: int
-    else:
-        topic = _field(0, "Topic name.")
-        partition = _field(1, "Partition number.")
-        offset = _field(2, "Offset in the partition.")
-        timestamp = _field(3, "Timestamp in ms since the epoch (-1: none).")
-        timestamp_type = _field(4, "0 create time, 1 log-append time.")
-        key = _field(5, "Key (deserialized), or None.")
-        value = _field(6, "Value (deserialized), or None.")
-        checksum = _field(7, "None for v2 batches.")
-        serialized_key_size = _field(8, "Key size in bytes, -1 for None.")
-        serialized_value_size = _field(9, "Value size in bytes, -1 for None.")
-        headers = _field(10, "(name, value) pairs.")
-        leader_epoch = _field(11, "Leader epoch of the batch, -1 unknown.")
-
-    def __new__(
-        cls,
-        topic: str,
-        partition: int,
-        offset: int,
-        timestamp: int,
-        timestamp_type: int,
-        key: K | None,
-        value: V | None,
-        checksum: int | None,
-        serialized_key_size: int,
-        serialized_value_size: int,
-        headers: Sequence[tuple[str, bytes | None]],
-        leader_epoch: int = -1,
-    ) -> ConsumerRecord[K, V]:
-        return tuple.__new__(
-            cls,
-            (
-                topic,
-                partition,
-                offset,
-                timestamp,
-                timestamp_type,
-                key,
-                value,
-                checksum,
-                serialized_key_size,
-                serialized_value_size,
-                headers,
-                leader_epoch,
-            ),
-        )
-
-    def __getnewargs__(self) -> tuple[Any, ...]:
-        return tuple(self)
-
-    def _asdict(self) -> dict[str, Any]:
-        return dict(zip(_FIELDS, self, strict=True))
-
-    def _replace(self, **changes: Any) -> ConsumerRecord[K, V]:
-        values = self._asdict()
-        unknown = set(changes) - set(_FIELDS)
-        if unknown:
-            raise TypeError(f"unknown ConsumerRecord fields: {sorted(unknown)}")
-        values.update(changes)
-        return ConsumerRecord(**values)
-
-    def __repr__(self) -> str:
-        inner = ", ".join(f"{name}={value!r}" for name, value in zip(_FIELDS, self, strict=True))
-        return f"ConsumerRecord({inner})"
-
-
-# --- the hot path ---------------------------------------------------------------------
-
-#: Zigzag decoding of one-byte varints.
-_ZZ1 = tuple((b >> 1) ^ -(b & 1) for b in range(128))
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint of any length at ``pos``: (value, next position)."""
-    raw = 0
-    shift = 0
-    while True:
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes")
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
+# --- records -------------------------------------------------------------------------
 
 
 def _headers(buf: bytes, pos: int, end: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
-    count, pos = _varint(buf, pos)
+    count, pos = read_varint(buf, pos)
     if count < 0 or 2 * count > end - pos:
         raise CorruptRecordError(f"bad header count {count}")
     out: list[tuple[str, bytes | None]] = []
     for _ in range(count):
-        klen, pos = _varint(buf, pos)
+        klen, pos = read_varint(buf, pos)
         if klen < 0 or pos + klen > end:
             raise CorruptRecordError(f"bad header key length {klen}")
         try:
@@ -192,7 +64,7 @@ def _headers(buf: bytes, pos: int, end: int) -> tuple[tuple[tuple[str, bytes | N
         except UnicodeDecodeError:
             raise CorruptRecordError("header key is not UTF-8") from None
         pos += klen
-        vlen, pos = _varint(buf, pos)
+        vlen, pos = read_varint(buf, pos)
         if vlen == -1:
             out.append((name, None))
         elif 0 <= vlen and pos + vlen <= end:
@@ -316,18 +188,6 @@ _SLOW_RUN = 64
 #: whether every byte continues (>= 0x80) or ends (< 0x80) a varint.
 _LOW = bytes(range(0x80))
 _HIGH = bytes(range(0x80, 0x100))
-#: Zigzag decoding of two-byte varints (b >= 0x80, c < 0x80) by ``(c << 7) + b``.
-_ZZ2 = tuple((v >> 1) ^ -(v & 1) for v in range(-0x80, 0x80 * 0x80))
-
-
-def _zigzag_bytes(value: int) -> bytes:
-    raw = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
 
 
 def _region(index: int) -> tuple[int, int]:
@@ -343,7 +203,7 @@ def _region(index: int) -> tuple[int, int]:
 @lru_cache(maxsize=64)
 def _offset_delta_columns(start: int, width: int) -> tuple[bytes, ...]:
     """Byte columns of the offset deltas of the region starting at record ``start``."""
-    deltas = b"".join(_zigzag_bytes(d) for d in range(*_region(start)))
+    deltas = b"".join(zigzag(d) for d in range(*_region(start)))
     if len(deltas) != width * (_region(start)[1] - start):
         return ()  # not that width: no run matches
     return tuple(deltas[j::width] for j in range(width))
@@ -406,18 +266,18 @@ def _decode_run(
     with ``map``/``zip``, so no Python code runs per record. ``first`` is the index of
     the first record in the batch; nothing is appended unless every check passes.
     """
-    length, p = _varint(buf, pos)
+    length, p = read_varint(buf, pos)
     if length < 6:
         return _UNFIT
     stride = p - pos + length
     ts_at = p + 1  # after the (unused) attributes byte
-    _, off_at = _varint(buf, ts_at)
+    _, off_at = read_varint(buf, ts_at)
     ts_width = off_at - ts_at
-    _, klen_at = _varint(buf, off_at)
+    _, klen_at = read_varint(buf, off_at)
     off_width = klen_at - off_at
-    klen, key_at = _varint(buf, klen_at)
+    klen, key_at = read_varint(buf, klen_at)
     vlen_at = key_at + max(klen, 0)
-    vlen, value_at = _varint(buf, vlen_at)
+    vlen, value_at = read_varint(buf, vlen_at)
     headers_at = value_at + max(vlen, 0)
     if (
         ts_width > 2
@@ -457,9 +317,9 @@ def _decode_run(
         if log_append_time is not None:
             timestamps = repeat(log_append_time)
         elif ts_col == ts_col[:1] * n:
-            timestamps = repeat(base_ts + _ZZ1[ts_col[0]])
+            timestamps = repeat(base_ts + UNZZ1[ts_col[0]])
         else:
-            timestamps = map([base_ts + d for d in _ZZ1].__getitem__, ts_col)
+            timestamps = map([base_ts + d for d in UNZZ1].__getitem__, ts_col)
     else:
         ts_col2 = buf[ts_at + 1 : stop : stride]
         if ts_col.translate(None, _HIGH) or ts_col2.translate(None, _LOW):
@@ -467,7 +327,7 @@ def _decode_run(
         if log_append_time is not None:
             timestamps = repeat(log_append_time)
         else:
-            zz2 = _ZZ2
+            zz2 = UNZZ2
             timestamps = [base_ts + zz2[(c << 7) + b] for b, c in zip(ts_col, ts_col2, strict=True)]
     keys: Any = repeat(None)
     values: Any = repeat(None)
@@ -524,7 +384,7 @@ def _decode_each(
     base_offset, base_timestamp, log_append_time, min_offset = batch
     topic, partition, timestamp_type, leader_epoch = head
     append = out.append
-    zz = _ZZ1
+    zz = UNZZ1
     new = tuple.__new__
     cls = ConsumerRecord
     no_headers: tuple[tuple[str, bytes | None], ...] = ()
@@ -540,7 +400,7 @@ def _decode_each(
                 length = (raw >> 1) ^ -(raw & 1)
                 pos += 2
             else:
-                length, pos = _varint(buf, pos)
+                length, pos = read_varint(buf, pos)
         rec_end = pos + length
         if length < 6 or rec_end > end:
             raise CorruptRecordError(f"bad record length {length}")
@@ -556,7 +416,7 @@ def _decode_each(
                 ts_delta = (raw >> 1) ^ -(raw & 1)
                 pos += 3
             else:
-                ts_delta, pos = _varint(buf, pos + 1)
+                ts_delta, pos = read_varint(buf, pos + 1)
         b = buf[pos]
         if b < 0x80:
             offset_delta = zz[b]
@@ -568,7 +428,7 @@ def _decode_each(
                 offset_delta = (raw >> 1) ^ -(raw & 1)
                 pos += 2
             else:
-                offset_delta, pos = _varint(buf, pos)
+                offset_delta, pos = read_varint(buf, pos)
         b = buf[pos]
         if b == 1:  # zigzag -1: no key, the most common case
             key: bytes | None = None
@@ -585,8 +445,8 @@ def _decode_each(
                     klen = (raw >> 1) ^ -(raw & 1)
                     pos += 2
                 else:
-                    klen, pos = _varint(buf, pos)
-            if klen < 0:
+                    klen, pos = read_varint(buf, pos)
+            if not 0 <= klen <= rec_end - pos:
                 raise CorruptRecordError(f"bad key length {klen}")
             key = buf[pos : pos + klen]
             pos += klen
@@ -601,8 +461,8 @@ def _decode_each(
                 vlen = (raw >> 1) ^ -(raw & 1)
                 pos += 2
             else:
-                vlen, pos = _varint(buf, pos)
-        if vlen >= 0:
+                vlen, pos = read_varint(buf, pos)
+        if 0 <= vlen <= rec_end - pos:
             value: bytes | None = buf[pos : pos + vlen]
             pos += vlen
         elif vlen == -1:
@@ -641,3 +501,209 @@ def _decode_each(
             )
         )
     return pos
+
+
+# --- batches -------------------------------------------------------------------------
+
+
+class RecordBatch(BatchView):
+    """A v2 record batch. Header fields are read at once; records on ``records()``."""
+
+    __slots__ = (
+        "base_offset",
+        "base_sequence",
+        "base_timestamp",
+        "batch_length",
+        "last_offset_delta",
+        "max_timestamp",
+        "partition_leader_epoch",
+        "producer_epoch",
+        "producer_id",
+        "record_count",
+    )
+
+    base_offset: int
+    base_sequence: int
+    base_timestamp: int
+    batch_length: int
+    last_offset_delta: int
+    max_timestamp: int
+    partition_leader_epoch: int
+    producer_epoch: int
+    producer_id: int
+    record_count: int
+
+    def __init__(
+        self,
+        buf: BytesLike,
+        start: int = 0,
+        end: int | None = None,
+        *,
+        check_crc: bool = True,
+        max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    ) -> None:
+        if end is None:
+            end = len(buf)
+        if type(buf) is not bytes:  # records are sliced out of it: they must be bytes
+            buf = bytes(memoryview(buf)[start:end])
+            start, end = 0, len(buf)
+        if end - start < V2_HEADER_SIZE:
+            raise CorruptRecordError("record batch shorter than its header")
+        self._buf = buf
+        self._start = start
+        self._end = end
+        self._max_decompressed = max_decompressed_size
+        (
+            self.base_offset,
+            self.batch_length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.record_count,
+        ) = V2_HEADER.unpack_from(buf, start)
+        if self.magic != 2:
+            raise CorruptRecordError(f"expected magic 2, got {self.magic}")
+        if self.batch_length != end - start - LOG_OVERHEAD:
+            raise CorruptRecordError("batch length does not match the data")
+        if check_crc and not self.validate_crc():
+            raise CorruptRecordError(f"CRC mismatch in record batch at offset {self.base_offset}")
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"records={self.record_count}, compression={self.compression}, "
+            f"producer_id={self.producer_id}, transactional={self.is_transactional}, "
+            f"control={self.is_control})"
+        )
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        """Set by compaction: ``base_timestamp`` then holds the delete horizon."""
+        return bool(self.attributes & DELETE_HORIZON_MASK)
+
+    def validate_crc(self) -> bool:
+        with memoryview(self._buf) as view:
+            return crc32c(view[self._start + ATTRIBUTES_OFFSET : self._end]) == self.crc
+
+    def records(
+        self, topic: str = "", partition: int = -1, min_offset: int = 0
+    ) -> list[ConsumerRecord[bytes, bytes]]:
+        """The batch's records at or after ``min_offset`` (decompressed first if need be),
+        as ``topic`` and ``partition`` hand them to applications."""
+        start = self._start + V2_HEADER_SIZE
+        end = self._end
+        data = self._buf
+        if self.attributes & COMPRESSION_MASK:
+            if self.record_count == 0 and start == end:
+                return []  # compaction can leave empty batches
+            with memoryview(data) as view:
+                data = self._decompress(view[start:end])
+            start, end = 0, len(data)
+        ts_type = 1 if self.attributes & TIMESTAMP_TYPE_MASK else 0
+        return decode_v2_records(
+            data,
+            start,
+            end,
+            self.record_count,
+            self.base_offset,
+            self.base_timestamp,
+            self.max_timestamp if ts_type else None,
+            topic,
+            partition,
+            ts_type,
+            self.partition_leader_epoch,
+            min_offset,
+        )
+
+    def __iter__(self) -> Iterator[ConsumerRecord[bytes, bytes]]:
+        return iter(self.records())
+
+    def control_record(self) -> ControlRecord | None:
+        """The marker of a control batch (None for a data batch)."""
+        if not self.is_control:
+            return None
+        recs = self.records()
+        if not recs:
+            raise CorruptRecordError("control batch without a record")
+        return decode_control_record(recs[0].key, recs[0].value)
+
+
+Batch = RecordBatch | LegacyRecordBatch
+
+
+def iter_batches(
+    data: BytesLike | None,
+    *,
+    check_crc: bool = True,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> Iterator[Batch]:
+    """Yield the batches of a fetch response's ``records`` bytes, in order.
+
+    Only headers are parsed here; records are decoded by ``batch.records()``. A
+    partial batch at the end (a broker cuts responses at the fetch size) ends the
+    iteration silently; a malformed complete batch raises CorruptRecordError.
+    """
+    if not data:
+        return  # a fetch response's records may be null or empty
+    buf = data if type(data) is bytes else bytes(data)
+    n = len(buf)
+    pos = 0
+    while n - pos >= LOG_OVERHEAD:
+        (length,) = I32.unpack_from(buf, pos + 8)
+        end = pos + LOG_OVERHEAD + length
+        if length < LEGACY_MIN_SIZE[0]:
+            raise CorruptRecordError(f"bad batch length {length} at position {pos}")
+        if end > n:
+            return  # truncated trailing batch: the rest comes with the next fetch
+        magic = buf[pos + MAGIC_OFFSET]
+        if magic == 2:
+            yield RecordBatch(
+                buf, pos, end, check_crc=check_crc, max_decompressed_size=max_decompressed_size
+            )
+        elif magic == 0 or magic == 1:
+            yield LegacyRecordBatch(
+                buf, pos, end, check_crc=check_crc, max_decompressed_size=max_decompressed_size
+            )
+        else:
+            raise CorruptRecordError(f"unknown magic {magic} at position {pos}")
+        pos = end
+
+
+def decode_records(
+    data: BytesLike | None,
+    *,
+    check_crc: bool = True,
+    include_control: bool = False,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> list[ConsumerRecord[bytes, bytes]]:
+    """Every record of every complete batch (control batches skipped unless asked)."""
+    out: list[ConsumerRecord[bytes, bytes]] = []
+    for batch in iter_batches(
+        data, check_crc=check_crc, max_decompressed_size=max_decompressed_size
+    ):
+        if include_control or not batch.is_control:
+            out += batch.records()
+    return out
