@@ -189,9 +189,9 @@ def record_decoder_target(data: bytes) -> None:
         # Offsets that go backwards (negative or repeated deltas) come from no broker,
         # but both decoders accept them: records below min_offset must be skipped one by
         # one all the same (the consumer once decided per batch).
+        stamp = log_append
         want = [
-            (r.offset, r.timestamp if log_append is None else log_append, r.key, r.value)
-            + (r.headers,)
+            (r.offset, r.timestamp if stamp is None else stamp, r.key, r.value, r.headers)
             for r in reference
             if r.offset >= min_offset
         ]
