@@ -18,12 +18,12 @@ from aiokafka_lite.consumer.fetcher import (
     _CompletedFetch,
     scan_next_offset,
 )
-from aiokafka_lite.protocol.records import decode_v2_records
 from aiokafka_lite.consumer.subscription import PartitionState, SubscriptionState
 from aiokafka_lite.protocol.records import (
     BatchBuilder,
     ControlRecordType,
     build_control_batch,
+    decode_v2_records,
     iter_batches,
 )
 from aiokafka_lite.structs import TopicPartition
