@@ -31,7 +31,7 @@ help:
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml aiokafka_lite/_speedups.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --disable-pip-version-check -q -e '.[dev]'
 	@$(MAKE) --no-print-directory system-tools

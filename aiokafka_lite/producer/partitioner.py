@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from aiokafka_lite import errors
+from aiokafka_lite.accel import speedups
 
 __all__ = [
     "DefaultPartitioner",
@@ -34,6 +35,7 @@ __all__ = [
     "StickyPartitioner",
     "murmur2",
     "murmur2_partition",
+    "python_murmur2",
     "resolve_partitioner",
 ]
 
@@ -45,8 +47,10 @@ _SEED = 0x9747B28C
 PartitionerCallable = Callable[[bytes | None, list[int], list[int]], int]
 
 
-def murmur2(data: bytes | bytearray | memoryview) -> int:
+def python_murmur2(data: bytes | bytearray | memoryview) -> int:
     """MurmurHash2 (32-bit, seed 0x9747b28c) as Kafka's Java client computes it.
+
+    The reference; :func:`murmur2` is the compiled one when it was built.
 
     Returns the hash as a signed 32-bit integer, the value Java's ``Utils.murmur2`` gives.
     """
@@ -73,6 +77,12 @@ def murmur2(data: bytes | bytearray | memoryview) -> int:
     h = (h * _M) & _MASK32
     h ^= h >> 15
     return h - 0x100000000 if h & 0x80000000 else h
+
+
+#: murmur2, compiled when built (see :mod:`aiokafka_lite.accel`): the same hashes.
+murmur2: Callable[[bytes | bytearray | memoryview], int] = (
+    python_murmur2 if speedups is None else speedups.murmur2
+)
 
 
 def murmur2_partition(key: bytes | bytearray | memoryview, num_partitions: int) -> int:

@@ -548,13 +548,22 @@ class Producer:
                     record.timestamp_ms,
                     record.headers,
                 )
-        if value.__class__ is bytes and key is None and not self._serializers:
-            size_hint = len(value)  # the most common shape, checked in one step
+        if value.__class__ is bytes and not self._serializers:
+            # The common shapes, checked in one step.
+            if key is None:
+                size_hint = len(value)
+            elif key.__class__ is bytes:
+                size_hint = len(key) + len(value)
+            else:
+                key, value = self._prepare(topic, key, value)
+                size_hint = (0 if key is None else len(key)) + len(value)
         else:
             key, value = self._prepare(topic, key, value)
             size_hint = (0 if key is None else len(key)) + (0 if value is None else len(value))
-        if headers is not None:
-            headers = _check_headers(headers) if headers else None
+        if headers is not None and headers.__class__ is not list and headers.__class__ is not tuple:
+            # A mapping, say. Lists and tuples go to the record encoder as they are: it
+            # checks each header as it writes it.
+            headers = _check_headers(headers)
 
         info = self._topics.get(topic)
         if info is None:

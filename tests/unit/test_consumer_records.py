@@ -155,6 +155,7 @@ def test_uniform_batch_takes_the_run_path(monkeypatch: pytest.MonkeyPatch) -> No
         return each(*args)
 
     monkeypatch.setattr(consumer_records, "_decode_each", counting)
+    monkeypatch.setattr(consumer_records, "_decode_batch", consumer_records._decode_v2)
     got = decode_v2_records(*_args(_uniform_batch(5000, ts_step=0.01)))
     assert len(got) == 5000
     assert calls == []
@@ -210,13 +211,13 @@ def test_collector_is_paused_per_batch_and_always_restored(monkeypatch: pytest.M
         builder.append(BASE_TS + i, None, b"v%d" % i)
     data = builder.build()
     seen: list[bool] = []
-    real = consumer_records._decode_v2
+    real = consumer_records._decode_batch  # compiled or not
 
     def spy(*args: Any) -> Any:
         seen.append(gc.isenabled())
         return real(*args)
 
-    monkeypatch.setattr(consumer_records, "_decode_v2", spy)
+    monkeypatch.setattr(consumer_records, "_decode_batch", spy)
     assert gc.isenabled()
     assert len(decode_v2_records(*_args(data))) == 1000
     assert seen == [False] and gc.isenabled()  # paused during, running after

@@ -21,6 +21,7 @@ from typing import Any
 
 from crc32c import crc32c
 
+from aiokafka_lite.accel import speedups
 from aiokafka_lite.errors import CorruptRecordError
 from aiokafka_lite.protocol.codecs import DEFAULT_MAX_DECOMPRESSED_SIZE
 from aiokafka_lite.protocol.records.control import ControlRecord, decode_control_record
@@ -107,7 +108,7 @@ def decode_v2_records(
     if pause_gc:
         _gc_disable()
     try:
-        return _decode_v2(
+        return _decode_batch(
             buf,
             pos,
             end,
@@ -172,6 +173,14 @@ def _decode_v2(
     if pos != end:
         raise CorruptRecordError(f"{end - pos} bytes left over after {count} records")
     return out
+
+
+#: What decode_v2_records runs: the compiled decoder when built (see
+#: :mod:`aiokafka_lite.accel`), else :func:`_decode_v2`, the reference.
+_decode_batch: Callable[..., list[ConsumerRecord[Any, Any]]] = _decode_v2
+if speedups is not None:
+    speedups.set_record_type(ConsumerRecord, CorruptRecordError)
+    _decode_batch = speedups.decode_v2
 
 
 #: Records per run at most. Runs split at multiples of _RUN and at record 64, so the

@@ -17,15 +17,17 @@ Producer side::
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from crc32c import crc32c
 
+from aiokafka_lite.accel import speedups
 from aiokafka_lite.errors import (
     ConfigurationError,
     CorruptRecordError,
     IllegalStateError,
     RecordTooLargeError,
+    SerializationError,
 )
 from aiokafka_lite.protocol import codecs
 from aiokafka_lite.protocol.records.format import (
@@ -38,6 +40,7 @@ from aiokafka_lite.protocol.records.format import (
     I64,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
+    MAX_INT64,
     MAX_RECORD_OVERHEAD,
     MAX_TS_OFFSET,
     NO_PARTITION_LEADER_EPOCH,
@@ -62,6 +65,7 @@ from aiokafka_lite.protocol.records.varint import NULL, SMALL, ZZ, varint, varin
 
 __all__ = [
     "BatchBuilder",
+    "PythonRecordWriter",
     "RecordWriter",
     "build_batch",
     "encode_record",
@@ -75,9 +79,11 @@ _NO_RECORD_LIMIT: Final = (1 << 31) - 1 - V2_HEADER_SIZE
 #: Key plus value under this (and deltas under SMALL) make a record whose every varint
 #: is a table lookup, its length prefix included.
 _QUICK: Final = SMALL - 16
+#: Below this base timestamp, base + a table-sized delta is still an int64.
+_FAST_TS_LIMIT: Final = MAX_INT64 - SMALL
 
 
-class RecordWriter:
+class PythonRecordWriter:
     """The records of one v2 batch, encoded as they are appended.
 
     ``buf`` holds the encoded records (the batch header is written by
@@ -85,6 +91,10 @@ class RecordWriter:
     is always taken. ``record_limit`` bounds a single record: one larger can never be
     sent, and :meth:`append` raises :class:`RecordTooLargeError` naming ``limit_name``.
     ``open`` turns False when a record does not fit (or the owner closes the batch).
+
+    This is the reference implementation; :data:`RecordWriter` is the compiled one when
+    it was built (same fields, same bytes; its ``append`` hands what it does not handle
+    to this one).
     """
 
     __slots__ = (
@@ -127,7 +137,8 @@ class RecordWriter:
         not fit within ``max_size`` (nothing is written and ``open`` turns False).
 
         Checks as it goes: the timestamp (an int from 0 to int64's maximum), the types
-        of key, value and headers (``TypeError``), the record's size against
+        of key, value and headers (``SerializationError``, a ``TypeError``), the
+        record's size against
         ``record_limit`` (``RecordTooLargeError``). This is the producer's per-record
         hot path: a record without headers, with small sizes and deltas, is a few table
         lookups and one ``join``.
@@ -136,7 +147,14 @@ class RecordWriter:
         record: bytes | None = None
         try:
             ts_delta = timestamp - self.base_ts if n else 0
-            if not headers and value is not None and 0 <= ts_delta < SMALL and n < SMALL:
+            if (
+                not headers
+                and value is not None
+                and 0 <= ts_delta < SMALL
+                and n < SMALL
+                and timestamp.__class__ is int
+                and self.base_ts < _FAST_TS_LIMIT
+            ):
                 vlen = len(value)
                 if key is None:
                     if vlen < self.quick:
@@ -198,10 +216,31 @@ class RecordWriter:
         return V2_HEADER_SIZE + len(self.buf)
 
 
+def _compiled_writer() -> type[PythonRecordWriter]:
+    """The writer to use: the compiled one when built (see :mod:`aiokafka_lite.accel`)."""
+    if speedups is None:
+        return PythonRecordWriter
+    speedups.set_writer_fallback(PythonRecordWriter.append)
+
+    class RecordWriter(speedups.RecordWriterBase):  # type: ignore[misc,name-defined]
+        __doc__ = PythonRecordWriter.__doc__
+        __slots__ = ()
+        size = PythonRecordWriter.size
+
+    compiled: type[PythonRecordWriter] = RecordWriter
+    return compiled
+
+
+if TYPE_CHECKING:
+    RecordWriter = PythonRecordWriter
+else:
+    RecordWriter = _compiled_writer()
+
+
 def _check_bytes(data: object, what: str) -> BytesLike:
     if isinstance(data, bytes | bytearray | memoryview):
         return data
-    raise TypeError(f"a record's {what} must be bytes or None, got {type(data).__name__}")
+    raise SerializationError(f"a record's {what} must be bytes or None, got {type(data).__name__}")
 
 
 def encode_record(
@@ -231,11 +270,11 @@ def encode_record(
             try:
                 hkey, hvalue = header
             except (TypeError, ValueError):
-                raise TypeError(
+                raise SerializationError(
                     f"each header must be a (str, bytes) pair, got {header!r}"
                 ) from None
             if not isinstance(hkey, str):
-                raise TypeError(f"a header name must be str, got {type(hkey).__name__}")
+                raise SerializationError(f"a header name must be str, got {type(hkey).__name__}")
             hk = hkey.encode()
             parts += (varint(len(hk)), hk)
             if hvalue is None:

@@ -58,6 +58,8 @@ def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
             raise CorruptRecordError("varint longer than 10 bytes")
         b = buf[pos]
         pos += 1
+        if shift == 63 and b > 1:
+            raise CorruptRecordError("varint longer than 64 bits")
         raw |= (b & 0x7F) << shift
         if b < 0x80:
             return (raw >> 1) ^ -(raw & 1), pos

@@ -1,0 +1,675 @@
+/*
+ * aiokafka_lite._speedups: the compiled hot path of the record codec and murmur2.
+ *
+ * Optional: the pure-Python modules are the reference and run wherever this is not
+ * built (AIOKAFKA_LITE_PURE=1 forces them). Each function here does what its Python
+ * twin does, for the shapes it knows, and hands everything else to the Python code:
+ *
+ *   RecordWriterBase.append: protocol/records/encode.py RecordWriter.append, for int
+ *     timestamps, bytes (or None) keys and values, and headers given as a list or tuple
+ *     of (str, bytes or None) tuples; any other input, and every error (a bad
+ *     timestamp, a record too large), goes to the Python method, which says what is
+ *     wrong. Same bytes written, same results.
+ *   decode_v2: protocol/records/decode.py _decode_v2 (the records of one v2 batch as
+ *     ConsumerRecord tuples), with the same checks; malformed input raises
+ *     CorruptRecordError. Differential tests and the fuzz target compare the two.
+ *   murmur2: producer/partitioner.py murmur2, for bytes.
+ *
+ * The Python side tells it, once, what decode_v2 builds and raises (set_record_type) and
+ * where the writer's general path is (set_writer_fallback).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+
+static PyObject *ConsumerRecordType = NULL; /* a tuple subclass */
+static PyObject *CorruptRecordError = NULL;
+static PyObject *python_append = NULL; /* RecordWriter.append, the general path */
+static PyObject *empty_tuple = NULL;
+
+/* --- varints ----------------------------------------------------------------------- */
+
+static inline uint64_t zigzag64(int64_t v) {
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static inline Py_ssize_t varint_size(int64_t v) {
+    uint64_t z = zigzag64(v);
+    Py_ssize_t n = 1;
+    while (z >= 0x80) {
+        z >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline unsigned char *put_varint(unsigned char *p, int64_t v) {
+    uint64_t z = zigzag64(v);
+    while (z >= 0x80) {
+        *p++ = (unsigned char)(z | 0x80);
+        z >>= 7;
+    }
+    *p++ = (unsigned char)z;
+    return p;
+}
+
+/* --- the record writer ------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *buf; /* bytearray of encoded records */
+    Py_ssize_t max_size;
+    Py_ssize_t record_count;
+    long long base_ts;
+    long long max_ts;
+    char open;
+    Py_ssize_t quick;
+    Py_ssize_t record_limit;
+    PyObject *limit_name;
+} Writer;
+
+static int writer_traverse(Writer *self, visitproc visit, void *arg) {
+    Py_VISIT(self->buf);
+    Py_VISIT(self->limit_name);
+    return 0;
+}
+
+static int writer_clear(Writer *self) {
+    Py_CLEAR(self->buf);
+    Py_CLEAR(self->limit_name);
+    return 0;
+}
+
+static void writer_dealloc(Writer *self) {
+    PyObject_GC_UnTrack(self);
+    writer_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int writer_init(Writer *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"max_size", "record_limit", "limit_name", NULL};
+    Py_ssize_t max_size;
+    Py_ssize_t record_limit = ((Py_ssize_t)1 << 31) - 1 - 61;
+    PyObject *limit_name = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "n|nU", kwlist, &max_size, &record_limit,
+                                     &limit_name))
+        return -1;
+    PyObject *buf = PyByteArray_FromStringAndSize(NULL, 0);
+    if (buf == NULL)
+        return -1;
+    Py_XSETREF(self->buf, buf);
+    if (limit_name == NULL) {
+        limit_name = PyUnicode_FromString("the largest batch");
+        if (limit_name == NULL)
+            return -1;
+    } else {
+        Py_INCREF(limit_name);
+    }
+    Py_XSETREF(self->limit_name, limit_name);
+    self->max_size = max_size;
+    self->record_count = 0;
+    self->base_ts = -1;
+    self->max_ts = -1;
+    self->open = 1;
+    self->record_limit = record_limit;
+    /* as RecordWriter.__init__: min(SMALL - 16, record_limit - MAX_RECORD_OVERHEAD) */
+    Py_ssize_t quick = record_limit - 31;
+    self->quick = quick < 16384 - 16 ? quick : 16384 - 16;
+    return 0;
+}
+
+/* The general path: RecordWriter.append in Python. */
+static PyObject *fall_back(Writer *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (python_append == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "set_writer_fallback() was not called");
+        return NULL;
+    }
+    PyObject *call[5] = {(PyObject *)self, args[0], args[1], args[2],
+                         nargs > 3 ? args[3] : Py_None};
+    return PyObject_Vectorcall(python_append, call, 5, NULL);
+}
+
+typedef struct {
+    const char *key;
+    Py_ssize_t klen;
+    const char *value; /* NULL: null value */
+    Py_ssize_t vlen;
+} HeaderView;
+
+#define MAX_FAST_HEADERS 16
+
+static PyObject *writer_append(Writer *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 3 || nargs > 4) {
+        PyErr_SetString(PyExc_TypeError, "append(timestamp, key, value, headers=None)");
+        return NULL;
+    }
+    PyObject *ts_obj = args[0], *key = args[1], *value = args[2];
+    PyObject *headers = nargs > 3 ? args[3] : Py_None;
+    if (!PyLong_CheckExact(ts_obj) || !PyByteArray_CheckExact(self->buf))
+        return fall_back(self, args, nargs);
+    int overflow = 0;
+    long long ts = PyLong_AsLongLongAndOverflow(ts_obj, &overflow);
+    if (overflow || ts < 0) {
+        if (ts == -1 && PyErr_Occurred())
+            return NULL;
+        return fall_back(self, args, nargs); /* it says what is wrong */
+    }
+    if ((key != Py_None && !PyBytes_CheckExact(key)) ||
+        (value != Py_None && !PyBytes_CheckExact(value)))
+        return fall_back(self, args, nargs);
+
+    Py_ssize_t n = self->record_count;
+    int64_t ts_delta = n ? (int64_t)(ts - self->base_ts) : 0;
+
+    /* headers: None, or a list/tuple of (str, bytes|None) tuples */
+    HeaderView hv[MAX_FAST_HEADERS];
+    Py_ssize_t nheaders = 0;
+    Py_ssize_t headers_size = 1;
+    if (headers != Py_None) {
+        PyObject **items;
+        if (PyList_CheckExact(headers)) {
+            nheaders = PyList_GET_SIZE(headers);
+            items = ((PyListObject *)headers)->ob_item;
+        } else if (PyTuple_CheckExact(headers)) {
+            nheaders = PyTuple_GET_SIZE(headers);
+            items = ((PyTupleObject *)headers)->ob_item;
+        } else {
+            return fall_back(self, args, nargs);
+        }
+        if (nheaders > MAX_FAST_HEADERS)
+            return fall_back(self, args, nargs);
+        headers_size = varint_size(nheaders);
+        for (Py_ssize_t i = 0; i < nheaders; i++) {
+            PyObject *h = items[i];
+            if (!PyTuple_CheckExact(h) || PyTuple_GET_SIZE(h) != 2)
+                return fall_back(self, args, nargs);
+            PyObject *hk = PyTuple_GET_ITEM(h, 0), *hval = PyTuple_GET_ITEM(h, 1);
+            if (!PyUnicode_CheckExact(hk) || (hval != Py_None && !PyBytes_CheckExact(hval)))
+                return fall_back(self, args, nargs);
+            Py_ssize_t klen;
+            const char *k = PyUnicode_AsUTF8AndSize(hk, &klen);
+            if (k == NULL) {
+                PyErr_Clear(); /* a lone surrogate: the Python path raises its own error */
+                return fall_back(self, args, nargs);
+            }
+            hv[i].key = k;
+            hv[i].klen = klen;
+            headers_size += varint_size(klen) + klen;
+            if (hval == Py_None) {
+                hv[i].value = NULL;
+                hv[i].vlen = -1;
+                headers_size += 1;
+            } else {
+                hv[i].value = PyBytes_AS_STRING(hval);
+                hv[i].vlen = PyBytes_GET_SIZE(hval);
+                headers_size += varint_size(hv[i].vlen) + hv[i].vlen;
+            }
+        }
+    }
+    Py_ssize_t klen = key == Py_None ? -1 : PyBytes_GET_SIZE(key);
+    Py_ssize_t vlen = value == Py_None ? -1 : PyBytes_GET_SIZE(value);
+    Py_ssize_t body = 1 + varint_size(ts_delta) + varint_size((int64_t)n);
+    body += klen < 0 ? 1 : varint_size(klen) + klen;
+    body += vlen < 0 ? 1 : varint_size(vlen) + vlen;
+    body += headers_size;
+    Py_ssize_t size = varint_size(body) + body;
+    if (size > self->record_limit)
+        return fall_back(self, args, nargs); /* RecordTooLargeError, named */
+
+    PyObject *buf = self->buf;
+    Py_ssize_t used = PyByteArray_GET_SIZE(buf);
+    if (n && used + size > self->max_size) {
+        self->open = 0;
+        return PyLong_FromLong(0);
+    }
+    if (PyByteArray_Resize(buf, used + size) < 0)
+        return NULL;
+    unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(buf) + used;
+    p = put_varint(p, body);
+    *p++ = 0; /* attributes */
+    p = put_varint(p, ts_delta);
+    p = put_varint(p, (int64_t)n);
+    if (klen < 0) {
+        *p++ = 1;
+    } else {
+        p = put_varint(p, klen);
+        memcpy(p, PyBytes_AS_STRING(key), klen);
+        p += klen;
+    }
+    if (vlen < 0) {
+        *p++ = 1;
+    } else {
+        p = put_varint(p, vlen);
+        memcpy(p, PyBytes_AS_STRING(value), vlen);
+        p += vlen;
+    }
+    p = put_varint(p, nheaders);
+    for (Py_ssize_t i = 0; i < nheaders; i++) {
+        p = put_varint(p, hv[i].klen);
+        memcpy(p, hv[i].key, hv[i].klen);
+        p += hv[i].klen;
+        if (hv[i].value == NULL) {
+            *p++ = 1;
+        } else {
+            p = put_varint(p, hv[i].vlen);
+            memcpy(p, hv[i].value, hv[i].vlen);
+            p += hv[i].vlen;
+        }
+    }
+    if (!n) {
+        self->base_ts = ts;
+        self->max_ts = ts;
+    } else if (ts > self->max_ts) {
+        self->max_ts = ts;
+    }
+    self->record_count = n + 1;
+    return PyLong_FromSsize_t(size);
+}
+
+static PyMethodDef writer_methods[] = {
+    {"append", (PyCFunction)(void (*)(void))writer_append, METH_FASTCALL,
+     "append(timestamp, key, value, headers=None) -> encoded size, or 0 if it does not fit"},
+    {NULL}};
+
+static PyMemberDef writer_members[] = {
+    {"buf", T_OBJECT_EX, offsetof(Writer, buf), 0, "the encoded records"},
+    {"max_size", T_PYSSIZET, offsetof(Writer, max_size), 0, NULL},
+    {"record_count", T_PYSSIZET, offsetof(Writer, record_count), 0, NULL},
+    {"base_ts", T_LONGLONG, offsetof(Writer, base_ts), 0, NULL},
+    {"max_ts", T_LONGLONG, offsetof(Writer, max_ts), 0, NULL},
+    {"open", T_BOOL, offsetof(Writer, open), 0, NULL},
+    {"quick", T_PYSSIZET, offsetof(Writer, quick), 0, NULL},
+    {"record_limit", T_PYSSIZET, offsetof(Writer, record_limit), 0, NULL},
+    {"limit_name", T_OBJECT_EX, offsetof(Writer, limit_name), 0, NULL},
+    {NULL}};
+
+static PyTypeObject WriterType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "aiokafka_lite._speedups.RecordWriterBase",
+    .tp_basicsize = sizeof(Writer),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The fields and the append of protocol.records.RecordWriter, compiled.",
+    .tp_traverse = (traverseproc)writer_traverse,
+    .tp_clear = (inquiry)writer_clear,
+    .tp_dealloc = (destructor)writer_dealloc,
+    .tp_init = (initproc)writer_init,
+    .tp_new = PyType_GenericNew,
+    .tp_methods = writer_methods,
+    .tp_members = writer_members,
+};
+
+/* --- decoding ---------------------------------------------------------------------- */
+
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t pos;
+    Py_ssize_t end;
+} Cursor;
+
+static int corrupt(const char *message) {
+    PyErr_SetString(CorruptRecordError, message);
+    return -1;
+}
+
+#define SHORT "record data ends in the middle of a record"
+
+/* A zigzag varint of at most 64 bits; -1 with CorruptRecordError set on failure. */
+static int read_varint(Cursor *c, int64_t *out) {
+    uint64_t raw = 0;
+    for (int shift = 0;; shift += 7) {
+        if (shift > 63)
+            return corrupt("varint longer than 10 bytes");
+        if (c->pos >= c->end)
+            return corrupt(SHORT);
+        unsigned char b = c->p[c->pos++];
+        if (shift == 63 && b > 1)
+            return corrupt("varint longer than 64 bits");
+        raw |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80)
+            break;
+    }
+    *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+    return 0;
+}
+
+/* base + delta as a Python int (a Python int past int64, as the Python decoder gives). */
+static PyObject *add_int(int64_t base, int64_t delta) {
+    int64_t sum;
+    if (!__builtin_add_overflow(base, delta, &sum))
+        return PyLong_FromLongLong(sum);
+    PyObject *a = PyLong_FromLongLong(base), *b = PyLong_FromLongLong(delta), *r = NULL;
+    if (a && b)
+        r = PyNumber_Add(a, b);
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return r;
+}
+
+static PyObject *read_headers(Cursor *c, Py_ssize_t rec_end) {
+    int64_t count;
+    if (read_varint(c, &count) < 0)
+        return NULL;
+    if (count < 0 || 2 * count > rec_end - c->pos) {
+        PyErr_Format(CorruptRecordError, "bad header count %lld", (long long)count);
+        return NULL;
+    }
+    PyObject *out = PyTuple_New((Py_ssize_t)count);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t klen, vlen;
+        if (read_varint(c, &klen) < 0)
+            goto fail;
+        if (klen < 0 || klen > rec_end - c->pos) {
+            PyErr_Format(CorruptRecordError, "bad header key length %lld", (long long)klen);
+            goto fail;
+        }
+        PyObject *name = PyUnicode_DecodeUTF8((const char *)c->p + c->pos, klen, NULL);
+        if (name == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear();
+                corrupt("header key is not UTF-8");
+            }
+            goto fail;
+        }
+        c->pos += klen;
+        if (read_varint(c, &vlen) < 0) {
+            Py_DECREF(name);
+            goto fail;
+        }
+        PyObject *hvalue;
+        if (vlen == -1) {
+            hvalue = Py_NewRef(Py_None);
+        } else if (vlen >= 0 && vlen <= rec_end - c->pos) {
+            hvalue = PyBytes_FromStringAndSize((const char *)c->p + c->pos, vlen);
+            if (hvalue == NULL) {
+                Py_DECREF(name);
+                goto fail;
+            }
+            c->pos += vlen;
+        } else {
+            Py_DECREF(name);
+            PyErr_Format(CorruptRecordError, "bad header value length %lld", (long long)vlen);
+            goto fail;
+        }
+        PyObject *pair = PyTuple_New(2);
+        if (pair == NULL) {
+            Py_DECREF(name);
+            Py_DECREF(hvalue);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(pair, 0, name);
+        PyTuple_SET_ITEM(pair, 1, hvalue);
+        PyTuple_SET_ITEM(out, i, pair);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "decode_v2 takes 12 arguments");
+        return NULL;
+    }
+    if (ConsumerRecordType == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "set_record_type() was not called");
+        return NULL;
+    }
+    PyObject *buf = args[0];
+    if (!PyBytes_CheckExact(buf)) {
+        PyErr_SetString(PyExc_TypeError, "decode_v2 needs bytes");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t count = PyLong_AsSsize_t(args[3]);
+    long long base_offset = PyLong_AsLongLong(args[4]);
+    long long base_ts = PyLong_AsLongLong(args[5]);
+    PyObject *log_append = args[6];
+    PyObject *topic = args[7], *partition = args[8], *ts_type = args[9], *epoch = args[10];
+    long long min_offset = PyLong_AsLongLong(args[11]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (pos < 0 || end > PyBytes_GET_SIZE(buf) || pos > end) {
+        PyErr_SetString(PyExc_ValueError, "bad buffer bounds");
+        return NULL;
+    }
+    if (count < 0 || count * 7 > end - pos) {
+        PyErr_Format(CorruptRecordError, "record count %zd does not fit in %zd bytes", count,
+                     end - pos);
+        return NULL;
+    }
+    PyTypeObject *rec_type = (PyTypeObject *)ConsumerRecordType;
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    Cursor c = {(const unsigned char *)PyBytes_AS_STRING(buf), pos, end};
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t length, ts_delta, offset_delta, klen, vlen;
+        Cursor whole = c;
+        if (read_varint(&whole, &length) < 0)
+            goto fail;
+        Py_ssize_t rec_end = whole.pos + (Py_ssize_t)length;
+        if (length < 6 || length > c.end - whole.pos) {
+            PyErr_Format(CorruptRecordError, "bad record length %lld", (long long)length);
+            goto fail;
+        }
+        /* inside the record: reading past its end is reading past the data */
+        Cursor r = {whole.p, whole.pos + 1, rec_end}; /* skip the attributes byte */
+        if (read_varint(&r, &ts_delta) < 0 || read_varint(&r, &offset_delta) < 0 ||
+            read_varint(&r, &klen) < 0)
+            goto fail;
+        PyObject *key = NULL, *value = NULL, *headers = NULL;
+        if (klen == -1) {
+            key = Py_NewRef(Py_None);
+        } else if (klen >= 0 && klen <= rec_end - r.pos) {
+            key = PyBytes_FromStringAndSize((const char *)r.p + r.pos, klen);
+            if (key == NULL)
+                goto fail;
+            r.pos += klen;
+        } else {
+            PyErr_Format(CorruptRecordError, "bad key length %lld", (long long)klen);
+            goto fail;
+        }
+        if (read_varint(&r, &vlen) < 0) {
+            Py_DECREF(key);
+            goto fail;
+        }
+        if (vlen == -1) {
+            value = Py_NewRef(Py_None);
+        } else if (vlen >= 0 && vlen <= rec_end - r.pos) {
+            value = PyBytes_FromStringAndSize((const char *)r.p + r.pos, vlen);
+            if (value == NULL) {
+                Py_DECREF(key);
+                goto fail;
+            }
+            r.pos += vlen;
+        } else {
+            Py_DECREF(key);
+            PyErr_Format(CorruptRecordError, "bad value length %lld", (long long)vlen);
+            goto fail;
+        }
+        if (r.pos < rec_end && r.p[r.pos] == 0) {
+            headers = Py_NewRef(empty_tuple);
+            r.pos++;
+        } else {
+            headers = read_headers(&r, rec_end);
+            if (headers == NULL) {
+                Py_DECREF(key);
+                Py_DECREF(value);
+                goto fail;
+            }
+        }
+        if (r.pos != rec_end) {
+            Py_DECREF(key);
+            Py_DECREF(value);
+            Py_DECREF(headers);
+            corrupt("record length does not match its fields");
+            goto fail;
+        }
+        c.pos = rec_end;
+        int64_t offset;
+        int big_offset = __builtin_add_overflow((int64_t)base_offset, offset_delta, &offset);
+        if (!big_offset && offset < min_offset) {
+            Py_DECREF(key);
+            Py_DECREF(value);
+            Py_DECREF(headers);
+            continue;
+        }
+        PyObject *offset_obj = add_int(base_offset, offset_delta);
+        PyObject *ts_obj = log_append == Py_None ? add_int(base_ts, ts_delta)
+                                                 : Py_NewRef(log_append);
+        PyObject *ksize = PyLong_FromSsize_t((Py_ssize_t)klen);
+        PyObject *vsize = PyLong_FromSsize_t((Py_ssize_t)vlen);
+        PyObject *rec = rec_type->tp_alloc(rec_type, 12);
+        if (!offset_obj || !ts_obj || !ksize || !vsize || !rec) {
+            Py_XDECREF(offset_obj);
+            Py_XDECREF(ts_obj);
+            Py_XDECREF(ksize);
+            Py_XDECREF(vsize);
+            Py_XDECREF(rec);
+            Py_DECREF(key);
+            Py_DECREF(value);
+            Py_DECREF(headers);
+            goto fail;
+        }
+        if (big_offset) {
+            /* an offset past int64 (no broker sends one): compare as Python ints */
+            PyObject *lo = PyLong_FromLongLong(min_offset);
+            int below = lo ? PyObject_RichCompareBool(offset_obj, lo, Py_LT) : -1;
+            Py_XDECREF(lo);
+            if (below != 0) {
+                Py_DECREF(offset_obj);
+                Py_DECREF(ts_obj);
+                Py_DECREF(ksize);
+                Py_DECREF(vsize);
+                Py_DECREF(rec);
+                Py_DECREF(key);
+                Py_DECREF(value);
+                Py_DECREF(headers);
+                if (below < 0)
+                    goto fail;
+                continue;
+            }
+        }
+        PyTuple_SET_ITEM(rec, 0, Py_NewRef(topic));
+        PyTuple_SET_ITEM(rec, 1, Py_NewRef(partition));
+        PyTuple_SET_ITEM(rec, 2, offset_obj);
+        PyTuple_SET_ITEM(rec, 3, ts_obj);
+        PyTuple_SET_ITEM(rec, 4, Py_NewRef(ts_type));
+        PyTuple_SET_ITEM(rec, 5, key);
+        PyTuple_SET_ITEM(rec, 6, value);
+        PyTuple_SET_ITEM(rec, 7, Py_NewRef(Py_None));
+        PyTuple_SET_ITEM(rec, 8, ksize);
+        PyTuple_SET_ITEM(rec, 9, vsize);
+        PyTuple_SET_ITEM(rec, 10, headers);
+        PyTuple_SET_ITEM(rec, 11, Py_NewRef(epoch));
+        int failed = PyList_Append(out, rec);
+        Py_DECREF(rec);
+        if (failed < 0)
+            goto fail;
+    }
+    if (c.pos != end) {
+        PyErr_Format(CorruptRecordError, "%zd bytes left over after %zd records", end - c.pos,
+                     count);
+        goto fail;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* --- murmur2 ------------------------------------------------------------------------ */
+
+static PyObject *murmur2(PyObject *module, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *data = view.buf;
+    uint32_t length = (uint32_t)view.len;
+    const uint32_t m = 0x5bd1e995;
+    uint32_t h = 0x9747b28c ^ length;
+    Py_ssize_t words = view.len >> 2;
+    for (Py_ssize_t i = 0; i < words; i++) {
+        const unsigned char *q = data + 4 * i;
+        uint32_t k = (uint32_t)q[0] | ((uint32_t)q[1] << 8) | ((uint32_t)q[2] << 16) |
+                     ((uint32_t)q[3] << 24);
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    const unsigned char *tail = data + 4 * words;
+    switch (view.len & 3) {
+    case 3:
+        h ^= (uint32_t)tail[2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)tail[1] << 8;
+        /* fall through */
+    case 1:
+        h ^= tail[0];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    PyBuffer_Release(&view);
+    return PyLong_FromLong((long)(int32_t)h);
+}
+
+/* --- the module --------------------------------------------------------------------- */
+
+static PyObject *set_record_type(PyObject *module, PyObject *args) {
+    PyObject *record_type, *error;
+    if (!PyArg_ParseTuple(args, "O!O", &PyType_Type, &record_type, &error))
+        return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)record_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "the record type must be a tuple subclass");
+        return NULL;
+    }
+    Py_XSETREF(ConsumerRecordType, Py_NewRef(record_type));
+    Py_XSETREF(CorruptRecordError, Py_NewRef(error));
+    Py_RETURN_NONE;
+}
+
+static PyObject *set_writer_fallback(PyObject *module, PyObject *append) {
+    Py_XSETREF(python_append, Py_NewRef(append));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"set_record_type", set_record_type, METH_VARARGS,
+     "set_record_type(ConsumerRecord, CorruptRecordError): what decode_v2 builds and raises"},
+    {"set_writer_fallback", set_writer_fallback, METH_O,
+     "set_writer_fallback(append): the Python RecordWriter.append, for the general path"},
+    {"decode_v2", (PyCFunction)(void (*)(void))decode_v2, METH_FASTCALL,
+     "decode_v2(buf, pos, end, count, base_offset, base_ts, log_append_time, topic, "
+     "partition, timestamp_type, leader_epoch, min_offset) -> list of ConsumerRecord"},
+    {"murmur2", murmur2, METH_O, "murmur2(data) -> signed 32-bit hash, as Kafka's Java client"},
+    {NULL}};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "aiokafka_lite._speedups",
+    "The compiled hot path of the record codec and of murmur2 (optional).", -1,
+    module_methods};
+
+PyMODINIT_FUNC PyInit__speedups(void) {
+    if (PyType_Ready(&WriterType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL)
+        return NULL;
+    empty_tuple = PyTuple_New(0);
+    if (empty_tuple == NULL || PyModule_AddObjectRef(m, "RecordWriterBase",
+                                                    (PyObject *)&WriterType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

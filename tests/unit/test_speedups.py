@@ -1,0 +1,183 @@
+"""The compiled hot path (``aiokafka_lite._speedups``) against the pure-Python reference.
+
+Every input, valid or not, must give the same outcome both ways: the same bytes and
+fields from the writer, the same records (or both refusing) from the decoder, the same
+hash from murmur2. Skipped where the extension is not built, except in CI, where it
+must be (the install compiles it).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aiokafka_lite import errors
+from aiokafka_lite.accel import COMPILED, speedups
+from aiokafka_lite.producer.accumulator import ProducerBatch
+from aiokafka_lite.producer.partitioner import murmur2, python_murmur2
+from aiokafka_lite.protocol.records import BatchBuilder, ConsumerRecord, RecordWriter
+from aiokafka_lite.protocol.records import decode as decode_module
+from aiokafka_lite.protocol.records.encode import PythonRecordWriter
+
+if not COMPILED:
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail("the compiled hot path is not built, and CI must test it", pytrace=False)
+    pytest.skip("aiokafka_lite._speedups is not built here", allow_module_level=True)
+
+SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+small_bytes = st.binary(max_size=40)
+bytes_like = st.one_of(
+    st.none(),
+    small_bytes,
+    st.binary(min_size=100, max_size=20_000),
+    small_bytes.map(bytearray),
+    small_bytes.map(memoryview),
+    st.just("text"),  # not bytes: both must refuse it the same way
+)
+header = st.one_of(
+    st.tuples(st.text(max_size=10), st.none() | small_bytes),
+    st.tuples(st.text(max_size=3), small_bytes.map(bytearray)),
+    st.tuples(st.binary(max_size=3), small_bytes),  # a bytes name: refused
+    st.just(("only-one",)),
+)
+headers = st.one_of(
+    st.none(),
+    st.lists(header, max_size=4),
+    st.lists(header, max_size=3).map(tuple),
+    st.lists(st.tuples(st.text(max_size=4), small_bytes), min_size=17, max_size=20),
+)
+timestamp = st.one_of(
+    st.integers(1_600_000_000_000, 1_600_000_100_000),
+    st.integers(0, 2**63 - 1),
+    st.sampled_from([-1, 2**63, 1.5, True, None]),
+)
+append_call = st.tuples(timestamp, bytes_like, bytes_like, headers)
+
+
+def _outcome(writer: Any, call: tuple[Any, ...]) -> Any:
+    try:
+        result = writer.append(*call)
+    except (TypeError, ValueError, errors.KafkaError) as exc:
+        result = (type(exc), str(exc))
+    fields = (
+        bytes(writer.buf),
+        writer.record_count,
+        writer.base_ts,
+        writer.max_ts,
+        writer.open,
+    )
+    return result, fields
+
+
+@SETTINGS
+@given(
+    calls=st.lists(append_call, min_size=1, max_size=25),
+    max_size=st.integers(0, 30_000),
+    record_limit=st.integers(40, 40_000),
+)
+def test_compiled_writer_writes_what_the_reference_writes(
+    calls: list[tuple[Any, ...]], max_size: int, record_limit: int
+) -> None:
+    compiled = RecordWriter(max_size, record_limit, "max_request_size")
+    python = PythonRecordWriter(max_size, record_limit, "max_request_size")
+    assert type(compiled) is not PythonRecordWriter
+    for call in calls:
+        assert _outcome(compiled, call) == _outcome(python, call), call
+
+
+def test_producer_batches_are_compiled_writers() -> None:
+    assert issubclass(ProducerBatch, speedups.RecordWriterBase)
+    batch = ProducerBatch(max_size=100, compression=0, transactional=False, tp=None)  # type: ignore[arg-type]
+    assert batch.append(1000, b"k", b"v", [("h", b"1")]) > 0
+    assert (batch.record_count, batch.base_ts, batch.max_ts, batch.open) == (1, 1000, 1000, True)
+    batch.open = False
+    batch.buf = bytearray()  # what a finished batch does
+    assert batch.size() == 61
+
+
+@SETTINGS
+@given(
+    records=st.lists(
+        st.tuples(
+            st.integers(0, 2**41),
+            st.none() | small_bytes,
+            st.none() | st.binary(max_size=300),
+            st.lists(st.tuples(st.text(max_size=6), st.none() | small_bytes), max_size=3),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    base=st.integers(0, 2**62),
+    min_delta=st.integers(0, 35),
+    log_append=st.booleans(),
+    flips=st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), max_size=4),
+)
+def test_compiled_decoder_reads_what_the_reference_reads(
+    records: list[tuple[Any, ...]],
+    base: int,
+    min_delta: int,
+    log_append: bool,
+    flips: list[tuple[int, int]],
+) -> None:
+    builder = BatchBuilder(max_size=1 << 24, base_offset=base)
+    for ts, key, value, hdrs in records:
+        builder.append(ts, key, value, hdrs)
+    data = bytearray(builder.build())
+    for where, byte in flips:
+        data[61 + where % (len(data) - 61)] = byte
+    blob = bytes(data)
+    args = (
+        blob,
+        61,
+        len(blob),
+        len(records),
+        base,
+        records[0][0],
+        records[-1][0] if log_append else None,
+        "t",
+        3,
+        int(log_append),
+        7,
+        base + min_delta,
+    )
+
+    def run(decode: Any) -> Any:
+        try:
+            return [tuple(r) for r in decode(*args)]
+        except errors.CorruptRecordError:
+            return "corrupt"
+
+    compiled = run(speedups.decode_v2)
+    assert compiled == run(decode_module._decode_v2)
+    if compiled != "corrupt":
+        assert all(type(r) is ConsumerRecord for r in speedups.decode_v2(*args))
+
+
+def test_compiled_decoder_handles_offsets_and_timestamps_past_int64() -> None:
+    builder = BatchBuilder()
+    builder.append(2**62, None, b"v")
+    builder.append(2**62 + 5, None, b"w")
+    blob = builder.build()
+    args = (blob, 61, len(blob), 2, 2**63 - 1, 2**63 - 1, None, "t", 0, 0, -1, 0)
+    got = speedups.decode_v2(*args)
+    assert [tuple(r) for r in got] == [tuple(r) for r in decode_module._decode_v2(*args)]
+    assert got[1].offset == 2**63 and got[1].timestamp == 2**63 - 1 + 5
+
+
+@SETTINGS
+@given(st.binary(max_size=100) | st.binary(max_size=100).map(bytearray))
+def test_compiled_murmur2_is_the_reference(data: bytes) -> None:
+    assert murmur2(data) == python_murmur2(data)
+
+
+def test_murmur2_known_values() -> None:
+    # Values from Kafka's own tests of Utils.murmur2 (as signed 32-bit ints).
+    assert murmur2(b"21") == -973932308
+    assert murmur2(b"foobar") == -790332482
+    assert murmur2(b"a-little-bit-long-string") == -985981536
+    assert murmur2(b"") == 275646681
