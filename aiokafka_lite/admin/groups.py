@@ -30,6 +30,12 @@ from aiokafka_lite.client import COORDINATOR_GROUP
 from aiokafka_lite.cluster import BrokerMetadata
 from aiokafka_lite.protocol.api import ApiKey
 from aiokafka_lite.protocol.group_protocol import decode_assignment, decode_subscription
+from aiokafka_lite.protocol.offsets import (
+    offset_commit_body,
+    offset_fetch_body,
+    partition_error_codes,
+    read_offset_fetch,
+)
 from aiokafka_lite.retry import Deadline
 from aiokafka_lite.routing import coordinator_lookup, coordinator_not_ready, send_to_coordinator
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
@@ -251,38 +257,16 @@ class GroupsAdmin(AdminBase):
         require_stable: bool,
         deadline: Deadline,
     ) -> dict[TopicPartition, OffsetAndMetadata]:
-        topics: list[dict[str, Any]] | None = None
-        if wanted is not None:
-            by_topic: dict[str, list[int]] = {}
-            for tp in wanted:
-                by_topic.setdefault(tp.topic, []).append(tp.partition)
-            topics = [{"name": t, "partition_indexes": sorted(p)} for t, p in by_topic.items()]
-        request = {
-            "group_id": group_id,
-            "topics": topics,
-            "groups": [{"group_id": group_id, "topics": topics}],
-            "require_stable": require_stable,
-        }
+        request = offset_fetch_body(group_id, wanted, require_stable=require_stable)
 
         def code_of(response: dict[str, Any]) -> int:
-            if response.get("groups"):
-                return int(response["groups"][0].get("error_code", 0))
-            return int(response.get("error_code", 0))
-
-        def partitions_of(response: dict[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
-            entries = (
-                response["groups"][0]["topics"]
-                if response.get("groups")
-                else response.get("topics", ())
-            )
-            return ((t["name"], p) for t in entries for p in t.get("partitions", ()))
+            return int(read_offset_fetch(response)[0])
 
         def unsettled(response: dict[str, Any]) -> errors.KafkaError | None:
             # A retriable partition error: an offset a transaction has yet to settle.
-            for topic, p in partitions_of(response):
-                if p.get("error_code", 0):
-                    tp = TopicPartition(topic, p["partition_index"])
-                    error = item_error(p["error_code"], None, f"group {group_id!r} {tp}")
+            for tp, (code, _committed) in read_offset_fetch(response)[1].items():
+                if code:
+                    error = item_error(code, None, f"group {group_id!r} {tp}")
                     if error.retriable:
                         return error
             return None
@@ -290,25 +274,18 @@ class GroupsAdmin(AdminBase):
         _node, response = await self._group_call(
             group_id, ApiKey.OFFSET_FETCH, request, deadline, code_of, unsettled
         )
-        code = code_of(response)
+        code, found = read_offset_fetch(response)
         if code == errors.GroupIdNotFoundError.errno:
             return {}
         if code:
             raise item_error(code, None, f"group {group_id!r}")
         offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-        for topic, p in partitions_of(response):
-            tp = TopicPartition(topic, p["partition_index"])
-            if p.get("error_code", 0):
-                error = item_error(p["error_code"], None, f"group {group_id!r} {tp}")
+        for tp, (pcode, committed) in found.items():
+            if pcode:
+                error = item_error(pcode, None, f"group {group_id!r} {tp}")
                 log.debug("no offset for %s: %s", tp, error)
-                continue
-            if p["committed_offset"] < 0:
-                continue
-            offsets[tp] = OffsetAndMetadata(
-                p["committed_offset"],
-                p.get("metadata") or "",
-                p.get("committed_leader_epoch", -1),
-            )
+            elif committed is not None:
+                offsets[tp] = committed
         return dict(sorted(offsets.items()))
 
     async def alter_consumer_group_offsets(
@@ -334,37 +311,16 @@ class GroupsAdmin(AdminBase):
             commits[tp] = value
 
         async def body(deadline: Deadline) -> AdminResults[TopicPartition, PartitionResult]:
-            by_topic: dict[str, list[dict[str, Any]]] = {}
-            for tp, om in sorted(commits.items()):
-                by_topic.setdefault(tp.topic, []).append(
-                    {
-                        "partition_index": tp.partition,
-                        "committed_offset": om.offset,
-                        "committed_leader_epoch": om.leader_epoch,
-                        "committed_metadata": om.metadata,
-                        "commit_timestamp": -1,
-                    }
-                )
-            request = {
-                "group_id": group_id,
-                "generation_id_or_member_epoch": -1,
-                "member_id": "",
-                "group_instance_id": None,
-                "retention_time_ms": -1,
-                "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()],
-            }
+            request = offset_commit_body(group_id, dict(sorted(commits.items())))
 
             def code_of(response: dict[str, Any]) -> int:
                 # A coordinator problem shows on every partition alike.
-                for t in response.get("topics", ()):
-                    for p in t.get("partitions", ()):
-                        return int(p["error_code"])
-                return 0
+                return next(iter(partition_error_codes(response).values()), 0)
 
             _node, response = await self._group_call(
                 group_id, ApiKey.OFFSET_COMMIT, request, deadline, code_of
             )
-            return _partition_results(commits, response.get("topics", ()), group_id)
+            return _partition_results(commits, partition_error_codes(response), group_id)
 
         if not commits:
             return AdminResults()
@@ -404,7 +360,7 @@ class GroupsAdmin(AdminBase):
             if code:
                 error = item_error(code, None, f"group {group_id!r}")
                 return AdminResults((tp, PartitionResult(tp, error)) for tp in tps)
-            return _partition_results(tps, response.get("topics", ()), group_id)
+            return _partition_results(tps, partition_error_codes(response), group_id)
 
         if not tps:
             return AdminResults()
@@ -530,13 +486,8 @@ def _group_description(
 
 
 def _partition_results(
-    wanted: Iterable[TopicPartition], topics: Iterable[Mapping[str, Any]], group_id: str
+    wanted: Iterable[TopicPartition], codes: Mapping[TopicPartition, int], group_id: str
 ) -> AdminResults[TopicPartition, PartitionResult]:
-    codes = {
-        TopicPartition(t["name"], p["partition_index"]): int(p["error_code"])
-        for t in topics
-        for p in t.get("partitions", ())
-    }
     results: AdminResults[TopicPartition, PartitionResult] = AdminResults()
     for tp in wanted:
         code = codes.get(tp)

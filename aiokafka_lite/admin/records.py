@@ -25,14 +25,12 @@ from aiokafka_lite.admin.validation import check_tp, isolation_code, offset_spec
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.cluster import ClusterMetadata
 from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol.offsets import list_offsets_body, read_list_offsets
 from aiokafka_lite.retry import Deadline
 from aiokafka_lite.routing import leader_moved, send_to_leaders
 from aiokafka_lite.structs import TopicPartition
 
 __all__ = ["MetadataLeaders", "RecordsAdmin", "list_offsets_by_leader"]
-
-#: (offset, timestamp, leader epoch) as ListOffsets answers them.
-_Found = tuple[int, int, int]
 
 
 class MetadataLeaders:
@@ -81,44 +79,18 @@ async def list_offsets_by_leader(
     """ListOffsets for each partition (a timestamp, or EARLIEST / LATEST / MAX_TIMESTAMP)."""
 
     def build(items: list[TopicPartition]) -> dict[str, Any]:
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        for tp in items:
-            by_topic.setdefault(tp.topic, []).append(
-                {
-                    "partition_index": tp.partition,
-                    "current_leader_epoch": -1,
-                    "timestamp": specs[tp],
-                    "max_num_offsets": 1,
-                }
-            )
-        return {
-            "replica_id": -1,
-            "isolation_level": isolation,
-            "topics": [{"name": t, "partitions": p} for t, p in by_topic.items()],
-            "timeout_ms": deadline.remaining_ms(),
-        }
-
-    def parse(response: dict[str, Any]) -> dict[TopicPartition, tuple[int, _Found]]:
-        answered: dict[TopicPartition, tuple[int, _Found]] = {}
-        for t in response.get("topics", ()):
-            for p in t.get("partitions", ()):
-                tp = TopicPartition(t["name"], p["partition_index"])
-                offset = p.get("offset", -1)
-                old = p.get("old_style_offsets")
-                if old is not None and "offset" not in p:
-                    offset = old[0] if old else -1
-                answered[tp] = (
-                    p["error_code"],
-                    (offset, p.get("timestamp", -1), p.get("leader_epoch", -1)),
-                )
-        return answered
+        return list_offsets_body(
+            {tp: specs[tp] for tp in items},
+            isolation_level=isolation,
+            timeout_ms=deadline.remaining_ms(),
+        )
 
     answers = await send_to_leaders(
         client,
         ApiKey.LIST_OFFSETS,
         specs,
         build,
-        parse,
+        read_list_offsets,
         deadline,
         leaders=MetadataLeaders(client),
         retry=leader_moved,
@@ -128,8 +100,9 @@ async def list_offsets_by_leader(
         if answer.error is not None or answer.value is None:
             results[tp] = ListOffsetsResult(tp, answer.error)
             continue
-        offset, timestamp, epoch = answer.value
-        results[tp] = ListOffsetsResult(tp, None, offset if offset >= 0 else None, timestamp, epoch)
+        found = answer.value
+        offset = found.offset if found.offset >= 0 else None
+        results[tp] = ListOffsetsResult(tp, None, offset, found.timestamp, found.leader_epoch)
     return results
 
 

@@ -51,6 +51,12 @@ from aiokafka_lite.protocol.group_protocol import (
     encode_assignment,
     encode_subscription,
 )
+from aiokafka_lite.protocol.offsets import (
+    offset_commit_body,
+    offset_fetch_body,
+    partition_error_codes,
+    read_offset_fetch,
+)
 from aiokafka_lite.retry import Deadline, backoff_delay
 from aiokafka_lite.routing import send_to_coordinator
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
@@ -925,25 +931,15 @@ class GroupCoordinator:
         generation: Generation,
         group_managed: bool,
     ) -> dict[str, Any]:
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for tp, om in offsets.items():
-            topics.setdefault(tp.topic, []).append(
-                {
-                    "partition_index": tp.partition,
-                    "committed_offset": om.offset,
-                    "committed_leader_epoch": om.leader_epoch,
-                    "commit_timestamp": -1,
-                    "committed_metadata": om.metadata,
-                }
-            )
-        return {
-            "group_id": self.group_id,
-            "generation_id_or_member_epoch": generation.generation_id if group_managed else -1,
-            "member_id": generation.member_id if group_managed else "",
-            "group_instance_id": self.membership.group_instance_id if group_managed else None,
-            "retention_time_ms": -1,
-            "topics": [{"name": t, "partitions": p} for t, p in topics.items()],
-        }
+        if not group_managed:
+            return offset_commit_body(self.group_id, offsets)
+        return offset_commit_body(
+            self.group_id,
+            offsets,
+            generation_id=generation.generation_id,
+            member_id=generation.member_id,
+            group_instance_id=self.membership.group_instance_id,
+        )
 
     def _commit_retry_on(self, response: dict[str, Any]) -> errors.KafkaError | None:
         """Apply each partition's error to the membership (a lost coordinator, a
@@ -976,48 +972,21 @@ class GroupCoordinator:
         parts = sorted(set(partitions))
         if not parts:
             return {}
-        topics: dict[str, list[int]] = {}
-        for tp in parts:
-            topics.setdefault(tp.topic, []).append(tp.partition)
-        topic_list = [{"name": t, "partition_indexes": p} for t, p in topics.items()]
-        body = {
-            "group_id": self.group_id,
-            "topics": topic_list,
-            "groups": [
-                {
-                    "group_id": self.group_id,
-                    "member_id": None,
-                    "member_epoch": -1,
-                    "topics": topic_list,
-                }
-            ],
-            "require_stable": True,
-        }
+        body = offset_fetch_body(self.group_id, parts, require_stable=True)
         response = await self._send_to_coordinator(
             ApiKey.OFFSET_FETCH, body, deadline, self._offset_fetch_retry_on
         )
-        data = _offset_fetch_group(response)
-        code = data.get("error_code", 0)
+        code, found = read_offset_fetch(response)
         if code:
             raise errors.error_for_code(code, f"OffsetFetch {self.group_id}")
         result: dict[TopicPartition, OffsetAndMetadata | None] = {}
-        for topic in data.get("topics", ()):
-            for p in topic.get("partitions", ()):
-                tp = TopicPartition(topic["name"], p["partition_index"])
-                pcode = p.get("error_code", 0)
-                if pcode == errors.UnknownTopicOrPartitionError.errno:
-                    result[tp] = None  # nothing committed
-                    continue
-                if pcode:
-                    raise errors.error_for_code(pcode, f"OffsetFetch {tp}")
-                offset = p.get("committed_offset", -1)
-                result[tp] = (
-                    OffsetAndMetadata(
-                        offset, p.get("metadata") or "", p.get("committed_leader_epoch", -1)
-                    )
-                    if offset is not None and offset >= 0
-                    else None
-                )
+        for tp, (pcode, committed) in found.items():
+            if pcode == errors.UnknownTopicOrPartitionError.errno:
+                result[tp] = None  # nothing committed
+            elif pcode:
+                raise errors.error_for_code(pcode, f"OffsetFetch {tp}")
+            else:
+                result[tp] = committed
         for tp in parts:
             result.setdefault(tp, None)
             om = result[tp]
@@ -1028,37 +997,26 @@ class GroupCoordinator:
     def _offset_fetch_retry_on(self, response: dict[str, Any]) -> errors.KafkaError | None:
         """The error worth fetching again for: the coordinator moved (forgotten here) or
         loads, or a partition's offset is not stable yet."""
-        data = _offset_fetch_group(response)
-        code = data.get("error_code", 0)
+        code, found = read_offset_fetch(response)
         if code:
             action = error_action("fetch_offsets", code)
             error = errors.error_for_code(code, f"OffsetFetch {self.group_id}")
             if action is ErrorAction.FIND_COORDINATOR:
                 self.membership.coordinator_dead(str(error))
             return error if action in (ErrorAction.FIND_COORDINATOR, ErrorAction.RETRY) else None
-        for topic in data.get("topics", ()):
-            for p in topic.get("partitions", ()):
-                pcode = p.get("error_code", 0)
-                if pcode:
-                    tp = TopicPartition(topic["name"], p["partition_index"])
-                    error = errors.error_for_code(pcode, f"OffsetFetch {tp}")
-                    if error.retriable:
-                        return error
+        for tp, (pcode, _committed) in found.items():
+            if pcode:
+                error = errors.error_for_code(pcode, f"OffsetFetch {tp}")
+                if error.retriable:
+                    return error
         return None
-
-
-def _offset_fetch_group(response: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The group's part of an OffsetFetch answer (v8+ answers per group)."""
-    return response["groups"][0] if response.get("groups") else response
 
 
 def _commit_codes(response: Mapping[str, Any]) -> Iterator[tuple[str, int]]:
     """(``topic-partition``, error code) of each partition an OffsetCommit answer failed."""
-    for topic in response.get("topics", ()):
-        for part in topic.get("partitions", ()):
-            code = part.get("error_code", 0)
-            if code:
-                yield f"{topic['name']}-{part['partition_index']}", code
+    for tp, code in partition_error_codes(response).items():
+        if code:
+            yield f"{tp.topic}-{tp.partition}", code
 
 
 #: Which of several partitions' errors decides what a commit does next.

@@ -34,7 +34,6 @@ from collections.abc import (
     Iterator,
     Mapping,
 )
-from dataclasses import dataclass
 from typing import Any
 
 from aiokafka_lite import errors
@@ -51,6 +50,7 @@ from aiokafka_lite.consumer.subscription import (
 from aiokafka_lite.errors import CorruptRecordError
 from aiokafka_lite.protocol import codecs
 from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol.offsets import OffsetInfo, list_offsets_body, read_list_offsets
 from aiokafka_lite.protocol.records import V2_HEADER_SIZE, ControlRecordType, iter_batches
 from aiokafka_lite.retry import Deadline
 from aiokafka_lite.routing import PartitionAnswer, send_to_leaders
@@ -100,15 +100,6 @@ def scan_next_offset(data: bytes | memoryview) -> int | None:
             next_offset = base + 1
         pos = end
     return next_offset
-
-
-@dataclass(frozen=True)
-class OffsetInfo:
-    """A ListOffsets answer for one partition."""
-
-    offset: int
-    timestamp: int
-    leader_epoch: int
 
 
 class FetchSessionHandler:
@@ -1133,23 +1124,12 @@ class Fetcher:
         deadline = Deadline(timeout_ms, "looking up offsets")
 
         def build(partitions: list[TopicPartition]) -> dict[str, Any]:
-            cluster = self._client.cluster
-            topics: dict[str, list[dict[str, Any]]] = {}
-            for tp in partitions:
-                topics.setdefault(tp.topic, []).append(
-                    {
-                        "partition_index": tp.partition,
-                        "current_leader_epoch": cluster.leader_epoch_for(tp),
-                        "timestamp": timestamps[tp],
-                        "max_num_offsets": 1,
-                    }
-                )
-            return {
-                "replica_id": -1,
-                "isolation_level": self._config.isolation_level_code,
-                "topics": [{"name": t, "partitions": p} for t, p in topics.items()],
-                "timeout_ms": deadline.remaining_ms(),
-            }
+            return list_offsets_body(
+                {tp: timestamps[tp] for tp in partitions},
+                isolation_level=self._config.isolation_level_code,
+                timeout_ms=deadline.remaining_ms(),
+                leader_epoch=self._client.cluster.leader_epoch_for,
+            )
 
         def found(answers: Mapping[TopicPartition, PartitionAnswer[OffsetInfo | None]]) -> None:
             assert on_found is not None
@@ -1281,21 +1261,11 @@ class Fetcher:
 def _parse_list_offsets(
     response: dict[str, Any],
 ) -> dict[TopicPartition, tuple[int, OffsetInfo | None]]:
-    """Each partition's (error code, offset found) of a ListOffsets answer; None when the
-    broker has no offset for the timestamp."""
-    answered: dict[TopicPartition, tuple[int, OffsetInfo | None]] = {}
-    for topic_data in response.get("topics", ()):
-        for pdata in topic_data.get("partitions", ()):
-            tp = TopicPartition(topic_data["name"], pdata["partition_index"])
-            offset = pdata.get("offset", -1)
-            if offset is None or offset < 0:
-                old = pdata.get("old_style_offsets") or []
-                offset = old[0] if old else -1
-            info = None
-            if offset >= 0:
-                info = OffsetInfo(offset, pdata.get("timestamp", -1), pdata.get("leader_epoch", -1))
-            answered[tp] = (pdata.get("error_code", 0), info)
-    return answered
+    """A ListOffsets answer, None where the broker has no offset for the timestamp."""
+    return {
+        tp: (code, info if info.offset >= 0 else None)
+        for tp, (code, info) in read_list_offsets(response).items()
+    }
 
 
 def _ignore_result(fut: asyncio.Future[Any]) -> None:
