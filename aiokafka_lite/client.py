@@ -29,6 +29,7 @@ from aiokafka_lite.connection import (
     connect,
 )
 from aiokafka_lite.protocol.api import ApiKey, api_name
+from aiokafka_lite.retry import backoff_delay
 from aiokafka_lite.security import SecurityConfig
 
 log = logging.getLogger(__name__)
@@ -633,12 +634,7 @@ class KafkaClient:
         except errors.KafkaError as exc:
             state.failures += 1
             state.last_error = str(exc)
-            backoff = min(
-                self.reconnect_backoff_ms * 2 ** (state.failures - 1),
-                self.reconnect_backoff_max_ms,
-            )
-            # +-20% jitter so many clients do not reconnect in lockstep.
-            state.next_attempt = time.monotonic() + backoff * random.uniform(0.8, 1.2) / 1000
+            state.next_attempt = time.monotonic() + self._reconnect_delay(state.failures)
             raise
         if self._closed or self._nodes.get(node_id) is not state:
             await _close_connection(conn)
@@ -658,10 +654,13 @@ class KafkaClient:
             state.last_error = f"connection closed: {conn.close_reason}"
             # A connection that dies on its own counts as a failure for backoff.
             state.failures += 1
-            backoff = min(
-                self.reconnect_backoff_ms * 2 ** (state.failures - 1), self.reconnect_backoff_max_ms
-            )
-            state.next_attempt = time.monotonic() + backoff * random.uniform(0.8, 1.2) / 1000
+            state.next_attempt = time.monotonic() + self._reconnect_delay(state.failures)
+
+    def _reconnect_delay(self, failures: int) -> float:
+        """Seconds before the next connect attempt to a node that failed ``failures`` times."""
+        return (
+            backoff_delay(failures, self.reconnect_backoff_ms, self.reconnect_backoff_max_ms) / 1000
+        )
 
     async def send(
         self,

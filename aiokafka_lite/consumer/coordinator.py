@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from aiokafka_lite import errors
@@ -30,6 +30,7 @@ from aiokafka_lite.consumer.assignors import GroupMember, PartitionAssignor, Reb
 from aiokafka_lite.consumer.config import ConsumerConfig
 from aiokafka_lite.consumer.fetcher import Fetcher
 from aiokafka_lite.consumer.membership import (
+    NO_GENERATION,
     ErrorAction,
     Generation,
     GroupMembership,
@@ -50,6 +51,14 @@ from aiokafka_lite.protocol.group_protocol import (
     encode_assignment,
     encode_subscription,
 )
+from aiokafka_lite.protocol.offsets import (
+    offset_commit_body,
+    offset_fetch_body,
+    partition_error_codes,
+    read_offset_fetch,
+)
+from aiokafka_lite.retry import Deadline, backoff_delay
+from aiokafka_lite.routing import send_to_coordinator
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = ["GroupCoordinator"]
@@ -199,7 +208,8 @@ class GroupCoordinator:
     # --- main task ------------------------------------------------------------------
 
     async def _run(self) -> None:
-        backoff = self._config.retry_backoff_ms / 1000
+        base = self._config.retry_backoff_ms / 1000
+        failures = 0  # KafkaErrors in a row: the pause doubles with each, up to 2 s
         while not self._closing:
             self._wakeup.clear()
             try:
@@ -217,18 +227,18 @@ class GroupCoordinator:
                         await self._rebalance()
                 if self._config.auto_commit:
                     await self._maybe_auto_commit()
-                backoff = self._config.retry_backoff_ms / 1000
+                failures = 0
             except asyncio.CancelledError:
                 raise
             except errors.KafkaError as exc:
                 log.warning("group %s: %s", self.group_id, exc)
                 self.membership.note_error(str(exc))
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
+                failures += 1
+                await asyncio.sleep(backoff_delay(failures, base, max(base, 2.0)))
                 continue
             except Exception:
                 log.exception("group %s: coordinator task error", self.group_id)
-                await asyncio.sleep(backoff)
+                await asyncio.sleep(backoff_delay(failures + 1, base, max(base, 2.0)))
                 continue
             if self.membership.state is GroupState.STABLE or not self._subs.auto_assigned:
                 self._stable_event.set()
@@ -247,9 +257,8 @@ class GroupCoordinator:
             except asyncio.TimeoutError:
                 pass
 
-    async def _ensure_coordinator(self, deadline: float | None = None) -> int:
+    async def _ensure_coordinator(self, deadline: Deadline | None = None) -> int:
         """The coordinator's node id, looking it up (with retries) when unknown."""
-        loop = asyncio.get_running_loop()
         while True:
             node = self.membership.coordinator_id
             if node is not None:
@@ -262,11 +271,11 @@ class GroupCoordinator:
                 self.membership.set_state(GroupState.NO_COORDINATOR, "looking up coordinator")
             timeout_ms = self._config.request_timeout_ms
             if deadline is not None:
-                timeout_ms = _ms_left(loop, deadline)
-                if timeout_ms <= 0:
+                if deadline.expired:
                     raise errors.KafkaTimeoutError(
                         f"group {self.group_id}: no coordinator found in time" + self._error_hint()
                     )
+                timeout_ms = deadline.remaining_ms()
             try:
                 node = await self._client.find_coordinator(self.group_id, timeout_ms=timeout_ms)
                 await self._client.get_connection(node)
@@ -274,11 +283,11 @@ class GroupCoordinator:
                 self.membership.note_error(f"FindCoordinator: {exc}")
                 if not (exc.retriable or isinstance(exc, errors.KafkaConnectionError)):
                     raise
-                if deadline is not None and loop.time() >= deadline:
+                if deadline is not None and deadline.expired:
                     raise
                 pause = max(self._config.retry_backoff_ms, 100) / 1000
                 if deadline is not None:
-                    pause = min(pause, max(deadline - loop.time(), 0))
+                    pause = min(pause, max(deadline.remaining(), 0))
                 await asyncio.sleep(pause)
                 continue
             log.debug("group %s: coordinator is node %s", self.group_id, node)
@@ -786,49 +795,27 @@ class GroupCoordinator:
     ) -> None:
         if not offsets:
             return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_ms / 1000
-        async with self._commit_turn(deadline, timeout_ms):
+        deadline = Deadline(timeout_ms, f"commit for group {self.group_id}")
+        sent = NO_GENERATION  # the generation the last attempt committed in
+
+        async def body() -> dict[str, Any]:
+            nonlocal sent
+            sent, group_managed = await self._commit_generation(offsets, deadline, final)
+            return self._commit_body(offsets, sent, group_managed)
+
+        async with self._commit_turn(deadline):
             while True:
-                group_managed = self._subs.auto_assigned or (
-                    self._subs.type is SubscriptionType.NONE and self.membership.generation.valid
+                # Retries while the coordinator moves or loads; other errors come back.
+                response = await self._send_to_coordinator(
+                    ApiKey.OFFSET_COMMIT, body, deadline, self._commit_retry_on
                 )
-                generation = self.membership.generation
-                if group_managed and not generation.valid:
-                    if (
-                        self.membership.state in (GroupState.REBALANCING, GroupState.NO_COORDINATOR)
-                        and not final
-                    ):
-                        # A join is under way (or waits for the coordinator to be found
-                        # again): commit in the new generation if we still own the
-                        # partitions then.
-                        await self._wait_rebalance_then_check(offsets, deadline)
-                        continue
-                    raise CommitFailedError(
-                        f"commit of {len(offsets)} offset(s) for group {self.group_id} "
-                        "failed: this consumer is not a member of an active generation "
-                        "(it was removed from the group or is rejoining), so its partitions "
-                        "may already belong to another member. Records since the last "
-                        "successful commit may be delivered again."
-                    )
-                coordinator = await self._ensure_coordinator(deadline)
-                result = await self._send_commit(
-                    coordinator, offsets, generation, group_managed, deadline
-                )
-                if result is None:
+                worst = _worst_commit_error(response)
+                if worst is None:
                     self._commit_succeeded(offsets)
                     return
-                action, exc = result
+                action, exc = worst
                 if action is ErrorAction.REJOIN and not final:
                     await self._wait_rebalance_then_check(offsets, deadline)
-                    continue
-                if action in (ErrorAction.RETRY, ErrorAction.FIND_COORDINATOR):
-                    if loop.time() >= deadline:
-                        raise errors.KafkaTimeoutError(
-                            f"commit for group {self.group_id} did not succeed within "
-                            f"{timeout_ms} ms (last error: {exc})"
-                        )
-                    await asyncio.sleep(self._config.retry_backoff_ms / 1000)
                     continue
                 if action in (
                     ErrorAction.RESET_GENERATION,
@@ -839,7 +826,7 @@ class GroupCoordinator:
                     self.wake()
                     raise CommitFailedError(
                         f"commit for group {self.group_id} failed with {exc}: the group "
-                        f"rebalanced (generation {generation.generation_id} is no longer "
+                        f"rebalanced (generation {sent.generation_id} is no longer "
                         "current) and the partitions may have been assigned to another "
                         "member. Records since the last successful commit may be "
                         "delivered again."
@@ -847,16 +834,68 @@ class GroupCoordinator:
                 self.last_commit_error = str(exc)
                 raise exc
 
+    async def _send_to_coordinator(
+        self,
+        api_key: ApiKey,
+        body: Mapping[str, Any] | Callable[[], Awaitable[Mapping[str, Any]]],
+        deadline: Deadline,
+        retry_on: Callable[[dict[str, Any]], errors.KafkaError | None],
+    ) -> dict[str, Any]:
+        """`routing.send_to_coordinator` to this group's coordinator as the membership
+        knows it; a request that does not arrive makes the membership forget it."""
+        _node, response = await send_to_coordinator(
+            self._client,
+            api_key,
+            body,
+            deadline,
+            find=self._ensure_coordinator,
+            lost=self.membership.coordinator_dead,
+            retry_on=retry_on,
+        )
+        return response
+
+    async def _commit_generation(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        deadline: Deadline,
+        final: bool,
+    ) -> tuple[Generation, bool]:
+        """The generation to commit in, and whether the group manages the partitions;
+        waits for a rebalance under way, raises `CommitFailedError` when out of one."""
+        while True:
+            group_managed = self._subs.auto_assigned or (
+                self._subs.type is SubscriptionType.NONE and self.membership.generation.valid
+            )
+            generation = self.membership.generation
+            if not group_managed or generation.valid:
+                return generation, group_managed
+            if (
+                self.membership.state in (GroupState.REBALANCING, GroupState.NO_COORDINATOR)
+                and not final
+            ):
+                # A join is under way (or waits for the coordinator to be found
+                # again): commit in the new generation if we still own the
+                # partitions then.
+                await self._wait_rebalance_then_check(offsets, deadline)
+                continue
+            raise CommitFailedError(
+                f"commit of {len(offsets)} offset(s) for group {self.group_id} "
+                "failed: this consumer is not a member of an active generation "
+                "(it was removed from the group or is rejoining), so its partitions "
+                "may already belong to another member. Records since the last "
+                "successful commit may be delivered again."
+            )
+
     @contextlib.asynccontextmanager
-    async def _commit_turn(self, deadline: float, timeout_ms: int) -> AsyncIterator[None]:
+    async def _commit_turn(self, deadline: Deadline) -> AsyncIterator[None]:
         """Commits go one at a time; waiting for an earlier one counts against the bound."""
-        loop = asyncio.get_running_loop()
         try:
-            await wait_for(self._commit_lock.acquire(), max(deadline - loop.time(), 0))
+            await wait_for(self._commit_lock.acquire(), max(deadline.remaining(), 0))
         except asyncio.TimeoutError:
             raise errors.KafkaTimeoutError(
-                f"commit for group {self.group_id} did not start within {timeout_ms} ms: "
-                "an earlier commit is still running" + self._coordinator_hint(timeout_ms / 1000)
+                f"commit for group {self.group_id} did not start within "
+                f"{deadline.timeout_ms} ms: an earlier commit is still running"
+                + self._coordinator_hint(deadline.timeout_ms / 1000)
             ) from None
         try:
             yield
@@ -864,19 +903,18 @@ class GroupCoordinator:
             self._commit_lock.release()
 
     async def _wait_rebalance_then_check(
-        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], deadline: float
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], deadline: Deadline
     ) -> None:
         if asyncio.current_task() is self._main_task:
             raise CommitFailedError(
                 f"commit for group {self.group_id} failed: a rebalance is in progress"
             )
-        loop = asyncio.get_running_loop()
         self.wake()
-        started = loop.time()
-        if not await self.wait_stable(max(deadline - started, 0)):
+        started = time.monotonic()
+        if not await self.wait_stable(max(deadline.remaining(), 0)):
             raise errors.KafkaTimeoutError(
                 f"commit for group {self.group_id}: the group did not finish rebalancing in time"
-                + self._coordinator_hint(loop.time() - started)
+                + self._coordinator_hint(time.monotonic() - started)
             )
         if self._subs.auto_assigned:
             assigned = self._subs.assigned_partitions()
@@ -887,65 +925,31 @@ class GroupCoordinator:
                     f"{sorted(lost) or 'the partitions'} now belong to another member"
                 )
 
-    async def _send_commit(
+    def _commit_body(
         self,
-        coordinator: int,
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
         generation: Generation,
         group_managed: bool,
-        deadline: float,
-    ) -> tuple[ErrorAction, errors.KafkaError] | None:
-        loop = asyncio.get_running_loop()
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for tp, om in offsets.items():
-            topics.setdefault(tp.topic, []).append(
-                {
-                    "partition_index": tp.partition,
-                    "committed_offset": om.offset,
-                    "committed_leader_epoch": om.leader_epoch,
-                    "commit_timestamp": -1,
-                    "committed_metadata": om.metadata,
-                }
-            )
-        body = {
-            "group_id": self.group_id,
-            "generation_id_or_member_epoch": generation.generation_id if group_managed else -1,
-            "member_id": generation.member_id if group_managed else "",
-            "group_instance_id": self.membership.group_instance_id if group_managed else None,
-            "retention_time_ms": -1,
-            "topics": [{"name": t, "partitions": p} for t, p in topics.items()],
-        }
-        try:
-            response = await self._client.send(
-                coordinator,
-                ApiKey.OFFSET_COMMIT,
-                body,
-                timeout_ms=max(min(_ms_left(loop, deadline), self._config.request_timeout_ms), 1),
-            )
-        except errors.KafkaError as exc:
-            self.membership.coordinator_dead(f"OffsetCommit failed: {exc}")
-            return ErrorAction.FIND_COORDINATOR, exc
-        worst: tuple[ErrorAction, errors.KafkaError] | None = None
-        rank = {
-            ErrorAction.FATAL: 5,
-            ErrorAction.RESET_MEMBER: 4,
-            ErrorAction.RESET_GENERATION: 3,
-            ErrorAction.REJOIN: 2,
-            ErrorAction.FIND_COORDINATOR: 1,
-            ErrorAction.RETRY: 0,
-        }
-        for topic in response.get("topics", ()):
-            for part in topic.get("partitions", ()):
-                code = part.get("error_code", 0)
-                if not code:
-                    continue
-                error = errors.error_for_code(
-                    code, f"commit {topic['name']}-{part['partition_index']}"
-                )
-                action = self.membership.handle_error("commit", code)
-                if worst is None or rank.get(action, 0) > rank.get(worst[0], 0):
-                    worst = (action, error)
-        return worst
+    ) -> dict[str, Any]:
+        if not group_managed:
+            return offset_commit_body(self.group_id, offsets)
+        return offset_commit_body(
+            self.group_id,
+            offsets,
+            generation_id=generation.generation_id,
+            member_id=generation.member_id,
+            group_instance_id=self.membership.group_instance_id,
+        )
+
+    def _commit_retry_on(self, response: dict[str, Any]) -> errors.KafkaError | None:
+        """Apply each partition's error to the membership (a lost coordinator, a
+        rebalance, ...); the error worth committing again for, if any."""
+        for _where, code in _commit_codes(response):
+            self.membership.handle_error("commit", code)
+        worst = _worst_commit_error(response)
+        if worst is not None and worst[0] in (ErrorAction.RETRY, ErrorAction.FIND_COORDINATOR):
+            return worst[1]
+        return None
 
     def _commit_succeeded(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         self._last_committed.update(offsets)
@@ -963,101 +967,80 @@ class GroupCoordinator:
         self, partitions: Collection[TopicPartition], timeout_ms: int | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """Committed offsets of ``partitions`` (None where nothing is committed)."""
-        loop = asyncio.get_running_loop()
         timeout_ms = timeout_ms or self._config.request_timeout_ms
-        deadline = loop.time() + timeout_ms / 1000
+        deadline = Deadline(timeout_ms, f"fetching the committed offsets of group {self.group_id}")
         parts = sorted(set(partitions))
         if not parts:
             return {}
-        topics: dict[str, list[int]] = {}
+        body = offset_fetch_body(self.group_id, parts, require_stable=True)
+        response = await self._send_to_coordinator(
+            ApiKey.OFFSET_FETCH, body, deadline, self._offset_fetch_retry_on
+        )
+        code, found = read_offset_fetch(response)
+        if code:
+            raise errors.error_for_code(code, f"OffsetFetch {self.group_id}")
+        result: dict[TopicPartition, OffsetAndMetadata | None] = {}
+        for tp, (pcode, committed) in found.items():
+            if pcode == errors.UnknownTopicOrPartitionError.errno:
+                result[tp] = None  # nothing committed
+            elif pcode:
+                raise errors.error_for_code(pcode, f"OffsetFetch {tp}")
+            else:
+                result[tp] = committed
         for tp in parts:
-            topics.setdefault(tp.topic, []).append(tp.partition)
-        topic_list = [{"name": t, "partition_indexes": p} for t, p in topics.items()]
-        body = {
-            "group_id": self.group_id,
-            "topics": topic_list,
-            "groups": [
-                {
-                    "group_id": self.group_id,
-                    "member_id": None,
-                    "member_epoch": -1,
-                    "topics": topic_list,
-                }
-            ],
-            "require_stable": True,
-        }
-        last: errors.KafkaError | None = None
-        while True:
-            if loop.time() >= deadline:
-                raise errors.KafkaTimeoutError(
-                    f"committed offsets of group {self.group_id} not fetched within "
-                    f"{timeout_ms} ms" + (f" (last error: {last})" if last else "")
-                )
-            coordinator = await self._ensure_coordinator(deadline)
-            try:
-                response = await self._client.send(
-                    coordinator,
-                    ApiKey.OFFSET_FETCH,
-                    body,
-                    timeout_ms=max(
-                        min(_ms_left(loop, deadline), self._config.request_timeout_ms), 1
-                    ),
-                )
-            except errors.KafkaError as exc:
-                self.membership.coordinator_dead(f"OffsetFetch failed: {exc}")
-                last = exc
-                await asyncio.sleep(
-                    min(self._config.retry_backoff_ms / 1000, max(deadline - loop.time(), 0))
-                )
-                continue
-            data: Mapping[str, Any] = response
-            if response.get("groups"):
-                data = response["groups"][0]
-            code = data.get("error_code", 0)
-            retry = False
-            if code:
-                action = error_action("fetch_offsets", code)
-                last = errors.error_for_code(code, f"OffsetFetch {self.group_id}")
-                if action is ErrorAction.FIND_COORDINATOR:
-                    self.membership.coordinator_dead(str(last))
-                    retry = True
-                elif action is ErrorAction.RETRY:
-                    retry = True
-                else:
-                    raise last
-            result: dict[TopicPartition, OffsetAndMetadata | None] = {}
-            if not retry:
-                for topic in data.get("topics", ()):
-                    for p in topic.get("partitions", ()):
-                        tp = TopicPartition(topic["name"], p["partition_index"])
-                        pcode = p.get("error_code", 0)
-                        if pcode:
-                            perror = errors.error_for_code(pcode, f"OffsetFetch {tp}")
-                            if perror.retriable:
-                                last = perror
-                                retry = True
-                                break
-                            if pcode == 3:  # unknown topic or partition: nothing committed
-                                result[tp] = None
-                                continue
-                            raise perror
-                        offset = p.get("committed_offset", -1)
-                        result[tp] = (
-                            OffsetAndMetadata(
-                                offset, p.get("metadata") or "", p.get("committed_leader_epoch", -1)
-                            )
-                            if offset is not None and offset >= 0
-                            else None
-                        )
-            if retry:
-                await asyncio.sleep(self._config.retry_backoff_ms / 1000)
-                continue
-            for tp in parts:
-                result.setdefault(tp, None)
-                om = result[tp]
-                if om is not None:
-                    self.committed_offsets[tp] = om.offset
-            return result
+            result.setdefault(tp, None)
+            om = result[tp]
+            if om is not None:
+                self.committed_offsets[tp] = om.offset
+        return result
+
+    def _offset_fetch_retry_on(self, response: dict[str, Any]) -> errors.KafkaError | None:
+        """The error worth fetching again for: the coordinator moved (forgotten here) or
+        loads, or a partition's offset is not stable yet."""
+        code, found = read_offset_fetch(response)
+        if code:
+            action = error_action("fetch_offsets", code)
+            error = errors.error_for_code(code, f"OffsetFetch {self.group_id}")
+            if action is ErrorAction.FIND_COORDINATOR:
+                self.membership.coordinator_dead(str(error))
+            return error if action in (ErrorAction.FIND_COORDINATOR, ErrorAction.RETRY) else None
+        for tp, (pcode, _committed) in found.items():
+            if pcode:
+                error = errors.error_for_code(pcode, f"OffsetFetch {tp}")
+                if error.retriable:
+                    return error
+        return None
+
+
+def _commit_codes(response: Mapping[str, Any]) -> Iterator[tuple[str, int]]:
+    """(``topic-partition``, error code) of each partition an OffsetCommit answer failed."""
+    for tp, code in partition_error_codes(response).items():
+        if code:
+            yield f"{tp.topic}-{tp.partition}", code
+
+
+#: Which of several partitions' errors decides what a commit does next.
+_COMMIT_ACTION_RANK = {
+    ErrorAction.FATAL: 5,
+    ErrorAction.RESET_MEMBER: 4,
+    ErrorAction.RESET_GENERATION: 3,
+    ErrorAction.REJOIN: 2,
+    ErrorAction.FIND_COORDINATOR: 1,
+    ErrorAction.RETRY: 0,
+}
+
+
+def _worst_commit_error(
+    response: Mapping[str, Any],
+) -> tuple[ErrorAction, errors.KafkaError] | None:
+    """The most serious partition error of an OffsetCommit answer and its action."""
+    worst: tuple[ErrorAction, errors.KafkaError] | None = None
+    for where, code in _commit_codes(response):
+        action = error_action("commit", code)
+        rank = _COMMIT_ACTION_RANK.get(action, 0)
+        if worst is None or rank > _COMMIT_ACTION_RANK.get(worst[0], 0):
+            worst = (action, errors.error_for_code(code, f"commit {where}"))
+    return worst
 
 
 def _ms_left(loop: asyncio.AbstractEventLoop, deadline: float) -> int:

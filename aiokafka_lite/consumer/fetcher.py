@@ -34,7 +34,6 @@ from collections.abc import (
     Iterator,
     Mapping,
 )
-from dataclasses import dataclass
 from typing import Any
 
 from aiokafka_lite import errors
@@ -49,7 +48,10 @@ from aiokafka_lite.consumer.subscription import (
 )
 from aiokafka_lite.errors import CorruptRecordError
 from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol.offsets import OffsetInfo, list_offsets_body, read_list_offsets
 from aiokafka_lite.protocol.records import ConsumerRecord, ControlRecordType, iter_batches
+from aiokafka_lite.retry import Deadline
+from aiokafka_lite.routing import PartitionAnswer, send_to_leaders
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = ["FetchSessionHandler", "Fetcher", "OffsetInfo", "scan_next_offset"]
@@ -96,15 +98,6 @@ def scan_next_offset(data: bytes | memoryview) -> int | None:
             next_offset = base + 1
         pos = end
     return next_offset
-
-
-@dataclass(frozen=True)
-class OffsetInfo:
-    """A ListOffsets answer for one partition."""
-
-    offset: int
-    timestamp: int
-    leader_epoch: int
 
 
 class FetchSessionHandler:
@@ -1081,125 +1074,38 @@ class Fetcher:
         broker has no offset for that timestamp. ``on_found`` gets each leader's answers
         as they arrive, also when others then time out.
         """
+        deadline = Deadline(timeout_ms, "looking up offsets")
 
-        async def ask(
-            node: int, parts: dict[TopicPartition, int], left_ms: int
-        ) -> tuple[dict[TopicPartition, OffsetInfo | None], str | None]:
-            done, retry_error = await self._list_offsets_node(node, parts, left_ms)
-            if on_found is not None and done:
-                on_found(done)
-            return done, retry_error
-
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_ms / 1000
-        remaining = dict(timestamps)
-        result: dict[TopicPartition, OffsetInfo | None] = {}
-        last_error: str | None = None
-        while remaining:
-            cluster = self._client.cluster
-            by_node: dict[int, dict[TopicPartition, int]] = {}
-            unknown = []
-            for tp, ts in remaining.items():
-                leader = cluster.leader_for(tp)
-                if leader is None:
-                    unknown.append(tp)
-                else:
-                    by_node.setdefault(leader, {})[tp] = ts
-            left_ms = int((deadline - loop.time()) * 1000)
-            if left_ms <= 0:
-                raise errors.KafkaTimeoutError(
-                    f"offsets of {sorted(remaining)} not found within {timeout_ms} ms"
-                    + (f" (last error: {last_error})" if last_error else "")
-                )
-            if unknown:
-                for topic in {tp.topic for tp in unknown}:
-                    self._client.add_topics([topic])
-                last_error = f"no leader known for {sorted(unknown)}"
-            if by_node:
-                results = await asyncio.gather(
-                    *(ask(n, p, left_ms) for n, p in by_node.items()),
-                    return_exceptions=True,
-                )
-                for res in results:
-                    if isinstance(res, BaseException):
-                        if isinstance(res, asyncio.CancelledError):
-                            raise res
-                        if isinstance(res, errors.KafkaError) and (
-                            res.retriable or isinstance(res, errors.KafkaConnectionError)
-                        ):
-                            last_error = str(res)
-                            continue
-                        raise res
-                    done, retry_error = res
-                    for tp, info in done.items():
-                        result[tp] = info
-                        remaining.pop(tp, None)
-                    if retry_error:
-                        last_error = retry_error
-            if remaining:
-                try:
-                    await wait_for(
-                        asyncio.shield(self._client.request_metadata_update()),
-                        max(deadline - loop.time(), 0.001),
-                    )
-                except (asyncio.TimeoutError, errors.KafkaError):
-                    pass
-                await asyncio.sleep(
-                    min(self._config.retry_backoff_ms / 1000, max(deadline - loop.time(), 0))
-                )
-        return result
-
-    async def _list_offsets_node(
-        self, node_id: int, parts: Mapping[TopicPartition, int], timeout_ms: int
-    ) -> tuple[dict[TopicPartition, OffsetInfo | None], str | None]:
-        cluster = self._client.cluster
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for tp, ts in parts.items():
-            topics.setdefault(tp.topic, []).append(
-                {
-                    "partition_index": tp.partition,
-                    "current_leader_epoch": cluster.leader_epoch_for(tp),
-                    "timestamp": ts,
-                    "max_num_offsets": 1,
-                }
+        def build(partitions: list[TopicPartition]) -> dict[str, Any]:
+            return list_offsets_body(
+                {tp: timestamps[tp] for tp in partitions},
+                isolation_level=self._config.isolation_level_code,
+                timeout_ms=deadline.remaining_ms(),
+                leader_epoch=self._client.cluster.leader_epoch_for,
             )
-        body = {
-            "replica_id": -1,
-            "isolation_level": self._config.isolation_level_code,
-            "topics": [{"name": t, "partitions": p} for t, p in topics.items()],
-            "timeout_ms": timeout_ms,
-        }
-        response = await self._client.send(
-            node_id,
+
+        def found(answers: Mapping[TopicPartition, PartitionAnswer[OffsetInfo | None]]) -> None:
+            assert on_found is not None
+            on_found({tp: answer.value for tp, answer in answers.items()})
+
+        answers = await send_to_leaders(
+            self._client,
             ApiKey.LIST_OFFSETS,
-            body,
-            timeout_ms=min(timeout_ms, self._config.request_timeout_ms),
+            timestamps,
+            build,
+            _parse_list_offsets,
+            deadline,
+            raise_errors=True,
+            on_answer=None if on_found is None else found,
         )
-        done: dict[TopicPartition, OffsetInfo | None] = {}
-        retry_error: str | None = None
-        for topic_data in response.get("topics", ()):
-            for pdata in topic_data.get("partitions", ()):
-                tp = TopicPartition(topic_data["name"], pdata["partition_index"])
-                if tp not in parts:
-                    continue
-                code = pdata.get("error_code", 0)
-                if code:
-                    exc = errors.error_for_code(code, f"ListOffsets {tp.topic}-{tp.partition}")
-                    if exc.retriable:
-                        retry_error = str(exc)
-                        continue
-                    raise exc
-                offset = pdata.get("offset", -1)
-                if offset is None or offset < 0:
-                    old = pdata.get("old_style_offsets") or []
-                    offset = old[0] if old else -1
-                if offset < 0:
-                    done[tp] = None
-                else:
-                    done[tp] = OffsetInfo(
-                        offset, pdata.get("timestamp", -1), pdata.get("leader_epoch", -1)
-                    )
-        return done, retry_error
+        unfinished = {tp: a.error for tp, a in answers.items() if a.timed_out}
+        if unfinished:
+            last = next(iter(unfinished.values()))
+            raise errors.KafkaTimeoutError(
+                f"offsets of {sorted(unfinished)} not found within {timeout_ms} ms"
+                + (f" (last error: {last})" if last else "")
+            )
+        return {tp: answer.value for tp, answer in answers.items()}
 
     # --- the buffer ---------------------------------------------------------------------
 
@@ -1303,6 +1209,16 @@ class Fetcher:
                 self.data_ready.clear()
                 return None
             cf = self._current = self._completed.popleft()
+
+
+def _parse_list_offsets(
+    response: dict[str, Any],
+) -> dict[TopicPartition, tuple[int, OffsetInfo | None]]:
+    """A ListOffsets answer, None where the broker has no offset for the timestamp."""
+    return {
+        tp: (code, info if info.offset >= 0 else None)
+        for tp, (code, info) in read_list_offsets(response).items()
+    }
 
 
 def _ignore_result(fut: asyncio.Future[Any]) -> None:

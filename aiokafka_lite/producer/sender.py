@@ -21,7 +21,6 @@ import asyncio
 import collections
 import logging
 import math
-import random
 import time
 from typing import Any
 
@@ -34,6 +33,7 @@ from aiokafka_lite.producer.accumulator import ProducerBatch, RecordAccumulator
 from aiokafka_lite.producer.metrics import ProducerMetrics
 from aiokafka_lite.producer.transaction_manager import TransactionManager
 from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.retry import backoff_delay
 from aiokafka_lite.structs import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -678,8 +678,9 @@ class Sender:
                 exc = txn.last_error
         if retry and now < batch.deadline and self._running:
             batch.attempts += 1
-            backoff = min(self.retry_backoff * 2 ** (batch.attempts - 1), self.retry_backoff_max)
-            batch.retry_at = now + backoff * random.uniform(0.8, 1.2)
+            batch.retry_at = now + backoff_delay(
+                batch.attempts, self.retry_backoff, self.retry_backoff_max
+            )
             batch.last_error = exc
             self.metrics.retried(batch.record_count)
             log.debug("retrying %r after %s", batch, exc)

@@ -1,0 +1,88 @@
+"""The admin client: topics, partitions, configs, consumer groups, offsets and records.
+
+`AdminClient` sits on one `KafkaClient` and turns each admin operation into the
+requests Kafka defines for it, sent to the node that must answer them: the
+controller for topic changes, the group coordinator for group operations, the
+partition leader for offsets and record deletion, the broker itself for its
+configuration.
+
+Every call is bounded by a timeout (``timeout_ms``, default ``request_timeout_ms``)
+and returns typed results. Calls about several items (topics, groups, partitions,
+config resources) return an `AdminResults` mapping: one entry per item, each with
+its own ``error`` (``None`` on success), so one bad item never hides the outcome
+of the others. Routing errors (``NOT_CONTROLLER``, ``NOT_COORDINATOR``, a moved
+leader, a coordinator still loading) are retried within the timeout; other errors
+are reported as they come.
+
+A broker that lacks an API answers with
+:class:`~aiokafka_lite.errors.UnsupportedVersionError` naming the API.
+
+The package: `types` (arguments and results), `client` (`AdminClient`, composed of
+`topics`, `configs`, `groups` and `records`, each on `base`), `validation` (argument
+checks). Every name below is importable from ``aiokafka_lite.admin``.
+"""
+
+from aiokafka_lite.admin.client import AdminClient, AIOKafkaAdminClient
+from aiokafka_lite.admin.types import (
+    AdminResults,
+    AlterConfigOp,
+    AlterConfigOpType,
+    ClusterDescription,
+    ConfigDescription,
+    ConfigEntry,
+    ConfigResource,
+    ConfigResourceType,
+    ConfigSource,
+    ConfigSynonym,
+    ConsumerGroupLag,
+    CreatePartitionsResult,
+    CreateTopicResult,
+    DeleteRecordsResult,
+    DeleteTopicResult,
+    GroupDescription,
+    GroupListing,
+    GroupResult,
+    ListOffsetsResult,
+    MemberDescription,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    PartitionDescription,
+    PartitionResult,
+    RecordsToDelete,
+    ResourceResult,
+    TopicDescription,
+)
+
+__all__ = [
+    "AIOKafkaAdminClient",
+    "AdminClient",
+    "AdminResults",
+    "AlterConfigOp",
+    "AlterConfigOpType",
+    "ClusterDescription",
+    "ConfigDescription",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigResourceType",
+    "ConfigSource",
+    "ConfigSynonym",
+    "ConsumerGroupLag",
+    "CreatePartitionsResult",
+    "CreateTopicResult",
+    "DeleteRecordsResult",
+    "DeleteTopicResult",
+    "GroupDescription",
+    "GroupListing",
+    "GroupResult",
+    "ListOffsetsResult",
+    "MemberDescription",
+    "NewPartitions",
+    "NewTopic",
+    "OffsetSpec",
+    "PartitionDescription",
+    "PartitionResult",
+    "RecordsToDelete",
+    "ResourceResult",
+    "TopicDescription",
+]

@@ -1,0 +1,76 @@
+"""When to try again: the backoff between attempts and the deadline that ends them.
+
+`backoff_delay` is the one backoff formula of the client (reconnects, producer
+retries, group and offset requests): the base doubled per failed attempt, capped,
+with random jitter so that many clients do not retry in lockstep. `Deadline` is the
+end of one bounded call; it hands each request the time left and refuses a retry
+whose backoff would not end before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+from aiokafka_lite import errors
+
+__all__ = ["BACKOFF_JITTER", "Deadline", "backoff_delay"]
+
+#: Each delay is scaled by a random factor in [1 - BACKOFF_JITTER, 1 + BACKOFF_JITTER].
+BACKOFF_JITTER = 0.2
+
+
+def backoff_delay(attempt: int, base: float, cap: float) -> float:
+    """The pause before retry number ``attempt`` (1 for the first retry).
+
+    ``base * 2 ** (attempt - 1)``, at most ``cap``, times a random factor within
+    ``BACKOFF_JITTER`` of 1. The result is in the unit of ``base`` and ``cap``;
+    ``cap == base`` gives a constant backoff with jitter.
+    """
+    exponent = min(max(attempt - 1, 0), 62)  # beyond this the cap has long won
+    return min(base * 2.0**exponent, cap) * random.uniform(1 - BACKOFF_JITTER, 1 + BACKOFF_JITTER)
+
+
+class Deadline:
+    """The end of one bounded call (``what`` names it in the timeout error).
+
+    Times are `time.monotonic` seconds, the clock `KafkaClient.send_before` takes.
+    """
+
+    __slots__ = ("end", "timeout_ms", "what")
+
+    def __init__(self, timeout_ms: int, what: str) -> None:
+        self.timeout_ms = timeout_ms
+        self.what = what
+        self.end = time.monotonic() + timeout_ms / 1000
+
+    def remaining(self) -> float:
+        """Seconds left (negative once passed)."""
+        return self.end - time.monotonic()
+
+    def remaining_ms(self) -> int:
+        """Milliseconds left, at least 1: a request's own timeout field must be positive."""
+        return max(int(self.remaining() * 1000), 1)
+
+    @property
+    def expired(self) -> bool:
+        return self.remaining() <= 0
+
+    def allows(self, delay: float) -> bool:
+        """Whether a retry after ``delay`` seconds would still start before the end."""
+        return self.remaining() > delay
+
+    def timeout_error(self, last: errors.KafkaError | None = None) -> errors.KafkaTimeoutError:
+        message = f"{self.what} did not complete within {self.timeout_ms} ms"
+        # The last error may be this deadline's own timeout: say it once.
+        if last is not None and str(last) != message:
+            message += f" (last error: {last})"
+        return errors.KafkaTimeoutError(message)
+
+    async def pause(self, delay: float, last: errors.KafkaError | None) -> None:
+        """Sleep ``delay`` seconds before a retry, or raise the timeout (with ``last``,
+        the error being retried) when the retry could not start in time."""
+        if not self.allows(delay):
+            raise self.timeout_error(last)
+        await asyncio.sleep(delay)
