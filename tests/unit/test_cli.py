@@ -11,8 +11,9 @@ from types import SimpleNamespace
 import pytest
 
 from aiokafka_lite import cli, errors
-from aiokafka_lite.cli_bench import ProgressBar
-from aiokafka_lite.cli_records import RecordFormatter, rate_summary
+from aiokafka_lite.cli.bench import ProgressBar
+from aiokafka_lite.cli.consume import RecordFormatter
+from aiokafka_lite.cli.shared import rate_summary
 
 
 def parse(*argv: str) -> argparse.Namespace:
