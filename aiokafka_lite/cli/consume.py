@@ -7,7 +7,7 @@ import base64
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aiokafka_lite import errors
@@ -29,7 +29,14 @@ from aiokafka_lite.cli.shared import (
 )
 from aiokafka_lite.structs import TopicPartition
 
-__all__ = ["RecordFormatter", "add_consume_parser", "cmd_consume"]
+__all__ = [
+    "CONSUMER_FLAGS",
+    "CONSUME_DEFAULTS",
+    "RecordFormatter",
+    "add_consume_parser",
+    "cmd_consume",
+    "consumer_kwargs",
+]
 
 
 def _unescape(template: str) -> str:
@@ -122,9 +129,18 @@ def _parse_offset(text: str) -> str | int:
 
 
 async def _position_explicitly(
-    consumer: Any, admin_conn: Connection, args: argparse.Namespace, topics: Sequence[str]
+    consumer: Any,
+    admin_conn: Connection,
+    args: argparse.Namespace,
+    topics: Sequence[str],
+    *,
+    group: str | None,
+    reset: str,
 ) -> list[TopicPartition]:
-    """Assign partitions and seek them as --partition/--offset/--timestamp ask."""
+    """Assign partitions and seek them as --partition/--offset/--timestamp ask.
+
+    Without a position asked for and without a group, ``reset`` says where to start.
+    """
     from aiokafka_lite.admin import AdminClient, OffsetSpec
 
     async with AdminClient(**admin_conn.client_kwargs()) as admin:
@@ -169,8 +185,8 @@ async def _position_explicitly(
     for tp, offset in positions.items():
         consumer.seek(tp, offset)
     spec = args.offset
-    if spec is None and args.timestamp is None and not args.group:
-        spec = "earliest" if args.from_beginning else "latest"
+    if spec is None and args.timestamp is None and not group:
+        spec = "earliest" if reset == "earliest" else "latest"
     if spec == "earliest":
         await consumer.seek_to_beginning(*tps)
     elif spec == "latest":
@@ -178,6 +194,39 @@ async def _position_explicitly(
     # Otherwise (a group, no position asked): the group's committed offsets, or the
     # reset policy where it has none.
     return tps
+
+
+#: The consumer settings consume's flags set (a flag given wins over the config file).
+CONSUMER_FLAGS = ("isolation_level", "session_timeout_ms")
+#: consume's settings where neither a flag nor the config file gives them.
+CONSUME_DEFAULTS: Mapping[str, Any] = {
+    "isolation_level": "read_uncommitted",
+    "session_timeout_ms": 10000,
+}
+
+
+def consumer_kwargs(conn: Connection, args: argparse.Namespace) -> dict[str, Any]:
+    """The consumer's keywords: flags given, over the config file, over CONSUME_DEFAULTS.
+
+    The config file's group.id and auto.offset.reset stand in for --group and
+    --from-beginning; consume commits what it printed itself (enable.auto.commit off).
+    """
+    if "enable_auto_commit" in conn.settings:
+        raise UsageError(
+            "enable.auto.commit does not apply to consume: with a group it commits the "
+            "offsets of the records it printed"
+        )
+    kwargs = {**CONSUME_DEFAULTS, **conn.client_kwargs("consumer")}
+    for key in CONSUMER_FLAGS:
+        if getattr(args, key) is not None:
+            kwargs[key] = getattr(args, key)
+    reset = "earliest" if args.from_beginning else conn.settings.get("auto_offset_reset", "latest")
+    kwargs.update(
+        group_id=args.group or conn.settings.get("group_id"),
+        enable_auto_commit=False,
+        auto_offset_reset=reset,
+    )
+    return kwargs
 
 
 async def cmd_consume(args: argparse.Namespace) -> int:
@@ -190,19 +239,13 @@ async def cmd_consume(args: argparse.Namespace) -> int:
         raise UsageError("give --offset or --timestamp, not both")
     if args.from_beginning and (args.offset is not None or args.timestamp is not None):
         raise UsageError("--from-beginning cannot be combined with --offset or --timestamp")
+    kwargs = consumer_kwargs(conn, args)
+    group: str | None = kwargs["group_id"]
+    reset: str = kwargs["auto_offset_reset"]
     topics: list[str] = list(dict.fromkeys(args.topics))
     await check_topics(conn, topics)
-    if not args.group and not explicit:
+    if not group and not explicit:
         explicit = True  # without a group, read every partition directly
-
-    kwargs = conn.client_kwargs()
-    kwargs.update(
-        group_id=args.group,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest" if args.from_beginning else "latest",
-        isolation_level=args.isolation_level,
-        session_timeout_ms=args.session_timeout_ms,
-    )
     consumer = Consumer(**kwargs)
     await consumer.start()
     out = sys.stdout.buffer
@@ -215,7 +258,7 @@ async def cmd_consume(args: argparse.Namespace) -> int:
 
     async def commit() -> None:
         nonlocal committed
-        if not args.group:
+        if not group:
             return
         todo = {tp: off for tp, off in printed.items() if committed.get(tp) != off}
         if todo:
@@ -225,7 +268,7 @@ async def cmd_consume(args: argparse.Namespace) -> int:
     try:
         with StopSignal() as stop:
             if explicit:
-                await _position_explicitly(consumer, conn, args, topics)
+                await _position_explicitly(consumer, conn, args, topics, group=group, reset=reset)
             else:
                 consumer.subscribe(topics)
             pipe_closed = False
@@ -256,7 +299,7 @@ async def cmd_consume(args: argparse.Namespace) -> int:
                     last_record = now
                 elif args.idle_timeout is not None and now - last_record >= args.idle_timeout:
                     break
-                if args.group and now - last_commit >= 2.0:
+                if group and now - last_commit >= 2.0:
                     await commit()
                     last_commit = now
             try:
@@ -324,12 +367,11 @@ def add_consume_parser(commands: Any, leaf: Leaf) -> None:
     p.add_argument(
         "--isolation-level",
         choices=("read_uncommitted", "read_committed"),
-        default="read_uncommitted",
+        help="default read_uncommitted",
     )
     p.add_argument(
         "--session-timeout-ms",
         type=positive_int,
-        default=10000,
         help="group session timeout (default 10000, as aiokafka's)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")

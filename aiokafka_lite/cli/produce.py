@@ -9,7 +9,7 @@ import os
 import stat
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import IO, Any
 
 from aiokafka_lite import errors
@@ -32,7 +32,16 @@ from aiokafka_lite.cli.shared import (
     resolve_connection,
 )
 
-__all__ = ["CODECS", "add_produce_parser", "cmd_produce", "parse_acks", "producer_kwargs"]
+__all__ = [
+    "CODECS",
+    "PRODUCER_FLAGS",
+    "PRODUCE_DEFAULTS",
+    "add_produce_parser",
+    "add_producer_flags",
+    "cmd_produce",
+    "parse_acks",
+    "producer_kwargs",
+]
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 _READ_CHUNK = 1 << 16
@@ -47,14 +56,25 @@ def parse_acks(text: str) -> int:
     raise argparse.ArgumentTypeError(f"--acks must be 0, 1, all or -1, got {text!r}")
 
 
-def producer_kwargs(conn: Connection, args: argparse.Namespace) -> dict[str, Any]:
-    kwargs = conn.client_kwargs()
-    kwargs.update(
-        acks=args.acks,
-        compression_type=args.codec,
-        linger_ms=args.linger_ms,
-        max_batch_size=args.batch_size,
-    )
+#: The producer settings produce's flags set (a flag given wins over the config file).
+PRODUCER_FLAGS = ("acks", "compression_type", "linger_ms", "max_batch_size")
+#: produce's settings where neither a flag nor the config file gives them.
+PRODUCE_DEFAULTS: Mapping[str, Any] = {
+    "acks": -1,
+    "compression_type": "none",
+    "linger_ms": 5.0,
+    "max_batch_size": 16384,
+}
+
+
+def producer_kwargs(
+    conn: Connection, args: argparse.Namespace, defaults: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The producer's keywords: flags given, over the config file, over ``defaults``."""
+    kwargs = {**defaults, **conn.client_kwargs("producer")}
+    for key in PRODUCER_FLAGS:
+        if getattr(args, key, None) is not None:
+            kwargs[key] = getattr(args, key)
     return kwargs
 
 
@@ -162,7 +182,7 @@ async def _produce(
 ) -> int:
     from aiokafka_lite.producer import Producer
 
-    producer = Producer(**producer_kwargs(conn, args))
+    producer = Producer(**producer_kwargs(conn, args, PRODUCE_DEFAULTS))
     await producer.start()
     sent = delivered = size = 0
     failures: list[BaseException] = []
@@ -222,6 +242,30 @@ async def _produce(
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
 
 
+def add_producer_flags(p: argparse.ArgumentParser, defaults: Mapping[str, Any]) -> None:
+    """The flags of PRODUCER_FLAGS; the help shows ``defaults``."""
+    acks = {-1: "all"}.get(defaults["acks"], defaults["acks"])
+    p.add_argument(
+        "-z",
+        "--codec",
+        "--compression",
+        dest="compression_type",
+        choices=CODECS,
+        help=f"compression (default {defaults['compression_type']})",
+    )
+    p.add_argument("--acks", type=parse_acks, metavar="{0,1,all}", help=f"default {acks}")
+    p.add_argument(
+        "--linger-ms", type=float, help=f"batching delay (default {defaults['linger_ms']:g})"
+    )
+    p.add_argument(
+        "--batch-size",
+        dest="max_batch_size",
+        metavar="BATCH_SIZE",
+        type=positive_int,
+        help=f"bytes per batch (default {defaults['max_batch_size']})",
+    )
+
+
 def add_produce_parser(commands: Any, leaf: Leaf) -> None:
     p = leaf(
         commands,
@@ -241,9 +285,6 @@ def add_produce_parser(commands: Any, leaf: Leaf) -> None:
         "-H", "--header", action="append", metavar="KEY=VALUE", help="add a header (repeatable)"
     )
     p.add_argument("-p", "--partition", type=int, help="send every record to this partition")
-    p.add_argument("-z", "--codec", "--compression", dest="codec", choices=CODECS, default="none")
-    p.add_argument("--acks", type=parse_acks, default=-1, metavar="{0,1,all}", help="default all")
-    p.add_argument("--linger-ms", type=float, default=5.0, help="batching delay (default 5)")
-    p.add_argument("--batch-size", type=positive_int, default=16384, help="bytes per batch")
+    add_producer_flags(p, PRODUCE_DEFAULTS)
     p.add_argument("--create", action="store_true", help="create the topic if it does not exist")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary")

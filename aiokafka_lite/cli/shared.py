@@ -21,9 +21,10 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, NoReturn
 
-from aiokafka_lite import errors
+from aiokafka_lite import config_map, errors
 from aiokafka_lite._aio import wait_for
-from aiokafka_lite.security import SECURITY_PROTOCOLS, SecurityConfig, create_ssl_context
+from aiokafka_lite.config_map import ClientKind
+from aiokafka_lite.security import SECURITY_PROTOCOLS, SecurityConfig
 
 PROG = "aiokafka-lite"
 
@@ -169,55 +170,20 @@ def non_negative_int(text: str) -> int:
 
 # --- connection options ----------------------------------------------------------------
 
-#: Config-file keys (Java/librdkafka property names and ours) -> option name.
-_CONFIG_KEYS = {
-    "bootstrap.servers": "bootstrap_servers",
-    "bootstrap_servers": "bootstrap_servers",
-    "client.id": "client_id",
-    "client_id": "client_id",
-    "security.protocol": "security_protocol",
-    "security_protocol": "security_protocol",
-    "sasl.mechanism": "sasl_mechanism",
-    "sasl.mechanisms": "sasl_mechanism",
-    "sasl_mechanism": "sasl_mechanism",
-    "sasl.username": "sasl_username",
-    "sasl.plain.username": "sasl_username",
-    "sasl_plain_username": "sasl_username",
-    "sasl_username": "sasl_username",
-    "sasl.password": "sasl_password",
-    "sasl.plain.password": "sasl_password",
-    "sasl_plain_password": "sasl_password",
-    "sasl_password": "sasl_password",
-    "ssl.cafile": "ssl_cafile",
-    "ssl.ca.location": "ssl_cafile",
-    "ssl_cafile": "ssl_cafile",
-    "ssl.certfile": "ssl_certfile",
-    "ssl.certificate.location": "ssl_certfile",
-    "ssl_certfile": "ssl_certfile",
-    "ssl.keyfile": "ssl_keyfile",
-    "ssl.key.location": "ssl_keyfile",
-    "ssl_keyfile": "ssl_keyfile",
-    "ssl.key.password": "ssl_password",
-    "ssl.password": "ssl_password",
-    "ssl_password": "ssl_password",
-    "ssl.check.hostname": "ssl_check_hostname",
-    "ssl_check_hostname": "ssl_check_hostname",
-    "ssl.endpoint.identification.algorithm": "ssl_check_hostname",
-    "request.timeout.ms": "request_timeout_ms",
-    "request_timeout_ms": "request_timeout_ms",
-    "receive.message.max.bytes": "receive_message_max_bytes",
-    "receive_message_max_bytes": "receive_message_max_bytes",
-}
 
+def read_config_file(path: str) -> dict[str, Any]:
+    """Read a ``key=value`` properties file (``#``/``!`` comments) into settings.
 
-def read_config_file(path: str) -> dict[str, str]:
-    """Read a ``key=value`` properties file (``#``/``!`` comments) into option names."""
+    Keys are Kafka's option names (or our keywords), the table of
+    :mod:`aiokafka_lite.config_map`; the result holds each value converted, by keyword.
+    A later line wins over an earlier one.
+    """
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
     except OSError as exc:
         raise UsageError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-    options: dict[str, str] = {}
+    settings: dict[str, Any] = {}
     for number, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line or line[0] in "#!":
@@ -226,22 +192,11 @@ def read_config_file(path: str) -> dict[str, str]:
         if sep < 0:
             raise UsageError(f"{path}:{number}: expected key=value, got {line!r}")
         key, value = line[:sep].strip(), line[sep + 1 :].strip()
-        name = _CONFIG_KEYS.get(key)
-        if name is None:
-            raise UsageError(f"{path}:{number}: unknown config key {key!r}")
-        if key == "ssl.endpoint.identification.algorithm":
-            value = "true" if value.lower() == "https" else "false"
-        options[name] = value
-    return options
-
-
-def _bool_option(name: str, value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off", ""):
-        return False
-    raise UsageError(f"{name} must be true or false, got {value!r}")
+        try:
+            settings.update(config_map.parse_config({key: value}))
+        except errors.ConfigurationError as exc:
+            raise UsageError(f"{path}:{number}: {exc.message}") from None
+    return settings
 
 
 @dataclass
@@ -252,114 +207,84 @@ class Connection:
     client_id: str
     security: SecurityConfig
     request_timeout_ms: int
-    extra: dict[str, str] = field(default_factory=dict)
+    #: The settings of the config file and the connection flags, by keyword
+    #: (:mod:`aiokafka_lite.config_map`): each client takes those that apply to it.
+    settings: dict[str, Any] = field(default_factory=dict)
     #: The largest response accepted (None: each client's default).
     receive_message_max_bytes: int | None = None
 
-    def client_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
-            "bootstrap_servers": self.bootstrap_servers,
-            "client_id": self.client_id,
-            "security": self.security,
-            "request_timeout_ms": self.request_timeout_ms,
-        }
+    def client_kwargs(self, kind: ClientKind = "admin") -> dict[str, Any]:
+        """Keyword arguments of a ``kind`` client (the admin client by default)."""
+        keywords = config_map.keywords_of(kind)
+        kwargs = {key: value for key, value in self.settings.items() if key in keywords}
+        kwargs.update(
+            bootstrap_servers=self.bootstrap_servers,
+            client_id=self.client_id,
+            security=self.security,
+            request_timeout_ms=self.request_timeout_ms,
+        )
         if self.receive_message_max_bytes is not None:
             kwargs["receive_message_max_bytes"] = self.receive_message_max_bytes
         return kwargs
 
 
+#: The connection flags whose destination is a setting's keyword (see add_connection_options).
+_FLAG_SETTINGS = (
+    "bootstrap_servers",
+    "client_id",
+    "security_protocol",
+    "ssl_cafile",
+    "ssl_certfile",
+    "ssl_keyfile",
+    "ssl_key_password",
+    "ssl_check_hostname",
+    "sasl_mechanism",
+    "sasl_plain_username",
+    "sasl_plain_password",
+)
+
+
 def resolve_connection(args: argparse.Namespace, default_client_id: str) -> Connection:
-    """Flags win over the config file, which wins over the environment and defaults."""
-    from_file: dict[str, str] = {}
+    """Flags win over the config file, which wins over the environment and defaults.
+
+    Without a security protocol, the protocol is inferred from the TLS and SASL options
+    given; the settings are then checked as the config map checks them everywhere.
+    """
     config_path = getattr(args, "config", None)
-    if config_path:
-        from_file = read_config_file(config_path)
-
-    def pick(name: str, env: str | None = None, default: str | None = None) -> str | None:
-        value = getattr(args, name, None)
-        if value is not None:
-            return str(value)
-        if name in from_file:
-            return from_file[name]
-        if env is not None and os.environ.get(env):
-            return os.environ[env]
-        return default
-
-    bootstrap = pick("bootstrap_servers", ENV_BOOTSTRAP, DEFAULT_BOOTSTRAP)
-    assert bootstrap is not None
-    protocol = (pick("security_protocol") or "").upper()
-    cafile = pick("ssl_cafile")
-    certfile = pick("ssl_certfile")
-    keyfile = pick("ssl_keyfile")
-    mechanism = pick("sasl_mechanism")
-    username = pick("sasl_username")
-    if not protocol:
+    settings = read_config_file(config_path) if config_path else {}
+    settings.update({key: getattr(args, key) for key in _FLAG_SETTINGS if hasattr(args, key)})
+    seconds = getattr(args, "timeout", None)
+    if seconds is not None:
+        settings["request_timeout_ms"] = max(int(seconds * 1000), 1)
+    bootstrap = settings.get("bootstrap_servers") or os.environ.get(ENV_BOOTSTRAP)
+    settings["bootstrap_servers"] = bootstrap or DEFAULT_BOOTSTRAP
+    if "security_protocol" not in settings:
         # Infer the protocol from the options given, as a person would expect.
-        uses_tls = bool(cafile or certfile)
-        uses_sasl = bool(mechanism or username)
-        protocol = {
+        uses_tls = any(key in settings for key in config_map.TLS_SETTINGS)
+        uses_sasl = any(key in settings for key in config_map.SASL_SETTINGS)
+        settings["security_protocol"] = {
             (False, False): "PLAINTEXT",
             (True, False): "SSL",
             (False, True): "SASL_PLAINTEXT",
             (True, True): "SASL_SSL",
         }[(uses_tls, uses_sasl)]
-    if protocol not in SECURITY_PROTOCOLS:
-        raise UsageError(
-            f"--security-protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, got {protocol!r}"
-        )
-    ssl_context = None
-    if protocol in ("SSL", "SASL_SSL"):
-        check = getattr(args, "ssl_no_check_hostname", None)
-        check_hostname = (
-            not check
-            if check is not None
-            else _bool_option("ssl.check.hostname", from_file.get("ssl_check_hostname", "true"))
-        )
-        ssl_context = create_ssl_context(
-            cafile=cafile,
-            certfile=certfile,
-            keyfile=keyfile,
-            password=pick("ssl_password"),
-            check_hostname=check_hostname,
-        )
-    sasl: dict[str, Any] = {}
-    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-        sasl = {
-            "sasl_mechanism": (mechanism or "PLAIN").upper(),
-            "sasl_plain_username": username,
-            "sasl_plain_password": pick("sasl_password", ENV_SASL_PASSWORD),
-        }
-        if sasl["sasl_mechanism"] == "OAUTHBEARER":
+    if settings["security_protocol"].startswith("SASL"):
+        if settings.get("sasl_mechanism") == "OAUTHBEARER":
             raise UsageError("SASL OAUTHBEARER needs a token provider; use it from Python code")
-    security = SecurityConfig(security_protocol=protocol, ssl_context=ssl_context, **sasl)
-
-    timeout_text = pick("request_timeout_ms")
-    timeout_ms = 30000
-    seconds = getattr(args, "timeout", None)
-    if seconds is not None:
-        timeout_ms = max(int(seconds * 1000), 1)
-    elif timeout_text is not None:
-        try:
-            timeout_ms = int(timeout_text)
-        except ValueError:
-            raise UsageError(f"request.timeout.ms must be an int, got {timeout_text!r}") from None
+        if "sasl_plain_password" not in settings and os.environ.get(ENV_SASL_PASSWORD):
+            settings["sasl_plain_password"] = os.environ[ENV_SASL_PASSWORD]
+    config_map.check_security(settings)
+    security = SecurityConfig(**config_map.security_kwargs(settings))
+    timeout_ms = settings.get("request_timeout_ms", 30000)
     if timeout_ms <= 0:
         raise UsageError("the timeout must be positive")
-    receive_text = pick("receive_message_max_bytes")
-    receive_max: int | None = None
-    if receive_text is not None:
-        try:
-            receive_max = int(receive_text)
-        except ValueError:
-            raise UsageError(
-                f"receive.message.max.bytes must be an int, got {receive_text!r}"
-            ) from None
     return Connection(
-        bootstrap_servers=bootstrap,
-        client_id=pick("client_id", default=default_client_id) or default_client_id,
+        bootstrap_servers=settings["bootstrap_servers"],
+        client_id=settings.get("client_id", default_client_id),
         security=security,
         request_timeout_ms=timeout_ms,
-        receive_message_max_bytes=receive_max,
+        settings=settings,
+        receive_message_max_bytes=settings.get("receive_message_max_bytes"),
     )
 
 
@@ -380,8 +305,8 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
         dest="config",
         metavar="FILE",
         default=s,
-        help="properties file of connection settings (bootstrap.servers, security.protocol, "
-        "sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ...)",
+        help="properties file of Kafka options (bootstrap.servers, security.protocol, "
+        "sasl.username, ssl.ca.location, linger.ms, group.id, ...: docs/configuration.md)",
     )
     group.add_argument("--client-id", default=s, help="client id sent to the brokers")
     group.add_argument(
@@ -401,10 +326,13 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ssl-cafile", metavar="FILE", default=s, help="CA bundle (PEM)")
     group.add_argument("--ssl-certfile", metavar="FILE", default=s, help="client certificate")
     group.add_argument("--ssl-keyfile", metavar="FILE", default=s, help="client private key")
-    group.add_argument("--ssl-password", default=s, help="password of the private key")
+    group.add_argument(
+        "--ssl-password", dest="ssl_key_password", default=s, help="password of the private key"
+    )
     group.add_argument(
         "--ssl-no-check-hostname",
-        action="store_true",
+        dest="ssl_check_hostname",
+        action="store_false",
         default=s,
         help="verify the certificate chain but not the host name",
     )
@@ -414,8 +342,13 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
         choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
         default=s,
     )
-    group.add_argument("--sasl-username", default=s)
-    group.add_argument("--sasl-password", default=s, help=f"(better: env {ENV_SASL_PASSWORD})")
+    group.add_argument("--sasl-username", dest="sasl_plain_username", default=s)
+    group.add_argument(
+        "--sasl-password",
+        dest="sasl_plain_password",
+        default=s,
+        help=f"(better: env {ENV_SASL_PASSWORD})",
+    )
     group.add_argument(
         "-v", "--verbose", action="count", default=s, help="log to stderr (-vv: debug)"
     )

@@ -62,8 +62,8 @@ def test_config_file(tmp_path: Path) -> None:
         "bootstrap_servers": "b1:9092,b2:9092",
         "security_protocol": "SASL_PLAINTEXT",
         "sasl_mechanism": "SCRAM-SHA-256",
-        "sasl_username": "alice",
-        "sasl_password": "s3cret",
+        "sasl_plain_username": "alice",
+        "sasl_plain_password": "s3cret",
     }
     conn = cli.resolve_connection(parse("topics", "list", "--config", str(path)), "x")
     assert conn.bootstrap_servers == "b1:9092,b2:9092"
