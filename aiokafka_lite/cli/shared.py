@@ -138,34 +138,33 @@ def rate_summary(verb: str, records: int, size: int, seconds: float, to: str = "
 # --- argument types --------------------------------------------------------------------
 
 
-def positive_float(text: str) -> float:
+def _number_arg(
+    text: str,
+    parse: Callable[[str], float],
+    what: str,
+    allowed: Callable[[float], bool],
+    bound: str,
+) -> float:
+    """``text`` parsed by ``parse`` (int or float); ArgumentTypeError unless ``allowed``."""
     try:
-        value = float(text)
+        value = parse(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if not allowed(value):
+        raise argparse.ArgumentTypeError(f"must be {bound}, got {text!r}")
     return value
+
+
+def positive_float(text: str) -> float:
+    return _number_arg(text, float, "a number", lambda value: value > 0, "> 0")
 
 
 def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-    return value
+    return int(_number_arg(text, int, "an integer", lambda value: value > 0, "> 0"))
 
 
 def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
-    return value
+    return int(_number_arg(text, int, "an integer", lambda value: value >= 0, ">= 0"))
 
 
 # --- connection options ----------------------------------------------------------------
