@@ -86,12 +86,13 @@ bench: $(STAMP)
 	done; \
 	[ $$found = 1 ] || echo "no benchmarks/bench_*.py yet"
 
-# The data pipeline demo (docs/spark.md): embedded broker (or $KAFKA_BOOTSTRAP_SERVERS),
-# an async producer service, a Spark Structured Streaming query through the aiokafka_lite
-# data source, an async consumer group; checks the totals. Needs Java 17+ for Spark.
+# The data pipeline demo, examples/spark_pipeline.py (docs/spark.md): embedded broker
+# (or $KAFKA_BOOTSTRAP_SERVERS), an async producer service, a Spark Structured Streaming
+# query through the aiokafka_lite data source, an async consumer group; checks the totals.
+# Needs Java 17+ for Spark.
 demo: $(STAMP)
 	@command -v java >/dev/null 2>&1 || { echo "make demo: Spark needs Java 17+ (Debian: apt-get install openjdk-17-jre-headless)" >&2; exit 1; }
-	$(PY) -m aiokafka_lite.demo $(DEMO_ARGS)
+	$(PY) examples/spark_pipeline.py $(DEMO_ARGS)
 
 # Chaos scenarios at full size (200k records, 30 s outage, ...) and the table, on an
 # embedded Tansu per scenario, or on $KAFKA_BOOTSTRAP_SERVERS when set (docs/reliability.md).

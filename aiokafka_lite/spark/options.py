@@ -6,8 +6,9 @@ pair fails with one clear :class:`~aiokafka_lite.errors.ConfigurationError` inst
 failing in every task.
 
 Option names follow Spark's built-in Kafka source where they mean the same thing.
-``kafka.*`` options are Kafka's (Java client) configuration names and are translated to
-the keyword arguments of our producer and consumer; see :data:`CLIENT_OPTIONS`.
+``kafka.*`` options are Kafka's configuration names, translated to the keyword arguments
+of our producer and consumer by :mod:`aiokafka_lite.config_map` (the same table the CLI
+and Python code use), less a few that make no sense here (:data:`REFUSED_CLIENT_OPTIONS`).
 
 The parsed values are small frozen dataclasses holding only plain Python values, so they
 pickle into Spark tasks. TLS contexts are built inside each task from file paths.
@@ -18,18 +19,17 @@ from __future__ import annotations
 import json
 import logging
 import re
-import ssl
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from aiokafka_lite import errors
+from aiokafka_lite import config_map, errors
+from aiokafka_lite.config_map import ClientKind
 from aiokafka_lite.structs import TopicPartition, check_topic_name
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "CLIENT_OPTIONS",
     "EARLIEST",
     "LATEST",
     "ClientOptions",
@@ -69,16 +69,6 @@ def _to_int(name: str, text: str, *, minimum: int = 0) -> int:
     return value
 
 
-def _to_float(name: str, text: str) -> float:
-    try:
-        value = float(text.strip())
-    except ValueError:
-        raise _fail(f"option {name} must be a number, got {text!r}") from None
-    if not value >= 0:
-        raise _fail(f"option {name} must be >= 0, got {text!r}")
-    return value
-
-
 def _to_bool(name: str, text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("true", "false"):
@@ -86,81 +76,14 @@ def _to_bool(name: str, text: str) -> bool:
     raise _fail(f"option {name} must be true or false, got {text!r}")
 
 
-def _as_is(name: str, text: str) -> str:
-    return text
-
-
-def _to_str(name: str, text: str) -> str:
-    if not text.strip():
-        raise _fail(f"option {name} is empty")
-    return text.strip()
-
-
 # --- kafka.* options ----------------------------------------------------------
 
-Target = Literal["common", "consumer", "producer", "security"]
-
-
-@dataclass(frozen=True)
-class _ClientOption:
-    kwarg: str
-    target: Target
-    convert: Callable[[str, str], Any]
-
-
-#: ``kafka.<name>`` options understood, by Kafka (Java client) name: the keyword argument
-#: of our client it becomes, and whether it applies to reads (consumer), writes
-#: (producer) or both.
-CLIENT_OPTIONS: Mapping[str, _ClientOption] = {
-    # both
-    "client.id": _ClientOption("client_id", "common", _to_str),
-    "request.timeout.ms": _ClientOption("request_timeout_ms", "common", _to_int),
-    "socket.connection.setup.timeout.ms": _ClientOption("connect_timeout_ms", "common", _to_int),
-    "metadata.max.age.ms": _ClientOption("metadata_max_age_ms", "common", _to_int),
-    "retry.backoff.ms": _ClientOption("retry_backoff_ms", "common", _to_int),
-    "reconnect.backoff.ms": _ClientOption("reconnect_backoff_ms", "common", _to_int),
-    "reconnect.backoff.max.ms": _ClientOption("reconnect_backoff_max_ms", "common", _to_int),
-    "receive.message.max.bytes": _ClientOption("receive_message_max_bytes", "common", _to_int),
-    # security (both); turned into SecurityConfig keyword arguments in each task
-    "security.protocol": _ClientOption("security_protocol", "security", _to_str),
-    "sasl.mechanism": _ClientOption("sasl_mechanism", "security", _to_str),
-    "sasl.jaas.config": _ClientOption("sasl_jaas_config", "security", _to_str),
-    "sasl.username": _ClientOption("sasl_plain_username", "security", _to_str),
-    "sasl.password": _ClientOption("sasl_plain_password", "security", _as_is),
-    "ssl.ca.location": _ClientOption("ssl_cafile", "security", _to_str),
-    "ssl.certificate.location": _ClientOption("ssl_certfile", "security", _to_str),
-    "ssl.key.location": _ClientOption("ssl_keyfile", "security", _to_str),
-    "ssl.key.password": _ClientOption("ssl_key_password", "security", _as_is),
-    "ssl.endpoint.identification.algorithm": _ClientOption(
-        "ssl_endpoint_identification_algorithm", "security", _as_is
-    ),
-    # reads
-    "fetch.min.bytes": _ClientOption("fetch_min_bytes", "consumer", _to_int),
-    "fetch.max.bytes": _ClientOption("fetch_max_bytes", "consumer", _to_int),
-    "fetch.max.wait.ms": _ClientOption("fetch_max_wait_ms", "consumer", _to_int),
-    "max.partition.fetch.bytes": _ClientOption("max_partition_fetch_bytes", "consumer", _to_int),
-    "isolation.level": _ClientOption("isolation_level", "consumer", _to_str),
-    "check.crcs": _ClientOption("check_crcs", "consumer", _to_bool),
-    "client.rack": _ClientOption("client_rack", "consumer", _to_str),
-    # writes
-    "acks": _ClientOption("acks", "producer", _to_str),
-    "compression.type": _ClientOption("compression_type", "producer", _to_str),
-    "linger.ms": _ClientOption("linger_ms", "producer", _to_float),
-    "batch.size": _ClientOption("max_batch_size", "producer", _to_int),
-    "max.request.size": _ClientOption("max_request_size", "producer", _to_int),
-    "buffer.memory": _ClientOption("buffer_memory", "producer", _to_int),
-    "max.block.ms": _ClientOption("max_block_ms", "producer", _to_int),
-    "delivery.timeout.ms": _ClientOption("delivery_timeout_ms", "producer", _to_int),
-    "enable.idempotence": _ClientOption("enable_idempotence", "producer", _to_bool),
-    "max.in.flight.requests.per.connection": _ClientOption(
-        "max_in_flight_requests_per_connection", "producer", _to_int
-    ),
-    "retry.backoff.max.ms": _ClientOption("retry_backoff_max_ms", "producer", _to_int),
-}
-
-#: ``kafka.*`` options refused, with the reason (as Spark's Kafka source refuses most).
+#: ``kafka.*`` options refused here, with the reason (as Spark's Kafka source refuses
+#: most). The names and values of the others are those of
+#: :mod:`aiokafka_lite.config_map`, the one table the CLI and Python code use too.
 REFUSED_CLIENT_OPTIONS: Mapping[str, str] = {
     "group.id": "the data source reads assigned partitions without a consumer group",
+    "group.instance.id": "the data source reads assigned partitions without a consumer group",
     "auto.offset.reset": "set startingOffsets instead",
     "enable.auto.commit": "the data source commits no offsets; Spark's checkpoint tracks them",
     "key.deserializer": "keys are always read as binary; cast the key column in Spark",
@@ -169,138 +92,46 @@ REFUSED_CLIENT_OPTIONS: Mapping[str, str] = {
     "value.serializer": "give the value column as string or binary",
     "interceptor.classes": "interceptors are not supported",
     "transactional.id": "transactional writes are not supported",
-    "ssl.truststore.location": "JKS stores are a JVM format; give kafka.ssl.ca.location (PEM)",
-    "ssl.keystore.location": (
-        "JKS stores are a JVM format; give kafka.ssl.certificate.location and "
-        "kafka.ssl.key.location (PEM)"
-    ),
+    "transaction.timeout.ms": "transactional writes are not supported",
 }
 
-_JAAS_RE = re.compile(r"""(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([^\s;]+))""")
-
-
-def _parse_jaas(text: str) -> tuple[str, str]:
-    """Username and password from a PlainLoginModule/ScramLoginModule JAAS line."""
-    if "PlainLoginModule" not in text and "ScramLoginModule" not in text:
-        raise _fail(
-            "kafka.sasl.jaas.config: only PlainLoginModule and ScramLoginModule are supported "
-            "(for OAUTHBEARER use our Python client directly)"
-        )
-    found: dict[str, str] = {}
-    for match in _JAAS_RE.finditer(text):
-        quoted, single, bare = match.group(2), match.group(3), match.group(4)
-        if quoted is not None:
-            found[match.group(1)] = re.sub(r"\\(.)", r"\1", quoted)
-        else:
-            found[match.group(1)] = single if single is not None else bare
-    if "username" not in found or "password" not in found:
-        raise _fail('kafka.sasl.jaas.config needs username="..." and password="..."')
-    return found["username"], found["password"]
+#: The clients that serve each purpose.
+_CLIENT_FOR: Mapping[str, ClientKind] = {"read": "consumer", "write": "producer"}
 
 
 @dataclass(frozen=True)
 class ClientOptions:
-    """Connection settings of our client, as plain picklable values."""
+    """Connection settings of our client, as plain picklable values.
 
-    bootstrap_servers: str
-    common: Mapping[str, Any] = field(default_factory=dict)
-    consumer: Mapping[str, Any] = field(default_factory=dict)
-    producer: Mapping[str, Any] = field(default_factory=dict)
-    #: SecurityConfig inputs: protocol, SASL credentials, PEM file paths.
-    security: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    ``settings`` are the ``kafka.*`` options by keyword (:mod:`aiokafka_lite.config_map`);
+    TLS contexts are built from them in each task.
+    """
+
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return str(self.settings["bootstrap_servers"])
 
     def __repr__(self) -> str:
         shown = {
-            k: ("***" if "password" in k or "jaas" in k else v) for k, v in self.security.items()
+            key: ("***" if "password" in key or "jaas" in key else value)
+            for key, value in self.settings.items()
         }
-        return (
-            f"ClientOptions(bootstrap_servers={self.bootstrap_servers!r}, common={self.common!r}, "
-            f"consumer={self.consumer!r}, producer={self.producer!r}, security={shown!r})"
-        )
+        return f"ClientOptions(settings={shown!r})"
 
-    def security_kwargs(self, *, with_ssl_context: bool = True) -> dict[str, Any]:
-        """Security keyword arguments of our clients; builds the TLS context if asked."""
-        sec = dict(self.security)
-        result: dict[str, Any] = {}
-        protocol = str(sec.get("security_protocol", "PLAINTEXT")).upper()
-        result["security_protocol"] = protocol
-        if protocol.startswith("SASL"):
-            result["sasl_mechanism"] = str(sec.get("sasl_mechanism", "PLAIN")).upper()
-            if "sasl_jaas_config" in sec:
-                user, password = _parse_jaas(str(sec["sasl_jaas_config"]))
-                result["sasl_plain_username"] = user
-                result["sasl_plain_password"] = password
-            if "sasl_plain_username" in sec:
-                result["sasl_plain_username"] = sec["sasl_plain_username"]
-            if "sasl_plain_password" in sec:
-                result["sasl_plain_password"] = sec["sasl_plain_password"]
-        if protocol.endswith("SSL") and with_ssl_context:
-            result["ssl_context"] = self._ssl_context(sec)
-        return result
-
-    @staticmethod
-    def _ssl_context(sec: Mapping[str, Any]) -> ssl.SSLContext:
-        from aiokafka_lite.security import create_ssl_context
-
-        algorithm = str(sec.get("ssl_endpoint_identification_algorithm", "https")).strip()
-        return create_ssl_context(
-            cafile=sec.get("ssl_cafile"),
-            certfile=sec.get("ssl_certfile"),
-            keyfile=sec.get("ssl_keyfile"),
-            password=sec.get("ssl_key_password"),
-            check_hostname=algorithm.lower() == "https",
-        )
+    def _kwargs(self, kind: ClientKind, with_ssl_context: bool) -> dict[str, Any]:
+        kwargs = config_map.client_kwargs(kind, self.settings, with_ssl_context=with_ssl_context)
+        kwargs.setdefault("client_id", "aiokafka-lite-spark")
+        return kwargs
 
     def consumer_kwargs(self, *, with_ssl_context: bool = True) -> dict[str, Any]:
         """Keyword arguments for our ``Consumer`` (without group: the source assigns)."""
-        kwargs: dict[str, Any] = {"bootstrap_servers": self.bootstrap_servers}
-        kwargs.update(self.common)
-        kwargs.update(self.consumer)
-        kwargs.update(self.security_kwargs(with_ssl_context=with_ssl_context))
-        kwargs.setdefault("client_id", "aiokafka-lite-spark")
-        return kwargs
+        return self._kwargs("consumer", with_ssl_context)
 
     def producer_kwargs(self, *, with_ssl_context: bool = True) -> dict[str, Any]:
         """Keyword arguments for our ``Producer`` (idempotent unless switched off)."""
-        kwargs: dict[str, Any] = {"bootstrap_servers": self.bootstrap_servers}
-        kwargs.update(self.common)
-        kwargs.update(self.producer)
-        kwargs.update(self.security_kwargs(with_ssl_context=with_ssl_context))
-        kwargs.setdefault("client_id", "aiokafka-lite-spark")
-        return kwargs
-
-
-def _security_check(security: Mapping[str, Any]) -> None:
-    protocol = str(security.get("security_protocol", "PLAINTEXT")).upper()
-    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
-        raise _fail(
-            "kafka.security.protocol must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, "
-            f"got {security['security_protocol']!r}"
-        )
-    sasl_keys = {"sasl_mechanism", "sasl_jaas_config", "sasl_plain_username", "sasl_plain_password"}
-    ssl_keys = {k for k in security if k.startswith("ssl_")}
-    if not protocol.startswith("SASL") and sasl_keys & set(security):
-        raise _fail(f"kafka.sasl.* options need kafka.security.protocol SASL_*, not {protocol}")
-    if not protocol.endswith("SSL") and ssl_keys:
-        raise _fail(
-            f"kafka.ssl.* options need kafka.security.protocol SSL or SASL_SSL, not {protocol}"
-        )
-    if protocol.startswith("SASL"):
-        mechanism = str(security.get("sasl_mechanism", "PLAIN")).upper()
-        if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
-            raise _fail(
-                "kafka.sasl.mechanism must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 here, "
-                f"got {mechanism!r}"
-            )
-        if "sasl_jaas_config" in security:
-            _parse_jaas(str(security["sasl_jaas_config"]))
-            if "sasl_plain_username" in security:
-                raise _fail("give either kafka.sasl.jaas.config or kafka.sasl.username, not both")
-        elif "sasl_plain_username" not in security or "sasl_plain_password" not in security:
-            raise _fail(
-                f"SASL {mechanism} needs kafka.sasl.jaas.config or kafka.sasl.username and "
-                "kafka.sasl.password"
-            )
+        return self._kwargs("producer", with_ssl_context)
 
 
 def _client_options(
@@ -309,35 +140,27 @@ def _client_options(
     bootstrap = options.get("kafka.bootstrap.servers")
     if bootstrap is None or not bootstrap.strip():
         raise _fail("option kafka.bootstrap.servers is required (host:port[,host:port...])")
-    common: dict[str, Any] = {}
-    consumer: dict[str, Any] = {}
-    producer: dict[str, Any] = {}
-    security: dict[str, Any] = {}
-    targets: dict[Target, dict[str, Any]] = {
-        "common": common,
-        "consumer": consumer,
-        "producer": producer,
-        "security": security,
-    }
+    kafka_options: dict[str, str] = {}
     for key, text in options.items():
-        if not key.startswith("kafka.") or key == "kafka.bootstrap.servers":
+        if not key.startswith("kafka."):
             continue
         name = key[len("kafka.") :]
         if name in REFUSED_CLIENT_OPTIONS:
             raise _fail(f"option kafka.{name} is not supported: {REFUSED_CLIENT_OPTIONS[name]}")
-        spec = CLIENT_OPTIONS.get(name)
-        if spec is None:
-            raise _fail(
-                f"unknown option kafka.{name}; the kafka.* options understood are: "
-                + ", ".join(f"kafka.{n}" for n in sorted(CLIENT_OPTIONS))
-            )
-        if spec.target == "consumer" and purpose == "write":
-            raise _fail(f"option kafka.{name} applies to reads, not writes")
-        if spec.target == "producer" and purpose == "read":
-            raise _fail(f"option kafka.{name} applies to writes, not reads")
-        targets[spec.target][spec.kwarg] = spec.convert(f"kafka.{name}", text)
-    _security_check(security)
-    client = ClientOptions(bootstrap.strip(), common, consumer, producer, security)
+        try:
+            clients = config_map.clients_of(config_map.find_option(name, prefix="kafka."))
+        except errors.ConfigurationError as exc:
+            raise _fail(exc.message) from None
+        if _CLIENT_FOR[purpose] not in clients:
+            other = "writes" if purpose == "read" else "reads"
+            raise _fail(f"option kafka.{name} applies to {other}, not {purpose}s")
+        kafka_options[name] = text
+    try:
+        settings = config_map.parse_config(kafka_options, prefix="kafka.")
+        config_map.check_security(settings, prefix="kafka.")
+    except errors.ConfigurationError as exc:
+        raise _fail(exc.message) from None
+    client = ClientOptions(settings)
     _validate_with_client_config(client, purpose)
     return client
 

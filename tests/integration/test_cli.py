@@ -1,4 +1,4 @@
-"""The ``aiokafka-lite`` console script, run in a subprocess against the real broker."""
+"""The ``aiokafka-lite`` tool, run in a subprocess against the real broker."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import datetime
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,19 +24,19 @@ from aiokafka_lite.testing import find_free_port
 from ._helpers import CLOSE, api_versions_body, produce_one_by_one, serve_requests, unique
 
 
-def _console_script() -> list[str]:
-    script = Path(sys.executable).with_name("aiokafka-lite")
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("aiokafka-lite")
-    if found:
-        return [found]
-    pytest.skip("the aiokafka-lite console script is not installed")
+def cli_command() -> list[str]:
+    """The tool as the console script runs it (``aiokafka_lite.cli:main``), from this checkout.
+
+    ``python -m`` imports the package under test; an installed ``aiokafka-lite`` script
+    may belong to another checkout. tests/unit/test_cli_layout.py checks that the
+    console script names the same ``main``.
+    """
+    return [sys.executable, "-m", "aiokafka_lite.cli"]
 
 
 @pytest.fixture(scope="module")
 def cli() -> list[str]:
-    return _console_script()
+    return cli_command()
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The console script's TLS and SASL options against a broker behind TLS and SASL.
+"""The tool's TLS and SASL options against a broker behind TLS and SASL.
 
 The set-up is the project's SecureStack (tests/reliability): Tansu behind a SASL front
 (PLAIN and SCRAM users) and socat terminating TLS with a test CA.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_cli import _console_script, assert_one_error_line, clean_env, run
+from tests.integration.test_cli import assert_one_error_line, clean_env, cli_command, run
 from tests.reliability.stack import SecureStack
 from tests.reliability.tls import Pki, make_pki, missing_tls_tools
 
@@ -27,7 +27,7 @@ USER, PASSWORD = "ops", "s3cret-ü"
 
 @pytest.fixture(scope="module")
 def cli() -> list[str]:
-    return _console_script()
+    return cli_command()
 
 
 @pytest.fixture(scope="module")

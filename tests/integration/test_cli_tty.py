@@ -18,7 +18,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -26,7 +25,8 @@ from ._helpers import produce_one_by_one, unique
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a Unix terminal")
 
-CLI = str(Path(sys.executable).with_name("aiokafka-lite"))
+#: The tool, from this checkout (see test_cli.cli_command).
+CLI = (sys.executable, "-m", "aiokafka_lite.cli")
 
 
 def env() -> dict[str, str]:
@@ -36,14 +36,14 @@ def env() -> dict[str, str]:
 
 
 def cli_json(*args: str) -> list[dict[str, object]]:
-    done = subprocess.run([CLI, *args], capture_output=True, text=True, env=env(), timeout=60)
+    done = subprocess.run([*CLI, *args], capture_output=True, text=True, env=env(), timeout=60)
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
 def create_topic(bootstrap: str, topic: str) -> None:
     done = subprocess.run(
-        [CLI, "topics", "create", topic, "-p", "1", "-b", bootstrap],
+        [*CLI, "topics", "create", topic, "-p", "1", "-b", bootstrap],
         capture_output=True,
         text=True,
         env=env(),
@@ -142,7 +142,7 @@ def test_bench_progress_bar_in_a_terminal(
 ) -> None:
     topic = unique("bench-tty")
     term = Terminal(
-        CLI,
+        *CLI,
         "bench",
         "produce",
         topic,
@@ -174,7 +174,7 @@ def test_ctrl_c_stops_consume_and_commits_what_it_printed(
     create_topic(bootstrap_servers, topic)
     asyncio.run(produce_one_by_one(bootstrap_servers, topic, 5, prefix="line-"))
     term = Terminal(
-        CLI,
+        *CLI,
         "consume",
         topic,
         "-g",
@@ -200,7 +200,7 @@ def test_ctrl_c_stops_consume_and_commits_what_it_printed(
 def test_typing_records_then_ctrl_c(bootstrap_servers: str, terminals: list[Terminal]) -> None:
     topic = unique("typed")
     create_topic(bootstrap_servers, topic)
-    term = Terminal(CLI, "produce", topic, "-k", ":", "-b", bootstrap_servers)
+    term = Terminal(*CLI, "produce", topic, "-k", ":", "-b", bootstrap_servers)
     terminals.append(term)
     time.sleep(1.0)  # let it connect; what is typed meanwhile waits in the terminal anyway
     os.write(term.fd, b"k1:first\rk2:second\r")  # Enter sends a carriage return
@@ -226,7 +226,7 @@ def test_typing_records_then_ctrl_c(bootstrap_servers: str, terminals: list[Term
 
 
 def test_ctrl_c_stops_the_embedded_broker(terminals: list[Terminal]) -> None:
-    term = Terminal(CLI, "broker", "--port", "0")
+    term = Terminal(*CLI, "broker", "--port", "0")
     terminals.append(term)
     term.read_until(r"press Ctrl-C to stop")
     term.press_ctrl_c()
@@ -242,7 +242,9 @@ class Tmux:
 
     def __init__(self, command: str) -> None:
         self.name = unique("aiokafka-lite-test")
-        self._tmux("new-session", "-d", "-s", self.name, "-x", "160", "-y", "40", "sh")
+        self._tmux(
+            "new-session", "-d", "-s", self.name, "-c", os.getcwd(), "-x", "160", "-y", "40", "sh"
+        )
         self.type(f"{command}; echo EXIT=$?")
         self.keys("Enter")
 
@@ -296,7 +298,7 @@ def test_tmux_session(bootstrap_servers: str, tmux: type[Tmux]) -> None:
     topic = unique("tmux")
     b = f"-b {shlex.quote(bootstrap_servers)}"
     create_topic(bootstrap_servers, topic)  # one partition: the offsets below are known
-    session = tmux(f"{shlex.quote(CLI)} bench produce {topic} --records 30000 {b}")
+    session = tmux(f"{shlex.join(CLI)} bench produce {topic} --records 30000 {b}")
     screen = session.wait_for(r"EXIT=\d+")
     assert "EXIT=0" in screen, screen
     # The bar was redrawn on one line: the screen shows its final state once.
@@ -304,7 +306,7 @@ def test_tmux_session(bootstrap_servers: str, tmux: type[Tmux]) -> None:
     assert "records/s" in bar and "MB/s" in bar
     assert re.search(rf"^Produced 30000 records \(.*\) to {topic} in .* MB/s$", screen, re.M)
 
-    watching = tmux(f"{shlex.quote(CLI)} consume {topic} -p 0 --offset 29997 -f '{{offset}}' {b}")
+    watching = tmux(f"{shlex.join(CLI)} consume {topic} -p 0 --offset 29997 -f '{{offset}}' {b}")
     watching.wait_for(r"29999")
     time.sleep(0.3)
     assert not re.search(r"EXIT=\d", watching.screen())  # still waiting for more records

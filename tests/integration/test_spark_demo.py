@@ -7,8 +7,12 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "examples" / "spark_pipeline.py"
 
 pytest.importorskip("pyspark.sql.datasource")
 if shutil.which("java") is None:
@@ -21,6 +25,8 @@ def test_demo_runs_end_to_end_and_checks_its_totals(
 ) -> None:
     env = dict(os.environ)
     env.pop("PYSPARK_SUBMIT_ARGS", None)
+    # The package of this checkout, as `make demo` has it from its editable install.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     if broker_kind == "tansu":
         # As `make demo` on a fresh machine: the demo starts its own embedded broker.
         env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
@@ -28,7 +34,7 @@ def test_demo_runs_end_to_end_and_checks_its_totals(
         # Against the session's (other) broker, as against any external cluster.
         env["KAFKA_BOOTSTRAP_SERVERS"] = bootstrap_servers
     done = subprocess.run(
-        [sys.executable, "-m", "aiokafka_lite.demo", "--duration", "8", "--rate", "200"],
+        [sys.executable, str(DEMO), "--duration", "8", "--rate", "200"],
         env=env,
         capture_output=True,
         text=True,

@@ -11,8 +11,9 @@ from types import SimpleNamespace
 import pytest
 
 from aiokafka_lite import cli, errors
-from aiokafka_lite.cli_bench import ProgressBar
-from aiokafka_lite.cli_records import RecordFormatter, rate_summary
+from aiokafka_lite.cli.bench import ProgressBar
+from aiokafka_lite.cli.consume import RecordFormatter
+from aiokafka_lite.cli.shared import rate_summary
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -61,8 +62,8 @@ def test_config_file(tmp_path: Path) -> None:
         "bootstrap_servers": "b1:9092,b2:9092",
         "security_protocol": "SASL_PLAINTEXT",
         "sasl_mechanism": "SCRAM-SHA-256",
-        "sasl_username": "alice",
-        "sasl_password": "s3cret",
+        "sasl_plain_username": "alice",
+        "sasl_plain_password": "s3cret",
     }
     conn = cli.resolve_connection(parse("topics", "list", "--config", str(path)), "x")
     assert conn.bootstrap_servers == "b1:9092,b2:9092"

@@ -1,4 +1,4 @@
-"""The data pipeline demo: ``make demo`` or ``python -m aiokafka_lite.demo``.
+"""The data pipeline demo: ``make demo``, or ``python examples/spark_pipeline.py``.
 
 A small, real streaming pipeline, with aiokafka_lite doing every byte of Kafka I/O:
 
@@ -481,7 +481,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m aiokafka_lite.demo",
+        prog="python examples/spark_pipeline.py",
         description="Page views -> Spark windowed counts -> results topic, all through "
         "aiokafka_lite. Uses $KAFKA_BOOTSTRAP_SERVERS, else an embedded broker.",
     )

@@ -7,33 +7,39 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from aiokafka_lite import errors
 from aiokafka_lite._aio import wait_for
-from aiokafka_lite.cli import (
+from aiokafka_lite.cli.produce import add_producer_flags, producer_kwargs
+from aiokafka_lite.cli.shared import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     CliError,
+    Leaf,
+    Parser,
     StopSignal,
-    _positive_int,
+    check_topics,
     describe_error,
     error_line,
     exit_code_for,
     out,
-    resolve_connection,
-)
-from aiokafka_lite.cli_records import (
-    CODECS,
-    check_topics,
-    parse_acks,
-    producer_kwargs,
+    positive_int,
     rate_summary,
+    resolve_connection,
 )
 from aiokafka_lite.structs import TopicPartition
 
-__all__ = ["ProgressBar", "add_bench_parser"]
+__all__ = ["ProgressBar", "add_bench_parser", "cmd_bench_consume", "cmd_bench_produce"]
+
+#: bench produce's producer settings where neither a flag nor the config file gives them.
+BENCH_PRODUCE_DEFAULTS: Mapping[str, Any] = {
+    "acks": 1,
+    "compression_type": "none",
+    "linger_ms": 5.0,
+    "max_batch_size": 65536,
+}
 
 
 class ProgressBar:
@@ -119,7 +125,7 @@ async def cmd_bench_produce(args: argparse.Namespace) -> int:
     conn = resolve_connection(args, "aiokafka-lite-bench")
     await check_topics(conn, [args.topic], create=args.create)
     payload = os.urandom(args.record_size)
-    producer = Producer(**producer_kwargs(conn, args))
+    producer = Producer(**producer_kwargs(conn, args, BENCH_PRODUCE_DEFAULTS))
     await producer.start()
     delivered = 0
     failures: list[BaseException] = []
@@ -177,7 +183,11 @@ async def cmd_bench_consume(args: argparse.Namespace) -> int:
             total = sum((highs[tp].offset or 0) - (lows[tp].offset or 0) for tp in tps)
             if total <= 0:
                 raise CliError(f"topic {args.topic!r} is empty: nothing to consume")
-    kwargs = conn.client_kwargs()
+    # Every partition from its beginning, outside any group (the config file's group
+    # options do not apply).
+    kwargs = conn.client_kwargs("consumer")
+    for key in ("group_id", "group_instance_id"):
+        kwargs.pop(key, None)
     kwargs.update(enable_auto_commit=False, auto_offset_reset="earliest")
     consumer = Consumer(**kwargs)
     await consumer.start()
@@ -215,13 +225,9 @@ async def cmd_bench_consume(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_bench_parser(
-    commands: Any, leaf: Callable[..., argparse.ArgumentParser], parser_class: type[Any]
-) -> None:
+def add_bench_parser(commands: Any, leaf: Leaf) -> None:
     bench = commands.add_parser("bench", help="measure produce or consume throughput")
-    actions = bench.add_subparsers(
-        dest="bench_command", metavar="ACTION", parser_class=parser_class
-    )
+    actions = bench.add_subparsers(dest="bench_command", metavar="ACTION", parser_class=Parser)
     actions.required = True
 
     def add_progress(p: argparse.ArgumentParser) -> None:
@@ -234,16 +240,13 @@ def add_bench_parser(
 
     p = leaf(actions, "produce", cmd_bench_produce, "send N records of a given size")
     p.add_argument("topic", metavar="TOPIC")
-    p.add_argument("-n", "--records", type=_positive_int, default=100_000)
-    p.add_argument("-s", "--record-size", type=_positive_int, default=100, help="value bytes")
-    p.add_argument("-z", "--codec", "--compression", dest="codec", choices=CODECS, default="none")
-    p.add_argument("--acks", type=parse_acks, default=1, metavar="{0,1,all}", help="default 1")
-    p.add_argument("--linger-ms", type=float, default=5.0)
-    p.add_argument("--batch-size", type=_positive_int, default=65536, help="bytes per batch")
+    p.add_argument("-n", "--records", type=positive_int, default=100_000)
+    p.add_argument("-s", "--record-size", type=positive_int, default=100, help="value bytes")
+    add_producer_flags(p, BENCH_PRODUCE_DEFAULTS)
     p.add_argument("--create", action="store_true", help="create the topic if it does not exist")
     add_progress(p)
     p = leaf(actions, "consume", cmd_bench_consume, "read a topic from the beginning")
     p.add_argument("topic", metavar="TOPIC")
-    p.add_argument("-n", "--records", type=_positive_int, help="default: all records there now")
+    p.add_argument("-n", "--records", type=positive_int, help="default: all records there now")
     p.add_argument("--idle-timeout", type=float, default=10.0, metavar="SECONDS")
     add_progress(p)
