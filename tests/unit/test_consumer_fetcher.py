@@ -11,13 +11,8 @@ from hypothesis import strategies as st
 
 from aiokafka_lite import errors
 from aiokafka_lite.consumer import ConsumerConfig, ConsumerRecord, RecordDeserializationError
-from aiokafka_lite.consumer.fetcher import (
-    Fetcher,
-    FetcherStats,
-    FetchSessionHandler,
-    _CompletedFetch,
-    scan_next_offset,
-)
+from aiokafka_lite.consumer.fetched import CompletedFetch, scan_next_offset
+from aiokafka_lite.consumer.fetcher import Fetcher, FetcherStats, FetchSessionHandler
 from aiokafka_lite.consumer.subscription import PartitionState, SubscriptionState
 from aiokafka_lite.protocol.records import (
     BatchBuilder,
@@ -68,16 +63,16 @@ def marker(kind: int, offset: int, pid: int) -> bytes:
 
 def completed(
     data: bytes, start: int = 0, aborted: list[tuple[int, int]] | None = None, **config: object
-) -> tuple[_CompletedFetch, PartitionState]:
+) -> tuple[CompletedFetch, PartitionState]:
     state = PartitionState()
     state.seek(start)
     cfg = ConsumerConfig.from_kwargs(**config)
-    return _CompletedFetch(
+    return CompletedFetch(
         TP, state, state.epoch, start, data, aborted, cfg, -1, _raise_corruption
     ), state
 
 
-def _raise_corruption(cf: _CompletedFetch, exc: Exception) -> errors.KafkaError:
+def _raise_corruption(cf: CompletedFetch, exc: Exception) -> errors.KafkaError:
     """The corruption handler of these tests: report every corrupt batch."""
     assert isinstance(exc, errors.KafkaError)
     return exc

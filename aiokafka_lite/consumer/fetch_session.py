@@ -1,0 +1,93 @@
+"""The client side of a KIP-227 fetch session with one broker: after a full fetch that
+opened a session, later fetches carry only the partitions whose fetch state changed,
+and name the ones no longer wanted."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from aiokafka_lite.structs import TopicPartition
+
+__all__ = ["FetchSessionHandler"]
+
+log = logging.getLogger(__name__)
+
+_INT32_MAX = 2**31 - 1
+# Error codes after which the session is started again with a full fetch.
+_FETCH_SESSION_ID_NOT_FOUND = 70
+_INVALID_FETCH_SESSION_EPOCH = 71
+_FETCH_SESSION_TOPIC_ID_ERROR = 106
+
+
+class FetchSessionHandler:
+    """Client side of a KIP-227 fetch session with one broker."""
+
+    INITIAL_EPOCH = 0
+    FINAL_EPOCH = -1
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+        self.session_id = 0
+        self.epoch = self.INITIAL_EPOCH
+        #: What the broker's session holds per partition: (fetch_offset, max_bytes, epoch).
+        self.session: dict[TopicPartition, tuple[int, int, int]] = {}
+        self._pending: dict[TopicPartition, tuple[int, int, int]] | None = None
+        self._pending_full = True
+
+    @property
+    def full_next(self) -> bool:
+        return self.session_id == 0 or self.epoch == self.INITIAL_EPOCH
+
+    def build(
+        self, wanted: Mapping[TopicPartition, tuple[int, int, int]]
+    ) -> tuple[dict[TopicPartition, tuple[int, int, int]], list[TopicPartition], int, int]:
+        """Partitions to send, partitions to forget, session id and epoch."""
+        self._pending = dict(wanted)
+        if self.full_next:
+            self._pending_full = True
+            return dict(wanted), [], self.session_id, self.epoch
+        self._pending_full = False
+        to_send = {tp: data for tp, data in wanted.items() if self.session.get(tp) != data}
+        forget = [tp for tp in self.session if tp not in wanted]
+        return to_send, forget, self.session_id, self.epoch
+
+    def handle_response(self, error_code: int, session_id: int) -> bool:
+        """Update after a response; False when the session broke (retry with a full fetch)."""
+        pending, self._pending = self._pending, None
+        if error_code in (
+            _FETCH_SESSION_ID_NOT_FOUND,
+            _INVALID_FETCH_SESSION_EPOCH,
+            _FETCH_SESSION_TOPIC_ID_ERROR,
+        ):
+            log.debug(
+                "fetch session %s with node %s reset: error %s",
+                self.session_id,
+                self.node_id,
+                error_code,
+            )
+            self.reset()
+            return False
+        if error_code:
+            self.reset()
+            return False
+        if self._pending_full:
+            if session_id:
+                self.session_id = session_id
+                self.epoch = 1
+                self.session = dict(pending or {})
+            else:
+                # The broker made no session (or does not support them): stay sessionless.
+                self.session_id = 0
+                self.epoch = self.INITIAL_EPOCH
+                self.session = {}
+            return True
+        self.session = dict(pending or {})
+        self.epoch = 1 if self.epoch >= _INT32_MAX else self.epoch + 1
+        return True
+
+    def reset(self) -> None:
+        self.session_id = 0
+        self.epoch = self.INITIAL_EPOCH
+        self.session = {}
+        self._pending = None

@@ -1,0 +1,332 @@
+"""What one Fetch response brought for one partition, handed to the application in order.
+
+:class:`CompletedFetch` decodes its batches when the application asks for records (never
+a whole response at once), skips aborted transactions and control batches with
+``read_committed``, runs the deserializers, and stops at a record it cannot hand over
+(the delivery contract: see docs/consumer.md). :func:`scan_next_offset` reads only batch
+headers, to know where the next fetch starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from aiokafka_lite import errors
+from aiokafka_lite.consumer._errors import RecordDeserializationError
+from aiokafka_lite.consumer.config import ConsumerConfig
+from aiokafka_lite.consumer.subscription import PartitionState
+from aiokafka_lite.errors import CorruptRecordError
+from aiokafka_lite.protocol.records import ConsumerRecord, ControlRecordType, iter_batches
+from aiokafka_lite.structs import TopicPartition
+
+__all__ = ["CompletedFetch", "CorruptionHandler", "scan_next_offset"]
+
+log = logging.getLogger(__name__)
+
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_new_tuple = tuple.__new__
+
+
+def scan_next_offset(data: bytes | memoryview) -> int | None:
+    """The offset after the last complete batch in fetched ``records`` bytes.
+
+    Reads only batch headers (no CRC, no decompression). ``None`` when there is no
+    complete batch.
+    """
+    n = len(data)
+    pos = 0
+    next_offset: int | None = None
+    while n - pos >= 17:
+        length = _I32.unpack_from(data, pos + 8)[0]
+        end = pos + 12 + length
+        if length <= 0 or end > n:
+            break
+        base = _I64.unpack_from(data, pos)[0]
+        if data[pos + 16] >= 2:
+            if n - pos < 27:
+                break
+            next_offset = base + _I32.unpack_from(data, pos + 23)[0] + 1
+        else:
+            # A legacy message (or compressed wrapper) carries its last offset.
+            next_offset = base + 1
+        pos = end
+    return next_offset
+
+
+#: What a completed fetch calls when it meets a batch it cannot decode: the error to
+#: raise to the user, or None to fetch the batch again without raising.
+CorruptionHandler = Callable[["CompletedFetch", Exception], "errors.KafkaError | None"]
+
+
+class CompletedFetch:
+    """The records of one partition from one Fetch response, decoded on demand.
+
+    It hands records over in order and stops at one it cannot hand over: the records
+    before it are returned, and ``error`` says why it stopped, for the caller to raise
+    once nothing is ahead of it. A record whose deserializer raises keeps the fetch on
+    it (each later call tries it again, so the error is raised again until the user
+    seeks past it). A batch that fails its CRC or cannot be decoded ends the fetch: the
+    partition is fetched again from the first record not handed over (see
+    ``Fetcher._corrupt``).
+    """
+
+    __slots__ = (
+        "_aborted",
+        "_aborted_pids",
+        "_batches",
+        "_key_des",
+        "_on_corrupt",
+        "_past_first",
+        "_recs",
+        "_value_des",
+        "batch_epoch",
+        "batch_next",
+        "epoch",
+        "error",
+        "finished",
+        "high_watermark",
+        "i",
+        "n",
+        "nbytes",
+        "partition",
+        "read_committed",
+        "start_offset",
+        "state",
+        "topic",
+        "tp",
+    )
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        state: PartitionState,
+        epoch: int,
+        start_offset: int,
+        data: bytes,
+        aborted: list[tuple[int, int]] | None,
+        config: ConsumerConfig,
+        high_watermark: int,
+        on_corrupt: CorruptionHandler,
+    ) -> None:
+        self.tp = tp
+        self.topic = tp.topic
+        self.partition = tp.partition
+        self.state = state
+        self.epoch = epoch
+        self.start_offset = start_offset
+        self.high_watermark = high_watermark
+        self.nbytes = len(data)
+        self.read_committed = config.read_committed
+        self._batches: Iterator[Any] = iter_batches(
+            data,
+            check_crc=config.check_crcs,
+            max_decompressed_size=max(config.fetch_max_bytes, 64 * 1048576),
+        )
+        self._aborted = sorted(aborted or (), key=lambda a: a[1])
+        self._aborted_pids: set[int] = set()
+        self._key_des = config.key_deserializer
+        self._value_des = config.value_deserializer
+        self._on_corrupt = on_corrupt
+        self._recs: list[ConsumerRecord[Any, Any]] = []
+        self.i = 0
+        self.n = 0
+        #: The offset after the last batch loaded (the fetch offset before the first).
+        self.batch_next = start_offset
+        self.batch_epoch = -1
+        #: Why the last call stopped short of a record (raised by the caller), or None.
+        self.error: errors.KafkaError | None = None
+        #: Nothing more to hand over (every batch read, or the rest dropped as corrupt).
+        self.finished = False
+        self._past_first = False
+
+    @property
+    def valid(self) -> bool:
+        s = self.state
+        return s.epoch == self.epoch and not s.paused and not s.pending_revocation
+
+    def _next_batch(self) -> bool:
+        """Load the next batch with records to return; False when none is left."""
+        self._recs = []
+        self.i = self.n = 0
+        state = self.state
+        if not self._past_first and state.position != self.start_offset:
+            # Fetched ahead from an offset a damaged batch header gave: the partition is
+            # elsewhere. Fetch again from its position.
+            log.debug(
+                "%s: fetched from %d, position is %s", self.tp, self.start_offset, state.position
+            )
+            state.drop_fetched()
+            self.finished = True
+            return False
+        try:
+            loaded = self._load_batch()
+        except Exception as exc:  # CRC, framing, decompression, record layout
+            self.finished = True
+            self.error = self._on_corrupt(self, exc)
+            return False
+        if not loaded:
+            self.finished = True
+        return loaded
+
+    def _load_batch(self) -> bool:
+        state = self.state
+        for batch in self._batches:
+            self._check_offsets(batch)
+            if self.read_committed:
+                last = batch.last_offset
+                aborted = self._aborted
+                while aborted and aborted[0][1] <= last:
+                    self._aborted_pids.add(aborted.pop(0)[0])
+                if batch.is_control:
+                    marker = batch.control_record()
+                    if marker is not None and marker.type == ControlRecordType.ABORT:
+                        self._aborted_pids.discard(batch.producer_id)
+                    self._skip(batch)
+                    continue
+                if batch.is_transactional and batch.producer_id in self._aborted_pids:
+                    self._skip(batch)
+                    continue
+            elif batch.is_control:
+                self._skip(batch)
+                continue
+            recs = self._decode(batch)
+            self.batch_next = batch.next_offset
+            if state.corrupt_offset is not None:
+                # The batch that was corrupt here decodes now: the partition is well again.
+                state.corrupt_offset = state.failure = None
+            if not recs:
+                state.position = max(state.position or 0, batch.next_offset)
+                continue
+            self._recs = recs
+            self.n = len(recs)
+            self.batch_epoch = batch.partition_leader_epoch
+            return True
+        return False
+
+    def _skip(self, batch: Any) -> None:
+        """Move past a batch that holds nothing for the user (control, aborted)."""
+        self.batch_next = batch.next_offset
+        self.state.position = max(self.state.position or 0, batch.next_offset)
+
+    def _check_offsets(self, batch: Any) -> None:
+        """Refuse offsets no broker sends: a v2 batch's base offset is outside its CRC,
+        so a damaged one shows only here (batches in order, below the high watermark)."""
+        hw = self.high_watermark
+        if hw >= 0 and batch.last_offset >= hw:
+            raise CorruptRecordError(
+                f"batch at offset {batch.base_offset} ends at {batch.last_offset}, "
+                f"past the high watermark {hw}"
+            )
+        if self._past_first and batch.magic == 2 and batch.base_offset < self.batch_next:
+            raise CorruptRecordError(
+                f"batch at offset {batch.base_offset} overlaps the one before "
+                f"(which ended before {self.batch_next})"
+            )
+        self._past_first = True
+
+    def _decode(self, batch: Any) -> list[ConsumerRecord[Any, Any]]:
+        """The batch's records at or after the fetch offset, key and value still raw."""
+        records: list[ConsumerRecord[Any, Any]] = batch.records(
+            self.topic, self.partition, self.start_offset
+        )
+        return records
+
+    def _deserialize(self, r: ConsumerRecord[Any, Any]) -> ConsumerRecord[Any, Any]:
+        key = r[5]
+        value = r[6]
+        origin = "key"
+        try:
+            if key is not None and self._key_des is not None:
+                key = self._key_des(key)
+            origin = "value"
+            if value is not None and self._value_des is not None:
+                value = self._value_des(value)
+        except Exception as exc:
+            raise RecordDeserializationError(
+                f"the {origin} deserializer failed on the record at offset {r[2]} of "
+                f"{self.topic}-{self.partition}: {exc!r} (the consumer stays on it; "
+                f"seek to offset {r[2] + 1} to skip it)",
+                topic=self.topic,
+                partition=self.partition,
+                offset=r[2],
+                key=r[5],
+                value=r[6],
+                headers=r[10],
+                timestamp=r[3],
+                origin=origin,
+                record=r,
+            ) from exc
+        return _new_tuple(
+            ConsumerRecord,
+            (r[0], r[1], r[2], r[3], r[4], key, value, r[7], r[8], r[9], r[10], r[11]),
+        )
+
+    def _stop_at(self, i: int, exc: errors.KafkaError) -> None:
+        """Stay on record ``i``, which could not be handed over."""
+        self.i = i
+        self.error = exc
+        self.state.position = self._recs[i][2]
+
+    def take(self, max_records: int) -> list[ConsumerRecord[Any, Any]]:
+        """Up to ``max_records`` records; moves the partition's position past them.
+
+        Returns fewer only when the fetch is ``finished`` or ``error`` is set.
+        """
+        out: list[ConsumerRecord[Any, Any]] = []
+        if self.finished:
+            return out
+        self.error = None
+        state = self.state
+        plain = self._key_des is None and self._value_des is None
+        while len(out) < max_records:
+            if self.i >= self.n and not self._next_batch():
+                break
+            i = self.i
+            stop = min(self.n, i + max_records - len(out))
+            recs = self._recs
+            if plain:
+                if i == 0 and stop == self.n and not out:
+                    out = recs
+                else:
+                    out.extend(recs[i:stop])
+                i = stop
+            else:
+                while i < stop:
+                    try:
+                        out.append(self._deserialize(recs[i]))
+                    except RecordDeserializationError as exc:
+                        self._stop_at(i, exc)
+                        return out
+                    i += 1
+            self.i = i
+            state.position = recs[i - 1][2] + 1 if i < self.n else self.batch_next
+            state.leader_epoch = self.batch_epoch
+        return out
+
+    def next_one(self) -> ConsumerRecord[Any, Any] | None:
+        """One record, or None when this fetch is used up or ``error`` is set."""
+        if self.finished:
+            return None
+        self.error = None
+        i = self.i
+        if i >= self.n:
+            if not self._next_batch():
+                return None
+            i = 0
+        r = self._recs[i]
+        if self._key_des is not None or self._value_des is not None:
+            try:
+                r = self._deserialize(r)
+            except RecordDeserializationError as exc:
+                self._stop_at(i, exc)
+                return None
+        i += 1
+        self.i = i
+        state = self.state
+        state.position = r[2] + 1 if i < self.n else self.batch_next
+        state.leader_epoch = self.batch_epoch
+        return r
