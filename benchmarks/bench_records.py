@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from aiokafka_lite.protocol.records import BatchBuilder, iter_batches
+from aiokafka_lite.protocol.records import RecordBatchBuilder, iter_batches
 
 BATCH_SIZE = 16384
 # name -> (codec id, our compression level). aiokafka always compresses lz4 at level 9
@@ -56,12 +56,14 @@ def make_records(n: int) -> list[Rec]:
 
 def encode_lite(records: Sequence[Rec], codec: int, level: int | None = None) -> list[bytes]:
     out = []
-    builder = BatchBuilder(compression=codec, max_size=BATCH_SIZE, compression_level=level)
+    builder = RecordBatchBuilder(compression=codec, max_size=BATCH_SIZE, compression_level=level)
     append = builder.append
     for ts, key, value in records:
         if append(ts, key, value) is None:
             out.append(builder.build())
-            builder = BatchBuilder(compression=codec, max_size=BATCH_SIZE, compression_level=level)
+            builder = RecordBatchBuilder(
+                compression=codec, max_size=BATCH_SIZE, compression_level=level
+            )
             append = builder.append
             append(ts, key, value)
     out.append(builder.build())

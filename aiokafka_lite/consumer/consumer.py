@@ -60,7 +60,8 @@ class OffsetAndTimestamp(NamedTuple):
     leader_epoch: int = -1
 
 
-OffsetSpec = int | OffsetAndMetadata | tuple[int, str]
+#: What commit() takes per partition: an offset, (offset, metadata) or OffsetAndMetadata.
+CommitOffset = int | OffsetAndMetadata | tuple[int, str]
 
 
 class Consumer:
@@ -717,7 +718,7 @@ class Consumer:
 
     async def commit(
         self,
-        offsets: Mapping[TopicPartition, OffsetSpec] | None = None,
+        offsets: Mapping[TopicPartition, CommitOffset] | None = None,
         timeout_ms: int | None = None,
     ) -> None:
         """Commit the consumed positions (or the given offsets, with metadata).
@@ -917,7 +918,7 @@ class Consumer:
 AIOKafkaConsumer = Consumer
 
 
-def _offset_and_metadata(tp: TopicPartition, spec: OffsetSpec) -> OffsetAndMetadata:
+def _offset_and_metadata(tp: TopicPartition, spec: CommitOffset) -> OffsetAndMetadata:
     if isinstance(spec, OffsetAndMetadata):
         om = spec
     elif isinstance(spec, int) and not isinstance(spec, bool):

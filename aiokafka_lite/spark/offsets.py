@@ -19,7 +19,7 @@ from aiokafka_lite.spark.options import (
     EARLIEST,
     LATEST,
     ClientOptions,
-    OffsetSpec,
+    ReadBound,
     ReadOptions,
     TopicSelection,
 )
@@ -272,7 +272,7 @@ class OffsetResolver:
 
     async def resolve(
         self,
-        spec: OffsetSpec,
+        spec: ReadBound,
         tps: list[TopicPartition],
         *,
         option: str,

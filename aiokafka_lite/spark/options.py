@@ -33,7 +33,7 @@ __all__ = [
     "EARLIEST",
     "LATEST",
     "ClientOptions",
-    "OffsetSpec",
+    "ReadBound",
     "ReadOptions",
     "TopicSelection",
     "WriteOptions",
@@ -209,7 +209,7 @@ class TopicSelection:
 
 
 @dataclass(frozen=True)
-class OffsetSpec:
+class ReadBound:
     """Where a read starts or ends.
 
     ``kind`` is ``earliest``, ``latest``, ``offsets`` (per-partition; ``-2`` earliest,
@@ -232,8 +232,8 @@ class ReadOptions:
 
     client: ClientOptions
     selection: TopicSelection
-    starting: OffsetSpec
-    ending: OffsetSpec
+    starting: ReadBound
+    ending: ReadBound
     streaming: bool
     include_headers: bool = False
     fail_on_data_loss: bool = True
@@ -398,16 +398,16 @@ def _offset_json(name: str, text: str) -> tuple[tuple[TopicPartition, int], ...]
     return tuple(result)
 
 
-def _offset_spec(name: str, text: str) -> OffsetSpec:
+def _offset_spec(name: str, text: str) -> ReadBound:
     lowered = text.strip().lower()
     if lowered == "earliest":
-        return OffsetSpec("earliest")
+        return ReadBound("earliest")
     if lowered == "latest":
-        return OffsetSpec("latest")
-    return OffsetSpec("offsets", offsets=_offset_json(name, text))
+        return ReadBound("latest")
+    return ReadBound("offsets", offsets=_offset_json(name, text))
 
 
-def _check_offsets_cover(name: str, spec: OffsetSpec, selection: TopicSelection) -> None:
+def _check_offsets_cover(name: str, spec: ReadBound, selection: TopicSelection) -> None:
     """Per-partition JSON must name selected topics only (assign: exactly the partitions)."""
     if spec.kind != "offsets":
         return
@@ -451,22 +451,22 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
         raise _fail("give either endingOffsets or endingTimestamp, not both")
 
     if "startingtimestamp" in opts:
-        starting = OffsetSpec(
+        starting = ReadBound(
             "timestamp", timestamp=_to_int("startingTimestamp", opts["startingtimestamp"])
         )
     elif "startingoffsets" in opts:
         starting = _offset_spec("startingOffsets", opts["startingoffsets"])
     else:
-        starting = OffsetSpec("latest" if streaming else "earliest")
+        starting = ReadBound("latest" if streaming else "earliest")
 
     if "endingtimestamp" in opts:
-        ending = OffsetSpec(
+        ending = ReadBound(
             "timestamp", timestamp=_to_int("endingTimestamp", opts["endingtimestamp"])
         )
     elif "endingoffsets" in opts:
         ending = _offset_spec("endingOffsets", opts["endingoffsets"])
     else:
-        ending = OffsetSpec("latest")
+        ending = ReadBound("latest")
 
     if streaming is False:
         if starting.kind == "latest" or any(o == LATEST for _, o in starting.offsets):

@@ -252,7 +252,7 @@ def _sample_body(fields: tuple[Field, ...], version: int, counter: Iterator[int]
 
 
 def _sample_batch(n: int, compression: int = codecs.NONE) -> bytes:
-    builder = records.BatchBuilder(compression=compression)
+    builder = records.RecordBatchBuilder(compression=compression)
     builder.append(1_700_000_000_000 + n, b"key", b"value-%d" % n, [("h", b"v"), ("n", None)])
     builder.append(1_700_000_000_001 + n, None, None)
     return builder.build()
@@ -264,7 +264,7 @@ def _record_seeds() -> Iterator[bytes]:
             continue
         v2 = _sample_batch(codec, codec)
         yield v2
-        builder = records.BatchBuilder(compression=codec)
+        builder = records.RecordBatchBuilder(compression=codec)
         builder.set_producer_state(1000, 3, 42, is_transactional=True)
         builder.append(1_700_000_000_000, b"k" * 40, b"v" * 300)
         yield builder.build() + v2
@@ -299,7 +299,7 @@ def seeds(target: str) -> list[bytes]:
                 first = blob[: records.LOG_OVERHEAD + struct.unpack_from(">i", blob, 8)[0]]
                 out += [bytes([mode]) + first for mode in (0, 1, 0x32)]
         # a long batch of uniform records: the consumer decodes those in "runs"
-        builder = records.BatchBuilder(max_size=1 << 20)
+        builder = records.RecordBatchBuilder(max_size=1 << 20)
         for i in range(300):
             builder.append(1_700_000_000_000 + i, b"k%03d" % i, b"v" * 20)
         out.append(b"\x00" + builder.build())

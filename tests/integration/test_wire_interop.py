@@ -27,7 +27,7 @@ from confluent_kafka import Producer as PeerProducer
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.protocol import codecs
 from aiokafka_lite.protocol.api import ApiKey
-from aiokafka_lite.protocol.records import BatchBuilder, iter_batches
+from aiokafka_lite.protocol.records import RecordBatchBuilder, iter_batches
 from aiokafka_lite.structs import TopicPartition
 from aiokafka_lite.testing import EmbeddedBroker
 
@@ -53,7 +53,7 @@ def sample_rows(base_ts: int, *, binary: bool) -> list[Row]:
 
 
 def build_batch(rows: list[Row], codec: str) -> bytes:
-    builder = BatchBuilder(compression=None if codec == "none" else codec, max_size=10**7)
+    builder = RecordBatchBuilder(compression=None if codec == "none" else codec, max_size=10**7)
     for ts, key, value, headers in rows:
         assert builder.append(ts, key, value, list(headers)) is not None
     return builder.build()

@@ -24,7 +24,7 @@ from aiokafka_lite import errors
 from aiokafka_lite.consumer import ConsumerConfig, RecordDeserializationError
 from aiokafka_lite.consumer.fetcher import Fetcher, FetchSessionHandler
 from aiokafka_lite.consumer.subscription import SubscriptionState
-from aiokafka_lite.protocol.records import BatchBuilder
+from aiokafka_lite.protocol.records import RecordBatchBuilder
 from aiokafka_lite.structs import TopicPartition
 
 T0 = TopicPartition("t", 0)
@@ -53,7 +53,7 @@ def make_log(
     out = []
     base = 0
     for n in sizes:
-        builder = BatchBuilder(compression=compression, base_offset=base, max_size=1 << 22)
+        builder = RecordBatchBuilder(compression=compression, base_offset=base, max_size=1 << 22)
         for i in range(n):
             offset = base + i
             builder.append(

@@ -15,8 +15,8 @@ from aiokafka_lite.consumer.fetched import CompletedFetch, scan_next_offset
 from aiokafka_lite.consumer.fetcher import Fetcher, FetcherStats, FetchSessionHandler
 from aiokafka_lite.consumer.subscription import PartitionState, SubscriptionState
 from aiokafka_lite.protocol.records import (
-    BatchBuilder,
     ControlRecordType,
+    RecordBatchBuilder,
     build_control_batch,
     decode_v2_records,
     iter_batches,
@@ -36,7 +36,7 @@ def batch(
     compression: str | None = None,
     epoch: int = 5,
 ) -> bytes:
-    builder = BatchBuilder(
+    builder = RecordBatchBuilder(
         compression=compression,
         base_offset=base,
         producer_id=pid,
@@ -234,7 +234,7 @@ def test_codec_matches_the_reference_codec(
 ) -> None:
     """Records of every shape: the bytes written are the reference encoder's, and what
     is decoded from them is what the reference decoder reads."""
-    builder = BatchBuilder(base_offset=base, max_size=1 << 24, partition_leader_epoch=3)
+    builder = RecordBatchBuilder(base_offset=base, max_size=1 << 24, partition_leader_epoch=3)
     for ts, key, value, headers in records:
         builder.append(ts, key, value, headers)
     data = builder.build()

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from aiokafka_lite import errors
 from aiokafka_lite.protocol.records import (
-    BatchBuilder,
     ConsumerRecord,
+    RecordBatchBuilder,
     build_batch,
     decode_v2_records,
     encode_record,
@@ -94,7 +94,7 @@ def _uniform_batch(
     | None = None,
     log_append: bool = False,
 ) -> bytes:
-    builder = BatchBuilder(
+    builder = RecordBatchBuilder(
         max_size=1 << 26,
         base_offset=1000,
         partition_leader_epoch=4,
@@ -206,7 +206,7 @@ def test_corrupted_uniform_batches_fail_like_the_general_path(
 def test_collector_is_paused_per_batch_and_always_restored(monkeypatch: pytest.MonkeyPatch) -> None:
     import gc
 
-    builder = BatchBuilder(max_size=10**7)
+    builder = RecordBatchBuilder(max_size=10**7)
     for i in range(1000):
         builder.append(BASE_TS + i, None, b"v%d" % i)
     data = builder.build()

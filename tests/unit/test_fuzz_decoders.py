@@ -268,7 +268,7 @@ def test_record_decoder_on_mutated_batches(data: bytes) -> None:
 def test_record_decoder_skips_every_record_below_min_offset() -> None:
     from aiokafka_lite.protocol.records import decode_v2_records
 
-    builder = records.BatchBuilder()
+    builder = records.RecordBatchBuilder()
     builder.append(1000, b"k", b"v")
     batch = bytearray(builder.build())
     # base offset 7, and the record's offset delta rewritten to -57: offset -50

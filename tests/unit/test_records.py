@@ -37,13 +37,13 @@ from aiokafka_lite.protocol.records import (
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
-    BatchBuilder,
     ConsumerRecord,
     ControlRecord,
     ControlRecordType,
     LegacyBatchBuilder,
     LegacyRecordBatch,
     RecordBatch,
+    RecordBatchBuilder,
     TimestampType,
     build_batch,
     build_control_batch,
@@ -96,7 +96,7 @@ def _expected(sample: Sequence[RecTuple], base_offset: int = 0) -> list[tuple[An
 
 def _build(sample: Sequence[RecTuple] = SAMPLE, **kwargs: Any) -> bytes:
     kwargs.setdefault("max_size", 1 << 30)
-    builder = BatchBuilder(**kwargs)
+    builder = RecordBatchBuilder(**kwargs)
     for ts, k, v, h in sample:
         assert builder.append(ts, k, v, h) is not None
     return builder.build()
@@ -266,7 +266,7 @@ def test_codec_by_name() -> None:
     for name, cid in [("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4), (None, 0)]:
         assert _only_batch(_build(SAMPLE[:1], compression=name)).compression == cid
     with pytest.raises(UnsupportedCodecError):
-        BatchBuilder(compression="brotli")
+        RecordBatchBuilder(compression="brotli")
 
 
 def test_log_append_time_records_take_max_timestamp() -> None:
@@ -319,7 +319,7 @@ def test_check_crc_off_lets_a_bad_crc_through() -> None:
 
 
 def test_builder_refuses_when_full_and_stays_valid() -> None:
-    builder = BatchBuilder(max_size=1000)
+    builder = RecordBatchBuilder(max_size=1000)
     accepted = []
     for i in range(100):
         size = builder.append(1000 + i, b"k%d" % i, b"v" * 50)
@@ -341,35 +341,35 @@ def test_builder_refuses_when_full_and_stays_valid() -> None:
 
 
 def test_first_record_always_fits() -> None:
-    builder = BatchBuilder(max_size=10)
+    builder = RecordBatchBuilder(max_size=10)
     assert builder.append(1, b"k", b"v" * 1000) is not None
     assert builder.append(1, b"k", b"v") is None
     assert _only_batch(builder.build()).record_count == 1
 
 
 def test_built_batch_accepts_nothing() -> None:
-    builder = BatchBuilder()
+    builder = RecordBatchBuilder()
     builder.append(1, b"k", b"v")
     data = builder.build()
     assert builder.build() is data
     assert builder.append(2, b"k", b"v") is None
     assert builder.append(2, None, None, [("h", None)]) is None
     assert builder.size_in_bytes() == len(data)
-    empty = BatchBuilder()
+    empty = RecordBatchBuilder()
     empty.build()
     with pytest.raises(IllegalStateError):
         empty.append(1, b"k", b"v")
 
 
 def test_empty_batch() -> None:
-    data = BatchBuilder().build()
+    data = RecordBatchBuilder().build()
     batch = _only_batch(data)
     assert batch.record_count == 0 and batch.records() == []
     assert batch.last_offset_delta == -1
 
 
 def test_timestamps() -> None:
-    builder = BatchBuilder()
+    builder = RecordBatchBuilder()
     before = int(time.time() * 1000)
     builder.append(before, b"k", b"v")
     builder.append(before + 1, None, b"v")
@@ -385,9 +385,9 @@ def test_timestamps() -> None:
     assert recs[3].timestamp == before - 100_000
     for bad in (-5, 1 << 63, 1.5, "1"):
         with pytest.raises((ValueError, TypeError)):
-            b = BatchBuilder()
+            b = RecordBatchBuilder()
             b.append(bad, b"k", b"v")  # type: ignore[arg-type]
-    b = BatchBuilder()
+    b = RecordBatchBuilder()
     b.append(10_000, b"k", b"v")
     with pytest.raises(ValueError):
         b.append(-1, b"k", b"v")
@@ -395,7 +395,7 @@ def test_timestamps() -> None:
 
 
 def test_many_records_offset_deltas_beyond_the_table() -> None:
-    builder = BatchBuilder(max_size=1 << 30)
+    builder = RecordBatchBuilder(max_size=1 << 30)
     n = 20_000
     for i in range(n):
         builder.append(1_000 + i // 3, None if i % 7 == 0 else b"%d" % i, b"x" * (i % 300))
@@ -406,7 +406,7 @@ def test_many_records_offset_deltas_beyond_the_table() -> None:
 
 
 def test_bytes_like_inputs() -> None:
-    builder = BatchBuilder()
+    builder = RecordBatchBuilder()
     builder.append(1, bytearray(b"key"), memoryview(b"value"), [("h", bytearray(b"x"))])
     builder.append(2, memoryview(b"k2"), bytearray(b"v2"))
     recs = _only_batch(builder.build()).records()
@@ -415,7 +415,7 @@ def test_bytes_like_inputs() -> None:
 
 
 def test_wrong_types_raise_type_error() -> None:
-    builder = BatchBuilder()
+    builder = RecordBatchBuilder()
     builder.append(1, b"k", b"v")
     with pytest.raises(TypeError):
         builder.append(2, "str key", b"v")  # type: ignore[arg-type]
@@ -425,8 +425,8 @@ def test_wrong_types_raise_type_error() -> None:
 
 
 def test_producer_state_at_drain_time() -> None:
-    def fresh() -> BatchBuilder:
-        b = BatchBuilder(compression="lz4")
+    def fresh() -> RecordBatchBuilder:
+        b = RecordBatchBuilder(compression="lz4")
         for ts, k, v, h in SAMPLE[:4]:
             b.append(ts, k, v, h)
         return b
@@ -492,7 +492,7 @@ def test_record_size_and_room() -> None:
         delta = ts - SAMPLE[0][0]
         exact = record_size(k, v, h, offset_delta=i, timestamp_delta=delta)
         assert exact == len(encode_record(i, delta, k, v, h))
-    builder = BatchBuilder(max_size=250)
+    builder = RecordBatchBuilder(max_size=250)
     assert builder.has_room_for(b"k", b"v" * 1000)  # empty: always
     builder.append(1, b"k", b"v" * 50)
     assert builder.has_room_for(b"k", b"v" * 50)
@@ -502,11 +502,11 @@ def test_record_size_and_room() -> None:
 
 def test_builder_magic_and_factory() -> None:
     with pytest.raises(ConfigurationError):
-        BatchBuilder(magic=1)
-    assert isinstance(create_batch_builder(2, "gzip"), BatchBuilder)
+        RecordBatchBuilder(magic=1)
+    assert isinstance(create_batch_builder(2, "gzip"), RecordBatchBuilder)
     legacy = create_batch_builder(1, "gzip", max_size=1000)
     assert isinstance(legacy, LegacyBatchBuilder) and legacy.magic == 1
-    b = BatchBuilder()
+    b = RecordBatchBuilder()
     assert (b.magic, b.compression, b.record_count, b.is_transactional) == (2, 0, 0, False)
 
 

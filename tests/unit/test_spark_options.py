@@ -9,7 +9,7 @@ import pytest
 from aiokafka_lite import errors
 from aiokafka_lite.spark.options import (
     ClientOptions,
-    OffsetSpec,
+    ReadBound,
     TopicSelection,
     parse_read_options,
     parse_write_options,
@@ -34,15 +34,15 @@ def fails(match: str, **options: str) -> None:
 def test_batch_defaults_read_everything() -> None:
     opts = read(subscribe="a, b,a")
     assert opts.selection == TopicSelection("subscribe", topics=("a", "b"))
-    assert opts.starting == OffsetSpec("earliest")
-    assert opts.ending == OffsetSpec("latest")
+    assert opts.starting == ReadBound("earliest")
+    assert opts.ending == ReadBound("latest")
     assert opts.fail_on_data_loss is True
     assert opts.include_headers is False
     assert opts.client.bootstrap_servers == "localhost:9092"
 
 
 def test_streaming_starts_at_latest_by_default() -> None:
-    assert read(streaming=True, subscribe="a").starting == OffsetSpec("latest")
+    assert read(streaming=True, subscribe="a").starting == ReadBound("latest")
 
 
 def test_option_names_are_case_insensitive() -> None:
@@ -153,7 +153,7 @@ def test_streaming_options() -> None:
         streaming=True, subscribe="t", maxOffsetsPerTrigger="100", startingTimestamp="1700000000000"
     )
     assert opts.max_offsets_per_trigger == 100
-    assert opts.starting == OffsetSpec("timestamp", timestamp=1700000000000)
+    assert opts.starting == ReadBound("timestamp", timestamp=1700000000000)
 
 
 # --- names that do not belong ---------------------------------------------------------------

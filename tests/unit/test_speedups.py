@@ -19,7 +19,7 @@ from aiokafka_lite import errors
 from aiokafka_lite.accel import COMPILED, speedups
 from aiokafka_lite.producer.accumulator import ProducerBatch
 from aiokafka_lite.producer.partitioner import murmur2, python_murmur2
-from aiokafka_lite.protocol.records import BatchBuilder, ConsumerRecord, RecordWriter
+from aiokafka_lite.protocol.records import ConsumerRecord, RecordBatchBuilder, RecordWriter
 from aiokafka_lite.protocol.records import decode as decode_module
 from aiokafka_lite.protocol.records.encode import PythonRecordWriter
 
@@ -124,7 +124,7 @@ def test_compiled_decoder_reads_what_the_reference_reads(
     log_append: bool,
     flips: list[tuple[int, int]],
 ) -> None:
-    builder = BatchBuilder(max_size=1 << 24, base_offset=base)
+    builder = RecordBatchBuilder(max_size=1 << 24, base_offset=base)
     for ts, key, value, hdrs in records:
         builder.append(ts, key, value, hdrs)
     data = bytearray(builder.build())
@@ -159,7 +159,7 @@ def test_compiled_decoder_reads_what_the_reference_reads(
 
 
 def test_compiled_decoder_handles_offsets_and_timestamps_past_int64() -> None:
-    builder = BatchBuilder()
+    builder = RecordBatchBuilder()
     builder.append(2**62, None, b"v")
     builder.append(2**62 + 5, None, b"w")
     blob = builder.build()

@@ -5,7 +5,7 @@ decodes a record (a test checks it).
 
 * :mod:`.format`: the layout (constants, header structs, timestamp and control types);
 * :mod:`.encode`: :class:`RecordWriter` (the one record encoder; the producer's batches
-  are RecordWriters), :class:`BatchBuilder`, :func:`build_batch`, :func:`patch_batch`;
+  are RecordWriters), :class:`RecordBatchBuilder`, :func:`build_batch`, :func:`patch_batch`;
 * :mod:`.decode`: :func:`decode_v2_records` (the one record decoder), :class:`RecordBatch`,
   :func:`iter_batches`;
 * :mod:`.record`: :class:`ConsumerRecord`, what the decoder builds;
@@ -44,7 +44,7 @@ from aiokafka_lite.protocol.records.decode import (
     iter_batches,
 )
 from aiokafka_lite.protocol.records.encode import (
-    BatchBuilder,
+    RecordBatchBuilder,
     RecordWriter,
     build_batch,
     encode_record,
@@ -75,10 +75,10 @@ from aiokafka_lite.protocol.records.record import ConsumerRecord
 
 def create_batch_builder(
     magic: int, compression: int | str | None = None, **kwargs: Any
-) -> BatchBuilder | LegacyBatchBuilder:
-    """A builder for ``magic``: BatchBuilder for 2, LegacyBatchBuilder for 0 and 1."""
+) -> RecordBatchBuilder | LegacyBatchBuilder:
+    """A builder for ``magic``: RecordBatchBuilder for 2, LegacyBatchBuilder for 0 and 1."""
     if magic >= 2:
-        return BatchBuilder(magic, compression, **kwargs)
+        return RecordBatchBuilder(magic, compression, **kwargs)
     return LegacyBatchBuilder(magic, compression, **kwargs)
 
 
@@ -97,7 +97,6 @@ __all__ = [
     "TRANSACTIONAL_MASK",
     "V2_HEADER_SIZE",
     "Batch",
-    "BatchBuilder",
     "ConsumerRecord",
     "ControlRecord",
     "ControlRecordType",
@@ -105,6 +104,7 @@ __all__ = [
     "LegacyBatchBuilder",
     "LegacyRecordBatch",
     "RecordBatch",
+    "RecordBatchBuilder",
     "RecordWriter",
     "TimestampType",
     "build_batch",

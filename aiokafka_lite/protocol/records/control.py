@@ -6,7 +6,7 @@ import struct
 from typing import NamedTuple
 
 from aiokafka_lite.errors import CorruptRecordError
-from aiokafka_lite.protocol.records.encode import BatchBuilder
+from aiokafka_lite.protocol.records.encode import RecordBatchBuilder
 from aiokafka_lite.protocol.records.format import NO_PARTITION_LEADER_EPOCH, ControlRecordType
 
 __all__ = [
@@ -57,7 +57,7 @@ def build_control_batch(
 ) -> bytes:
     """A transaction marker batch (as a broker writes on commit/abort)."""
     key, value = encode_control_record(control_type, coordinator_epoch)
-    builder = BatchBuilder(
+    builder = RecordBatchBuilder(
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         is_transactional=True,

@@ -1,14 +1,14 @@
 """Encoding record batches: the one record encoder of the library.
 
 :class:`RecordWriter` checks, sizes and writes each record into the batch's buffer in
-one pass; the producer's batches are RecordWriters, and :class:`BatchBuilder` (batches
+one pass; the producer's batches are RecordWriters, and :class:`RecordBatchBuilder` (batches
 built by hand: tests, scripted brokers, control markers) writes through one.
 :func:`build_batch` frames encoded records (header, compression, CRC);
 :func:`patch_batch` rewrites header fields of a built batch.
 
 Producer side::
 
-    builder = BatchBuilder(compression="lz4", max_size=16384)
+    builder = RecordBatchBuilder(compression="lz4", max_size=16384)
     if builder.append(timestamp_ms, key, value, headers) is None:
         ...  # full: build() this one and start a new builder
     builder.set_producer_state(producer_id, producer_epoch, base_sequence)  # at drain time
@@ -64,8 +64,8 @@ from aiokafka_lite.protocol.records.format import (
 from aiokafka_lite.protocol.records.varint import NULL, SMALL, ZZ, varint, varint_size
 
 __all__ = [
-    "BatchBuilder",
     "PythonRecordWriter",
+    "RecordBatchBuilder",
     "RecordWriter",
     "build_batch",
     "encode_record",
@@ -431,7 +431,7 @@ def patch_batch(
 # --- a batch built by hand ------------------------------------------------------------
 
 
-class BatchBuilder:
+class RecordBatchBuilder:
     """One v2 record batch built by hand: records appended through a
     :class:`RecordWriter`, then :meth:`build` frames them.
 
@@ -472,7 +472,7 @@ class BatchBuilder:
     ) -> None:
         if magic != 2:
             raise ConfigurationError(
-                f"BatchBuilder writes magic 2 only; use LegacyBatchBuilder for magic {magic}"
+                f"RecordBatchBuilder writes magic 2 only; use LegacyBatchBuilder for magic {magic}"
             )
         self._compression = codecs.check_codec(compression)
         self._compression_level = compression_level
