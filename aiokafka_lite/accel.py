@@ -8,6 +8,7 @@ both). :data:`speedups` is the module, or None; :data:`COMPILED` says which is i
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 
@@ -21,11 +22,9 @@ def _load() -> ModuleType | None:
     if os.environ.get(PURE_ENV, "") not in ("", "0"):
         return None
     try:
-        from aiokafka_lite import _speedups  # type: ignore[attr-defined]
+        return importlib.import_module("aiokafka_lite._speedups")
     except ImportError:
         return None
-    module: ModuleType = _speedups
-    return module
 
 
 speedups = _load()

@@ -1,3 +1,5 @@
+# Long: one class, the cluster client: bootstrap, metadata, node connections and their retries share
+# its state.
 """The cluster client: bootstrap, metadata, one connection per node, retries.
 
 Producers, consumers and the admin client all sit on one `KafkaClient`. It owns

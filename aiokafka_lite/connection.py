@@ -1,3 +1,5 @@
+# Long: the asyncio protocol and the connection it feeds share every field of the hot path (framing,
+# in-flight requests, timeouts, SASL).
 """Layer 2: one asyncio connection to one broker.
 
 :func:`connect` opens a TCP (optionally TLS) connection, negotiates API versions with

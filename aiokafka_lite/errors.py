@@ -1,3 +1,4 @@
+# Long: one class per Kafka error code (about a hundred): a table best read in one place.
 """Typed exceptions raised by aiokafka_lite.
 
 Two families:

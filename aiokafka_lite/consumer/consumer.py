@@ -1,3 +1,5 @@
+# Long: the consumer's public API (aiokafka's) in one class; the work is in fetcher, coordinator and
+# subscription.
 """The consumer front end: ``Consumer`` (alias ``AIOKafkaConsumer``).
 
 ::

@@ -1,3 +1,5 @@
+# Long: the group's join, sync, heartbeat and commit loop drive one state machine (its state is in
+# membership.py).
 """The group coordinator client: membership, rebalances, heartbeats and offsets.
 
 Two background tasks:

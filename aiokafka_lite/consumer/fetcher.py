@@ -1,3 +1,5 @@
+# Long: the fetch task, its buffer and the start positions share the partition states and the
+# in-flight bookkeeping.
 """The fetcher: one background task that keeps a bounded buffer of fetched records.
 
 * One Fetch in flight per leader node; a partition is in at most one Fetch at a time.

@@ -1,3 +1,4 @@
+# Long: ProducerBatch, the record futures and the per-partition queues share one batch's life.
 """The record accumulator: per-partition queues of batches waiting to be sent.
 
 ``send()`` appends a record to the open batch at the tail of its partition's deque (a

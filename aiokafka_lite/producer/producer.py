@@ -1,3 +1,5 @@
+# Long: the producer's public API (aiokafka's, send_many, transactions) in one class; the work is in
+# accumulator and sender.
 """The producer: ``await send()`` puts a record in the accumulator and hands back a future.
 
 Typical use::

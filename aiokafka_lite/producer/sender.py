@@ -1,3 +1,5 @@
+# Long: the sender's loop, its retry rules and idempotence's sequence handling act on the same
+# in-flight batches.
 """The sender task: turns ready batches into Produce requests and handles the answers.
 
 One task per producer. Each round it asks the accumulator which partition leaders have

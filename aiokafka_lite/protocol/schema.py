@@ -1,3 +1,4 @@
+# Long: the schema model and its compiler to encoders and decoders are one thing.
 """Schema model (`Field`, `MessageSpec`) and the codec compiler.
 
 A message spec mirrors Kafka's JSON message definitions: an ordered list of
