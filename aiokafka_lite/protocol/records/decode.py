@@ -43,7 +43,7 @@ from aiokafka_lite.protocol.records.format import (
 from aiokafka_lite.protocol.records.legacy import LegacyRecordBatch
 from aiokafka_lite.protocol.records.record import ConsumerRecord
 from aiokafka_lite.protocol.records.varint import UNZZ1, UNZZ2, read_varint, zigzag
-from aiokafka_lite.protocol.records.view import BatchView
+from aiokafka_lite.protocol.records.view import BatchView, owned_bytes
 
 __all__ = ["Batch", "RecordBatch", "decode_records", "decode_v2_records", "iter_batches"]
 
@@ -551,11 +551,7 @@ class RecordBatch(BatchView):
         check_crc: bool = True,
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
     ) -> None:
-        if end is None:
-            end = len(buf)
-        if type(buf) is not bytes:  # records are sliced out of it: they must be bytes
-            buf = bytes(memoryview(buf)[start:end])
-            start, end = 0, len(buf)
+        buf, start, end = owned_bytes(buf, start, end)
         if end - start < V2_HEADER_SIZE:
             raise CorruptRecordError("record batch shorter than its header")
         self._buf = buf

@@ -40,7 +40,7 @@ from aiokafka_lite.protocol.records.format import (
     check_timestamp,
 )
 from aiokafka_lite.protocol.records.record import ConsumerRecord
-from aiokafka_lite.protocol.records.view import BatchView
+from aiokafka_lite.protocol.records.view import BatchView, owned_bytes
 
 __all__ = ["LegacyBatchBuilder", "LegacyRecordBatch"]
 
@@ -126,11 +126,7 @@ class LegacyRecordBatch(BatchView):
         check_crc: bool = True,
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
     ) -> None:
-        if end is None:
-            end = len(buf)
-        if type(buf) is not bytes:  # records are sliced out of it: they must be bytes
-            buf = bytes(memoryview(buf)[start:end])
-            start, end = 0, len(buf)
+        buf, start, end = owned_bytes(buf, start, end)
         msg = _read_legacy_message(buf, start, end, check_crc)
         if msg.end != end:
             raise CorruptRecordError("legacy message size does not match the data")

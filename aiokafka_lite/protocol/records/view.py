@@ -8,8 +8,20 @@ from aiokafka_lite.protocol import codecs
 from aiokafka_lite.protocol.records.format import (
     COMPRESSION_MASK,
     TIMESTAMP_TYPE_MASK,
+    BytesLike,
     TimestampType,
 )
+
+
+def owned_bytes(buf: BytesLike, start: int, end: int | None) -> tuple[bytes, int, int]:
+    """``(data, start, end)`` with ``data`` a ``bytes`` object holding ``buf[start:end]``
+    (records are sliced out of it: they must be bytes); ``buf`` itself when it is one."""
+    if end is None:
+        end = len(buf)
+    if type(buf) is not bytes:
+        buf = bytes(memoryview(buf)[start:end])
+        start, end = 0, len(buf)
+    return buf, start, end
 
 
 class BatchView:
