@@ -7,10 +7,14 @@ leaders have a batch worth sending (full, lingered long enough, being flushed, o
 retrying) and :meth:`drain` takes at most one batch per partition for one Produce
 request to one node.
 
-Memory: every open batch reserves ``max(max_batch_size, its first record)`` bytes of
-``buffer_memory`` until it completes, like the Java client's buffer pool. When a new
-batch cannot get its reservation, the caller waits (FIFO) until completed batches free
-enough, for at most ``max_block_ms``.
+Memory: ``buffer_memory`` bounds the bytes batches hold, not their capacity. A new
+batch reserves a small first share (:data:`FIRST_RESERVATION`, or its first record) and
+grows toward ``max_batch_size`` as records arrive, its reservation doubling each time it
+fills; the reservation is given back when the batch completes. So a large
+``max_batch_size`` costs nothing on many partitions (512 open batches of 1 MiB reserve
+what they hold, not 512 MiB), and the reserved total stays within twice what is held.
+When a batch cannot grow or a new one cannot get its share, the caller waits (FIFO)
+until completed batches free enough, for at most ``max_block_ms``.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ from aiokafka_lite.structs import TopicPartition
 log = logging.getLogger(__name__)
 
 __all__ = ["ProducerBatch", "RecordAccumulator", "RecordFuture", "RecordFutures"]
+
+#: The share of ``buffer_memory`` a new batch reserves first (see the module docstring).
+FIRST_RESERVATION = 4096
 
 _new_tuple = tuple.__new__
 _new_object = object.__new__
@@ -665,8 +672,11 @@ class RecordAccumulator:
         dq = self.batches.get(tp)
         if dq:
             batch = dq[-1]
-            if batch.open:
-                if batch.append(timestamp, key, value, headers):
+            if batch.open or self._grow(batch):
+                while not batch.append(timestamp, key, value, headers):
+                    if not self._grow(batch):
+                        break
+                else:
                     batch.timestamps.append(timestamp)
                     if reserved:
                         self.release(reserved)
@@ -694,7 +704,7 @@ class RecordAccumulator:
         now = _monotonic()
         batch = ProducerBatch(
             tp,
-            max_size=self.batch_size,
+            max_size=min(self.batch_size, FIRST_RESERVATION),
             compression=self.compression,
             transactional=self.transactional,
             record_limit=self.record_limit,
@@ -709,8 +719,9 @@ class RecordAccumulator:
             if reserved:
                 self.release(reserved)
             raise
-        size = batch.size()
-        memory = batch.memory = size if size > self.batch_size else self.batch_size
+        size = len(batch.buf)
+        memory = batch.memory = size if size > batch.max_size else batch.max_size
+        batch.max_size = memory  # (a first record larger than the share)
         self._reserve(memory, reserved)
         batch.timestamps.append(timestamp)
         self._enqueue(tp, dq, batch)
@@ -737,6 +748,25 @@ class RecordAccumulator:
         dq.append(batch)
         self.incomplete.add(batch)
         batch.on_complete = self._on_batch_complete
+
+    def _grow(self, batch: ProducerBatch) -> bool:
+        """Let the partition's last batch, full at its reservation, take more records:
+        its reservation doubles (up to ``batch_size``) if the memory is there now."""
+        if (
+            batch.done
+            or batch.attempts  # sent before (a retry, a split part): it is what it is
+            or batch.user_batch
+            or batch.max_size >= self.batch_size
+        ):
+            return False
+        more = min(batch.max_size, self.batch_size - batch.max_size)
+        if self._memory_waiters or self.used_memory + more > self.buffer_memory:
+            return False
+        self.used_memory += more
+        batch.memory += more
+        batch.max_size += more
+        batch.open = True
+        return True
 
     def _reserve(self, memory: int, reserved: int) -> None:
         if reserved:
@@ -894,7 +924,7 @@ class RecordAccumulator:
         if not batch.open or not batch.record_count:
             return not batch.open
         used = len(batch.buf)
-        return used + used // batch.record_count > batch.max_size
+        return used + used // batch.record_count > max(batch.max_size, self.batch_size)
 
     # --- queries for the sender --------------------------------------------------
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from aiokafka_lite import errors
 from aiokafka_lite.producer.accumulator import (
+    FIRST_RESERVATION,
     BufferExhausted,
     ProducerBatch,
     RecordAccumulator,
@@ -203,6 +204,39 @@ async def test_memory_waiters_are_served_fifo_when_batches_complete() -> None:
     acc.batches[TopicPartition("u", 0)][0].complete(0, -1, -1)
     await asyncio.gather(*tasks)
     assert order == [0, 1, 2]
+
+
+async def test_batches_reserve_what_they_hold_not_their_capacity() -> None:
+    """512 partitions with 1 MiB batches in 32 MiB of buffer: a record goes to each at
+    once (512 full reservations would need 512 MiB), and one partition's batch still
+    grows to its full size, the reservation staying within twice what is held."""
+    acc = _accumulator(batch_size=1 << 20, buffer_memory=32 << 20)
+    for p in range(512):
+        acc.try_append(TopicPartition("t", p), 1, b"k", b"v" * 200, None)
+    assert acc.used_memory == 512 * FIRST_RESERVATION
+    tp = TopicPartition("t", 0)
+    while len(acc.batches[tp]) == 1:
+        acc.try_append(tp, 1, b"k", b"v" * 200, None)
+    full = acc.batches[tp][0]
+    assert full.max_size == 1 << 20 and len(full.buf) > (1 << 20) - 300
+    assert not full.open  # full: the sender takes it
+    held = sum(len(b.buf) for dq in acc.batches.values() for b in dq)
+    assert acc.used_memory <= 2 * held + 512 * FIRST_RESERVATION
+    full.complete(0, -1, 0)
+    assert acc.used_memory == sum(b.memory for dq in acc.batches.values() for b in dq if not b.done)
+
+
+async def test_a_batch_that_cannot_grow_closes_and_the_next_waits_for_memory() -> None:
+    acc = _accumulator(batch_size=1 << 20, buffer_memory=2 * FIRST_RESERVATION + 1000)
+    appended = 0
+    with pytest.raises(BufferExhausted):
+        while True:
+            acc.try_append(TP, 1, None, b"v" * 100, None)
+            appended += 1
+    (batch,) = acc.batches[TP]
+    assert not batch.open and acc.used_memory <= acc.buffer_memory
+    assert batch.max_size == 2 * FIRST_RESERVATION  # 4 KiB, then 8 KiB: 16 KiB did not fit
+    assert appended == batch.record_count  # every record before the refused one is in it
 
 
 async def test_record_larger_than_buffer_fails_at_once() -> None:
