@@ -346,6 +346,31 @@ static PyObject *add_int(int64_t base, int64_t delta) {
     return r;
 }
 
+/* Header names repeat from record to record ("trace-id", "content-type"): the last few
+ * are kept, so a name seen before costs a comparison instead of a new str. */
+#define NAME_CACHE 8
+#define NAME_CACHE_MAX_LEN 64
+static PyObject *name_cache[NAME_CACHE];
+static unsigned int name_cache_next = 0;
+
+static PyObject *header_name(const char *data, Py_ssize_t len) {
+    if (len <= NAME_CACHE_MAX_LEN) {
+        for (int i = 0; i < NAME_CACHE; i++) {
+            PyObject *name = name_cache[i];
+            if (name != NULL && PyUnicode_GET_LENGTH(name) == len &&
+                memcmp(PyUnicode_DATA(name), data, len) == 0)
+                return Py_NewRef(name);
+        }
+    }
+    PyObject *name = PyUnicode_DecodeUTF8(data, len, NULL);
+    /* only ASCII names are cached: their characters are their UTF-8 bytes */
+    if (name != NULL && len <= NAME_CACHE_MAX_LEN && PyUnicode_IS_ASCII(name)) {
+        unsigned int slot = name_cache_next++ % NAME_CACHE;
+        Py_XSETREF(name_cache[slot], Py_NewRef(name));
+    }
+    return name;
+}
+
 static PyObject *read_headers(Cursor *c, Py_ssize_t rec_end) {
     int64_t count;
     if (read_varint(c, &count) < 0)
@@ -365,7 +390,7 @@ static PyObject *read_headers(Cursor *c, Py_ssize_t rec_end) {
             PyErr_Format(CorruptRecordError, "bad header key length %lld", (long long)klen);
             goto fail;
         }
-        PyObject *name = PyUnicode_DecodeUTF8((const char *)c->p + c->pos, klen, NULL);
+        PyObject *name = header_name((const char *)c->p + c->pos, klen);
         if (name == NULL) {
             if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
                 PyErr_Clear();
