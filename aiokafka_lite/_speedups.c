@@ -11,7 +11,8 @@
  *     timestamp, a record too large), goes to the Python method, which says what is
  *     wrong. Same bytes written, same results.
  *   decode_v2: protocol/records/decode.py _decode_v2 (the records of one v2 batch as
- *     ConsumerRecord tuples), with the same checks; malformed input raises
+ *     ConsumerRecord objects, their slots filled directly), with the same checks;
+ *     malformed input raises
  *     CorruptRecordError. Differential tests and the fuzz target compare the two.
  *   murmur2: producer/partitioner.py murmur2, for bytes.
  *
@@ -24,7 +25,12 @@
 #include <stdint.h>
 #include <string.h>
 
-static PyObject *ConsumerRecordType = NULL; /* a tuple subclass */
+static PyObject *ConsumerRecordType = NULL; /* a slotted class: its fields are below */
+#define RECORD_FIELDS 12
+static const char *record_fields[RECORD_FIELDS] = {
+    "topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value",
+    "checksum", "serialized_key_size", "serialized_value_size", "headers", "leader_epoch"};
+static Py_ssize_t record_offsets[RECORD_FIELDS]; /* where each field's slot is */
 static PyObject *CorruptRecordError = NULL;
 static PyObject *python_append = NULL; /* RecordWriter.append, the general path */
 static PyObject *empty_tuple = NULL;
@@ -549,7 +555,7 @@ static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t n
                                                  : Py_NewRef(log_append);
         PyObject *ksize = PyLong_FromSsize_t((Py_ssize_t)klen);
         PyObject *vsize = PyLong_FromSsize_t((Py_ssize_t)vlen);
-        PyObject *rec = rec_type->tp_alloc(rec_type, 12);
+        PyObject *rec = rec_type->tp_alloc(rec_type, 0);
         if (!offset_obj || !ts_obj || !ksize || !vsize || !rec) {
             Py_XDECREF(offset_obj);
             Py_XDECREF(ts_obj);
@@ -580,18 +586,12 @@ static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t n
                 continue;
             }
         }
-        PyTuple_SET_ITEM(rec, 0, Py_NewRef(topic));
-        PyTuple_SET_ITEM(rec, 1, Py_NewRef(partition));
-        PyTuple_SET_ITEM(rec, 2, offset_obj);
-        PyTuple_SET_ITEM(rec, 3, ts_obj);
-        PyTuple_SET_ITEM(rec, 4, Py_NewRef(ts_type));
-        PyTuple_SET_ITEM(rec, 5, key);
-        PyTuple_SET_ITEM(rec, 6, value);
-        PyTuple_SET_ITEM(rec, 7, Py_NewRef(Py_None));
-        PyTuple_SET_ITEM(rec, 8, ksize);
-        PyTuple_SET_ITEM(rec, 9, vsize);
-        PyTuple_SET_ITEM(rec, 10, headers);
-        PyTuple_SET_ITEM(rec, 11, Py_NewRef(epoch));
+        PyObject *fields[RECORD_FIELDS] = {
+            Py_NewRef(topic), Py_NewRef(partition), offset_obj,      ts_obj,
+            Py_NewRef(ts_type), key,                value,           Py_NewRef(Py_None),
+            ksize,             vsize,               headers,         Py_NewRef(epoch)};
+        for (int f = 0; f < RECORD_FIELDS; f++) /* the slots are NULL: no reference lost */
+            *(PyObject **)((char *)rec + record_offsets[f]) = fields[f];
         int failed = PyList_Append(out, rec);
         Py_DECREF(rec);
         if (failed < 0)
@@ -654,9 +654,18 @@ static PyObject *set_record_type(PyObject *module, PyObject *args) {
     PyObject *record_type, *error;
     if (!PyArg_ParseTuple(args, "O!O", &PyType_Type, &record_type, &error))
         return NULL;
-    if (!PyType_IsSubtype((PyTypeObject *)record_type, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "the record type must be a tuple subclass");
-        return NULL;
+    /* The record type's fields must be object slots: find each one's offset. */
+    PyMemberDef *members = ((PyTypeObject *)record_type)->tp_members;
+    for (int i = 0; i < RECORD_FIELDS; i++) {
+        record_offsets[i] = -1;
+        for (PyMemberDef *m = members; m != NULL && m->name != NULL; m++) {
+            if (strcmp(m->name, record_fields[i]) == 0 && m->type == T_OBJECT_EX)
+                record_offsets[i] = m->offset;
+        }
+        if (record_offsets[i] < 0) {
+            PyErr_Format(PyExc_TypeError, "the record type has no slot %s", record_fields[i]);
+            return NULL;
+        }
     }
     Py_XSETREF(ConsumerRecordType, Py_NewRef(record_type));
     Py_XSETREF(CorruptRecordError, Py_NewRef(error));
@@ -670,7 +679,8 @@ static PyObject *set_writer_fallback(PyObject *module, PyObject *append) {
 
 static PyMethodDef module_methods[] = {
     {"set_record_type", set_record_type, METH_VARARGS,
-     "set_record_type(ConsumerRecord, CorruptRecordError): what decode_v2 builds and raises"},
+     "set_record_type(ConsumerRecord, CorruptRecordError): what decode_v2 builds (a class "
+     "with a slot per field) and raises"},
     {"set_writer_fallback", set_writer_fallback, METH_O,
      "set_writer_fallback(append): the Python RecordWriter.append, for the general path"},
     {"decode_v2", (PyCFunction)(void (*)(void))decode_v2, METH_FASTCALL,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from aiokafka_lite import errors
@@ -28,7 +29,6 @@ log = logging.getLogger(__name__)
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_new_tuple = tuple.__new__
 
 
 def scan_next_offset(data: bytes | memoryview) -> int | None:
@@ -236,8 +236,10 @@ class CompletedFetch:
         return records
 
     def _deserialize(self, r: ConsumerRecord[Any, Any]) -> ConsumerRecord[Any, Any]:
-        key = r[5]
-        value = r[6]
+        """The record with its key and value deserialized (in place: the record is this
+        fetch's own, and is changed only once both deserializers succeeded)."""
+        key = r.key
+        value = r.value
         origin = "key"
         try:
             if key is not None and self._key_des is not None:
@@ -246,30 +248,30 @@ class CompletedFetch:
             if value is not None and self._value_des is not None:
                 value = self._value_des(value)
         except Exception as exc:
+            offset = r.offset
             raise RecordDeserializationError(
-                f"the {origin} deserializer failed on the record at offset {r[2]} of "
+                f"the {origin} deserializer failed on the record at offset {offset} of "
                 f"{self.topic}-{self.partition}: {exc!r} (the consumer stays on it; "
-                f"seek to offset {r[2] + 1} to skip it)",
+                f"seek to offset {offset + 1} to skip it)",
                 topic=self.topic,
                 partition=self.partition,
-                offset=r[2],
-                key=r[5],
-                value=r[6],
-                headers=r[10],
-                timestamp=r[3],
+                offset=offset,
+                key=r.key,
+                value=r.value,
+                headers=r.headers,
+                timestamp=r.timestamp,
                 origin=origin,
-                record=r,
+                record=replace(r),  # raw, and the application's to keep
             ) from exc
-        return _new_tuple(
-            ConsumerRecord,
-            (r[0], r[1], r[2], r[3], r[4], key, value, r[7], r[8], r[9], r[10], r[11]),
-        )
+        r.key = key
+        r.value = value
+        return r
 
     def _stop_at(self, i: int, exc: errors.KafkaError) -> None:
         """Stay on record ``i``, which could not be handed over."""
         self.i = i
         self.error = exc
-        self.state.position = self._recs[i][2]
+        self.state.position = self._recs[i].offset
 
     def take(self, max_records: int) -> list[ConsumerRecord[Any, Any]]:
         """Up to ``max_records`` records; moves the partition's position past them.
@@ -303,7 +305,7 @@ class CompletedFetch:
                         return out
                     i += 1
             self.i = i
-            state.position = recs[i - 1][2] + 1 if i < self.n else self.batch_next
+            state.position = recs[i - 1].offset + 1 if i < self.n else self.batch_next
             state.leader_epoch = self.batch_epoch
         return out
 
@@ -327,6 +329,6 @@ class CompletedFetch:
         i += 1
         self.i = i
         state = self.state
-        state.position = r[2] + 1 if i < self.n else self.batch_next
+        state.position = r.offset + 1 if i < self.n else self.batch_next
         state.leader_epoch = self.batch_epoch
         return r

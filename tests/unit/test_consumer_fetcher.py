@@ -3,6 +3,7 @@ data (positions, read_committed filtering, deserializers)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -285,7 +286,9 @@ def test_fused_decoder_rejects_garbage_with_corrupt_record_error(
         pass
 
 
-def test_consumer_record_is_a_named_typed_tuple() -> None:
+def test_consumer_record_is_a_dataclass_like_aiokafkas() -> None:
+    """aiokafka's ConsumerRecord is a dataclass, not a tuple (FastStream tells a single
+    record from a batch that way) with assignable fields; ours has its fields and more."""
     rec: ConsumerRecord[str, int] = ConsumerRecord("t", 1, 5, 1000, 0, "k", 9, None, 1, 1, (), 2)
     assert (rec.topic, rec.partition, rec.offset, rec.key, rec.value, rec.leader_epoch) == (
         "t",
@@ -295,10 +298,14 @@ def test_consumer_record_is_a_named_typed_tuple() -> None:
         9,
         2,
     )
-    assert rec._replace(value=10).value == 10
-    assert rec._asdict()["timestamp"] == 1000
+    assert dataclasses.is_dataclass(rec) and not isinstance(rec, tuple)
+    assert dataclasses.replace(rec, value=10).value == 10
+    assert dataclasses.asdict(rec)["timestamp"] == 1000
+    rec.value = 11  # a framework's test client does this
+    assert rec.value == 11
     assert "offset=5" in repr(rec)
-    assert rec == ConsumerRecord("t", 1, 5, 1000, 0, "k", 9, None, 1, 1, (), 2)
+    assert rec == ConsumerRecord("t", 1, 5, 1000, 0, "k", 11, None, 1, 1, (), 2)
+    assert ConsumerRecord("t", 1, 5, 1000, 0, "k", 9, None, 1, 1, ()).leader_epoch == -1
     import pickle
 
     assert pickle.loads(pickle.dumps(rec)) == rec

@@ -8,6 +8,7 @@ CorruptRecordError on the same inputs.
 
 from __future__ import annotations
 
+from dataclasses import astuple
 from typing import Any
 
 import pytest
@@ -79,7 +80,7 @@ def _reference(
 
 def _outcome(fn: Any, args: tuple[Any, ...]) -> Any:
     try:
-        return [tuple(r) for r in fn(*args)]
+        return [astuple(r) for r in fn(*args)]
     except errors.CorruptRecordError:
         return "corrupt"
 
@@ -130,7 +131,7 @@ def test_run_decoder_matches_the_general_path(n: int, kwargs: dict[str, Any]) ->
     for min_offset in (0, 1000 + n // 3, 1000 + 70):
         args = _args(data, min_offset)
         got = decode_v2_records(*args)
-        assert [tuple(r) for r in got] == [tuple(r) for r in _reference(*args)]
+        assert [astuple(r) for r in got] == [astuple(r) for r in _reference(*args)]
         expected = [
             r
             for r in reference_codec.decode(
@@ -172,7 +173,7 @@ def test_offset_gaps_fall_back_to_the_general_path() -> None:
     args = _args(data)
     got = decode_v2_records(*args)
     assert [r.offset for r in got] == list(range(10, 410, 2))
-    assert [tuple(r) for r in got] == [tuple(r) for r in _reference(*args)]
+    assert [astuple(r) for r in got] == [astuple(r) for r in _reference(*args)]
 
 
 @settings(max_examples=300, deadline=None)
@@ -199,7 +200,7 @@ def test_corrupted_uniform_batches_fail_like_the_general_path(
     except reference_codec.RefError:
         plain = "corrupt"
     if outcome != "corrupt":
-        outcome = [(r[2], r[3], r[5], r[6], tuple(r[10])) for r in outcome]
+        outcome = [(r[2], r[3], r[5], r[6], tuple(r[10])) for r in outcome]  # astuple()d
     assert outcome == plain
 
 

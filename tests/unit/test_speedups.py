@@ -9,6 +9,7 @@ must be (the install compiles it).
 from __future__ import annotations
 
 import os
+from dataclasses import astuple
 from typing import Any
 
 import pytest
@@ -148,7 +149,7 @@ def test_compiled_decoder_reads_what_the_reference_reads(
 
     def run(decode: Any) -> Any:
         try:
-            return [tuple(r) for r in decode(*args)]
+            return [astuple(r) for r in decode(*args)]
         except errors.CorruptRecordError:
             return "corrupt"
 
@@ -165,7 +166,7 @@ def test_compiled_decoder_handles_offsets_and_timestamps_past_int64() -> None:
     blob = builder.build()
     args = (blob, 61, len(blob), 2, 2**63 - 1, 2**63 - 1, None, "t", 0, 0, -1, 0)
     got = speedups.decode_v2(*args)
-    assert [tuple(r) for r in got] == [tuple(r) for r in decode_module._decode_v2(*args)]
+    assert [astuple(r) for r in got] == [astuple(r) for r in decode_module._decode_v2(*args)]
     assert got[1].offset == 2**63 and got[1].timestamp == 2**63 - 1 + 5
 
 

@@ -354,22 +354,19 @@ def _decode_run(
     offset = base_offset + first
     mark = len(out)
     out += map(
-        tuple.__new__,
-        repeat(ConsumerRecord),
-        zip(
-            repeat(topic),
-            repeat(partition),
-            range(offset, offset + n),
-            timestamps,
-            repeat(timestamp_type),
-            keys,
-            values,
-            repeat(None),
-            repeat(klen),
-            repeat(vlen),
-            repeat(()),
-            repeat(leader_epoch),
-        ),
+        ConsumerRecord,
+        repeat(topic),
+        repeat(partition),
+        range(offset, offset + n),
+        timestamps,
+        repeat(timestamp_type),
+        keys,
+        values,
+        repeat(None),
+        repeat(klen),
+        repeat(vlen),
+        repeat(()),
+        repeat(leader_epoch),
     )
     if offset < min_offset:
         del out[mark : mark + min(min_offset - offset, n)]
@@ -394,7 +391,6 @@ def _decode_each(
     topic, partition, timestamp_type, leader_epoch = head
     append = out.append
     zz = UNZZ1
-    new = tuple.__new__
     cls = ConsumerRecord
     no_headers: tuple[tuple[str, bytes | None], ...] = ()
     for _ in range(count):
@@ -491,22 +487,19 @@ def _decode_each(
         if offset < min_offset:
             continue
         append(
-            new(
-                cls,
-                (
-                    topic,
-                    partition,
-                    offset,
-                    base_timestamp + ts_delta if log_append_time is None else log_append_time,
-                    timestamp_type,
-                    key,
-                    value,
-                    None,
-                    klen,
-                    vlen,
-                    headers,
-                    leader_epoch,
-                ),
+            cls(
+                topic,
+                partition,
+                offset,
+                base_timestamp + ts_delta if log_append_time is None else log_append_time,
+                timestamp_type,
+                key,
+                value,
+                None,
+                klen,
+                vlen,
+                headers,
+                leader_epoch,
             )
         )
     return pos
