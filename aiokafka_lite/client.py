@@ -18,7 +18,7 @@ import random
 import socket
 import ssl
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from aiokafka_lite import errors
@@ -30,7 +30,8 @@ from aiokafka_lite.connection import (
     check_receive_message_max_bytes,
     connect,
 )
-from aiokafka_lite.protocol.api import ApiKey, api_name
+from aiokafka_lite.protocol import bodies
+from aiokafka_lite.protocol.api import Api, ApiKey, RequestT, ResponseT, api_name
 from aiokafka_lite.retry import backoff_delay
 from aiokafka_lite.security import SecurityConfig
 
@@ -388,8 +389,8 @@ class KafkaClient:
             node_id = self.least_loaded_node()
             try:
                 conn = await self._connection_before(node_id, deadline)
-                version = conn.version_for(ApiKey.METADATA)
-                body: dict[str, Any] = {
+                version = conn.version_for(bodies.METADATA)
+                body: bodies.MetadataRequest = {
                     "topics": None if topics is None else [{"name": t} for t in topics],
                     "allow_auto_topic_creation": self.allow_auto_create_topics,
                     "include_cluster_authorized_operations": False,
@@ -398,7 +399,7 @@ class KafkaClient:
                 if topics is None and version == 0:
                     body["topics"] = []  # v0 spells "all topics" as an empty list
                 response = await _send_before(
-                    conn, ApiKey.METADATA, body, deadline, version=version
+                    conn, bodies.METADATA, body, deadline, version=version
                 )
             except errors.KafkaError as exc:
                 if not exc.retriable and not isinstance(exc, errors.KafkaConnectionError):
@@ -667,16 +668,18 @@ class KafkaClient:
     async def send(
         self,
         node_id: int,
-        api_key: int,
-        body: Mapping[str, Any],
+        api_key: Api[RequestT, ResponseT],
+        body: RequestT,
         *,
         version: int | None = None,
         timeout_ms: int | None = None,
         expect_response: bool = True,
-    ) -> dict[str, Any]:
+    ) -> ResponseT:
         """Send one request to ``node_id`` and return the decoded response body.
 
-        With ``timeout_ms``, getting the connection counts against it too.
+        ``api_key`` is a typed key of `protocol.bodies` (``bodies.FETCH``): mypy checks
+        ``body`` against the request's ``TypedDict`` and types the answer as the
+        response's. With ``timeout_ms``, getting the connection counts against it too.
         """
         if timeout_ms is None:
             conn = await self.get_connection(node_id)
@@ -691,12 +694,12 @@ class KafkaClient:
     async def send_before(
         self,
         node_id: int,
-        api_key: int,
-        body: Mapping[str, Any],
+        api_key: Api[RequestT, ResponseT],
+        body: RequestT,
         deadline: float,
         *,
         version: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> ResponseT:
         """Send to ``node_id``, waiting (connecting included) until ``deadline`` at most.
 
         ``deadline`` is a `time.monotonic` time. Unlike ``send(timeout_ms=...)``, the
@@ -708,12 +711,12 @@ class KafkaClient:
 
     async def send_to_any(
         self,
-        api_key: int,
-        body: Mapping[str, Any],
+        api_key: Api[RequestT, ResponseT],
+        body: RequestT,
         *,
         version: int | None = None,
         timeout_ms: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> ResponseT:
         """Send to the least loaded node, trying another once if the connection fails.
 
         With ``timeout_ms``, every attempt together (connecting included) keeps to it.
@@ -757,18 +760,18 @@ class KafkaClient:
             node_id = self.least_loaded_node()
             try:
                 conn = await self._connection_before(node_id, deadline, bounded=True)
-                response = await _send_before(
-                    conn,
-                    ApiKey.FIND_COORDINATOR,
-                    {"key": key, "key_type": key_type, "coordinator_keys": [key]},
-                    deadline,
-                )
+                body: bodies.FindCoordinatorRequest = {
+                    "key": key,
+                    "key_type": key_type,
+                    "coordinator_keys": [key],
+                }
+                response = await _send_before(conn, bodies.FIND_COORDINATOR, body, deadline)
             except errors.KafkaError as exc:
                 if not exc.retriable:
                     raise
                 last_error = exc
             else:
-                entry: Mapping[str, Any] = (
+                entry: bodies.FindCoordinatorCoordinator | bodies.FindCoordinatorResponse = (
                     response["coordinators"][0] if response.get("coordinators") else response
                 )
                 code = entry.get("error_code", 0)
@@ -798,12 +801,12 @@ class KafkaClient:
 
 async def _send_before(
     conn: BrokerConnection,
-    api_key: int,
-    body: Mapping[str, Any],
+    api_key: Api[RequestT, ResponseT],
+    body: RequestT,
     deadline: float,
     *,
     version: int | None = None,
-) -> dict[str, Any]:
+) -> ResponseT:
     """Send with the connection's own request timeout, but stop waiting at ``deadline``.
 
     A caller's short deadline must not become the request timeout: a request that

@@ -11,8 +11,8 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from aiokafka_lite.protocol.bodies import MetadataResponse
 from aiokafka_lite.structs import TopicPartition
 
 #: Kafka's all-zero topic id means "no id" (brokers before topic ids, KIP-516).
@@ -70,7 +70,7 @@ class ClusterMetadata:
     @classmethod
     def from_response(
         cls,
-        body: Mapping[str, Any],
+        body: MetadataResponse,
         *,
         version: int,
         previous: ClusterMetadata | None = None,

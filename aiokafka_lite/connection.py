@@ -36,12 +36,13 @@ import socket
 import ssl
 import struct
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Final
 
 from aiokafka_lite import errors
 from aiokafka_lite._aio import wait_for
-from aiokafka_lite.protocol import api
+from aiokafka_lite.protocol import api, bodies
+from aiokafka_lite.protocol.api import Api, RequestT, ResponseT
 from aiokafka_lite.sasl import OAuthBearerMechanism, PlainMechanism, SaslMechanism, ScramMechanism
 from aiokafka_lite.security import SecurityConfig, fetch_oauth_token
 
@@ -76,9 +77,9 @@ MIN_RECEIVE_MESSAGE_MAX_BYTES: Final = 64 * 1024
 #: Until ApiVersions is answered, a frame claiming more than this is not from Kafka.
 _HANDSHAKE_MAX_FRAME: Final = 1024 * 1024
 
-_API_VERSIONS: Final = int(api.ApiKey.API_VERSIONS)
-_SASL_HANDSHAKE: Final = int(api.ApiKey.SASL_HANDSHAKE)
-_SASL_AUTHENTICATE: Final = int(api.ApiKey.SASL_AUTHENTICATE)
+_API_VERSIONS: Final = bodies.API_VERSIONS
+_SASL_HANDSHAKE: Final = bodies.SASL_HANDSHAKE
+_SASL_AUTHENTICATE: Final = bodies.SASL_AUTHENTICATE
 _UNSUPPORTED_VERSION: Final = 35
 _UNSUPPORTED_SASL_MECHANISM: Final = 33
 
@@ -120,8 +121,8 @@ def _client_software_version() -> str:
 _CLIENT_SOFTWARE_VERSION: Final = _client_software_version()
 
 
-#: See BrokerConnection.request's ``on_response``.
-ResponseCallback = Callable[[asyncio.Future[dict[str, Any]]], None]
+#: See BrokerConnection.request's ``on_response`` (typed there by the response body).
+ResponseCallback = Callable[[asyncio.Future[Any]], None]
 
 
 def _retrieve_exception(fut: asyncio.Future[Any]) -> None:
@@ -163,7 +164,7 @@ class _Request:
         api_version: int,
         correlation_id: int,
         frame: bytearray,
-        future: asyncio.Future[dict[str, Any]],
+        future: asyncio.Future[Any],
         expect_response: bool,
         timeout: float,
         deadline: float,
@@ -443,18 +444,20 @@ class BrokerConnection:
 
     def request(
         self,
-        api_key: int,
-        body: Mapping[str, Any],
+        api_key: Api[RequestT, ResponseT],
+        body: RequestT,
         *,
         version: int | None = None,
         timeout_ms: int | None = None,
         expect_response: bool = True,
-        on_response: ResponseCallback | None = None,
-    ) -> asyncio.Future[dict[str, Any]]:
+        on_response: Callable[[asyncio.Future[ResponseT]], None] | None = None,
+    ) -> asyncio.Future[ResponseT]:
         """Write a request now (or queue it for a free in-flight slot); return its future.
 
-        The future resolves with the decoded response body, or fails with
-        KafkaConnectionError / KafkaTimeoutError / DecodeError. With
+        ``api_key`` is a typed key of `protocol.bodies` (``bodies.FETCH``), so mypy
+        checks ``body`` against the request's ``TypedDict``; the future resolves with
+        the decoded response body (the response's ``TypedDict``: a plain dict), or
+        fails with KafkaConnectionError / KafkaTimeoutError / DecodeError. With
         ``expect_response=False`` (Produce with acks=0) it resolves with ``{}`` once the
         request is written. Encoding errors and unsupported versions raise here.
 
@@ -462,7 +465,7 @@ class BrokerConnection:
         response it runs at once, as the response is read, instead of a loop round later
         (the producer's sender uses it).
         """
-        fut: asyncio.Future[dict[str, Any]] = self._loop.create_future()
+        fut: asyncio.Future[ResponseT] = self._loop.create_future()
         fut.add_done_callback(_retrieve_exception)
         if on_response is not None:
             fut.add_done_callback(on_response)
@@ -498,13 +501,13 @@ class BrokerConnection:
 
     async def send(
         self,
-        api_key: int,
-        body: Mapping[str, Any],
+        api_key: Api[RequestT, ResponseT],
+        body: RequestT,
         *,
         version: int | None = None,
         timeout_ms: int | None = None,
         expect_response: bool = True,
-    ) -> dict[str, Any]:
+    ) -> ResponseT:
         """Send a request and return the decoded response body (see :meth:`request`).
 
         Waits for a free slot when ``max_in_flight`` requests are outstanding, and for
@@ -841,7 +844,7 @@ class BrokerConnection:
 
     async def _negotiate_versions(self) -> None:
         lo, version = api.SUPPORTED_VERSIONS[_API_VERSIONS]
-        body = {
+        body: bodies.ApiVersionsRequest = {
             "client_software_name": "aiokafka-lite",
             "client_software_version": _CLIENT_SOFTWARE_VERSION,
         }
@@ -904,7 +907,8 @@ class BrokerConnection:
                 f"broker {self.host}:{self.port} does not support SaslAuthenticate "
                 "(only the pre-KIP-152 raw SASL exchange, which this client does not speak)"
             )
-        handshake = await self.send(_SASL_HANDSHAKE, {"mechanism": name})
+        handshake_body: bodies.SaslHandshakeRequest = {"mechanism": name}
+        handshake = await self.send(_SASL_HANDSHAKE, handshake_body)
         code = handshake["error_code"]
         if code != 0:
             enabled = ", ".join(handshake["mechanisms"]) or "none"
@@ -920,7 +924,8 @@ class BrokerConnection:
 
         out: bytes | None = mechanism.first_message()
         while out is not None:
-            response = await self.send(_SASL_AUTHENTICATE, {"auth_bytes": out})
+            step: bodies.SaslAuthenticateRequest = {"auth_bytes": out}
+            response = await self.send(_SASL_AUTHENTICATE, step)
             code = response["error_code"]
             if code != 0:
                 detail = response.get("error_message") or str(errors.error_for_code(code))

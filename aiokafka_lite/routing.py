@@ -12,8 +12,11 @@ request take one more step:
   asks again while the answer says so (the coordinator moved or is loading, ...).
 
 Callers build the bodies and read the answers; this module routes, retries and keeps
-time. A request that could not be delivered (a retriable connection or timeout error)
-is retried too. Retries wait `retry_delay` (the client's ``retry_backoff_ms`` through
+time. Every function takes a typed API key of `protocol.bodies` (``bodies.LIST_OFFSETS``):
+mypy checks the bodies (or what ``build`` returns) against the request's ``TypedDict``
+and types the answers (for ``parse``, ``retry_on``, the caller) as the response's. A
+request that could not be delivered (a retriable connection or timeout error) is
+retried too. Retries wait `retry_delay` (the client's ``retry_backoff_ms`` through
 `retry.backoff_delay`) and stop when the `Deadline` leaves no time for the next one.
 Used by the admin client and by the consumer's fetcher and group coordinator.
 """
@@ -24,12 +27,12 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from aiokafka_lite import errors
 from aiokafka_lite._aio import wait_for
 from aiokafka_lite.client import COORDINATOR_GROUP, KafkaClient
-from aiokafka_lite.protocol.api import api_name
+from aiokafka_lite.protocol.api import Api, RequestT, ResponseT, api_name
 from aiokafka_lite.retry import Deadline, backoff_delay
 from aiokafka_lite.structs import TopicPartition
 
@@ -101,10 +104,10 @@ def retry_delay(client: KafkaClient) -> float:
 async def request(
     client: KafkaClient,
     node_id: int,
-    api_key: int,
-    body: Mapping[str, Any],
+    api_key: Api[RequestT, ResponseT],
+    body: RequestT,
     deadline: Deadline,
-) -> dict[str, Any]:
+) -> ResponseT:
     """One request to ``node_id``, waiting for its answer until ``deadline`` at most.
 
     The connection keeps its own request timeout: a caller running out of time does
@@ -123,8 +126,8 @@ async def request(
 
 
 async def request_any_node(
-    client: KafkaClient, api_key: int, body: Mapping[str, Any], deadline: Deadline
-) -> dict[str, Any]:
+    client: KafkaClient, api_key: Api[RequestT, ResponseT], body: RequestT, deadline: Deadline
+) -> ResponseT:
     """One request any broker can answer, to the least loaded node; another node (or
     the same one, reconnected) is tried after a backoff while connections fail."""
     while True:
@@ -208,10 +211,10 @@ _LeaderAnswers = tuple[
 
 async def send_to_leaders(
     client: KafkaClient,
-    api_key: int,
+    api_key: Api[RequestT, ResponseT],
     partitions: Iterable[TopicPartition],
-    build: Callable[[list[TopicPartition]], Mapping[str, Any]],
-    parse: Callable[[dict[str, Any]], Mapping[TopicPartition, tuple[int, V]]],
+    build: Callable[[list[TopicPartition]], RequestT],
+    parse: Callable[[ResponseT], Mapping[TopicPartition, tuple[int, V]]],
     deadline: Deadline,
     *,
     leaders: LeaderLookup | None = None,
@@ -319,14 +322,14 @@ def coordinator_lookup(
 
 async def send_to_coordinator(
     client: KafkaClient,
-    api_key: int,
-    body: Mapping[str, Any] | Callable[[], Awaitable[Mapping[str, Any]]],
+    api_key: Api[RequestT, ResponseT],
+    body: RequestT | Callable[[], Awaitable[RequestT]],
     deadline: Deadline,
     *,
     find: Callable[[Deadline], Awaitable[int]],
-    retry_on: Callable[[dict[str, Any]], errors.KafkaError | None],
+    retry_on: Callable[[ResponseT], errors.KafkaError | None],
     lost: Callable[[str], None] | None = None,
-) -> tuple[int, dict[str, Any]]:
+) -> tuple[int, ResponseT]:
     """Send to a coordinator until it gives an answer to keep; returns (node, answer).
 
     ``find(deadline)`` names the coordinator (`coordinator_lookup`, or the caller's

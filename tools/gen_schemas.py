@@ -2,7 +2,8 @@
 """Generate aiokafka_lite/protocol/messages/*.py from Kafka's message JSON files.
 
 Dev tool only: the generated modules are committed and are the project's schema
-definitions; nothing imports this script at run time.
+definitions; nothing imports this script at run time. It then runs
+tools/gen_bodies.py, which writes the typed bodies (protocol/bodies.py) from them.
 
     python tools/gen_schemas.py [--kafka-dir ../shared/kafka-protocol/message]
 
@@ -315,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     ruff = Path(sys.executable).with_name("ruff")
     if ruff.exists():
         subprocess.run([str(ruff), "format", "-q", *map(str, written)], check=False)
+    if out.resolve() == OUT_DIR:
+        # The typed bodies (protocol/bodies.py) are made from these schemas: again too.
+        subprocess.run([sys.executable, str(ROOT / "tools" / "gen_bodies.py")], check=True)
     return 0
 
 

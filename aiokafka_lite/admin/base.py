@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import warnings
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from aiokafka_lite import errors
@@ -20,33 +20,46 @@ from aiokafka_lite.admin.types import AdminResults
 from aiokafka_lite.admin.validation import check_timeout
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.connection import DEFAULT_RECEIVE_MESSAGE_MAX_BYTES
-from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol import bodies
+from aiokafka_lite.protocol.api import Api, RequestT, ResponseT
+from aiokafka_lite.protocol.bodies import MetadataRequest, MetadataResponse
 from aiokafka_lite.retry import Deadline
 from aiokafka_lite.routing import request, request_any_node, retry_delay
 from aiokafka_lite.security import SecurityConfig, TokenProviderLike
 
-__all__ = ["AdminBase", "ControllerOutcome", "item_error", "request_metadata"]
+__all__ = [
+    "AdminBase",
+    "ControllerAnswers",
+    "ControllerOutcome",
+    "item_error",
+    "request_metadata",
+]
 
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+_E = TypeVar("_E")
 _Admin = TypeVar("_Admin", bound="AdminBase")
 
-#: name -> (error code, error message, the response's entry for it).
-ControllerOutcome = dict[str, tuple[int, str | None, dict[str, Any]]]
+#: What a controller request's ``parse`` reads from one answer: name -> (error code,
+#: error message, the response's entry for it).
+ControllerAnswers = dict[str, tuple[int, str | None, _E]]
+#: The outcome of `AdminBase._controller_rounds`: as ``ControllerAnswers``, with None
+#: for the entry of a name no answer had.
+ControllerOutcome = dict[str, tuple[int, str | None, _E | None]]
 
 
 async def request_metadata(
     client: KafkaClient, topics: list[str] | None, deadline: Deadline
-) -> dict[str, Any]:
+) -> MetadataResponse:
     """A Metadata answer for ``topics`` (None: all); never creates or tracks a topic."""
-    body = {
+    body: MetadataRequest = {
         "topics": None if topics is None else [{"name": t} for t in topics],
         "allow_auto_topic_creation": False,
         "include_cluster_authorized_operations": False,
         "include_topic_authorized_operations": False,
     }
-    return await request_any_node(client, ApiKey.METADATA, body, deadline)
+    return await request_any_node(client, bodies.METADATA, body, deadline)
 
 
 def item_error(code: int, message: str | None, what: str) -> errors.KafkaError:
@@ -184,8 +197,8 @@ class AdminBase:
         return result
 
     async def _send(
-        self, node_id: int, api_key: int, body: Mapping[str, Any], deadline: Deadline
-    ) -> dict[str, Any]:
+        self, node_id: int, api_key: Api[RequestT, ResponseT], body: RequestT, deadline: Deadline
+    ) -> ResponseT:
         return await request(self._client, node_id, api_key, body, deadline)
 
     async def _pause(self, deadline: Deadline, last: errors.KafkaError | None) -> None:
@@ -211,14 +224,14 @@ class AdminBase:
 
     async def _controller_rounds(
         self,
-        api_key: int,
+        api_key: Api[RequestT, ResponseT],
         names: list[str],
-        build: Callable[[list[str], Deadline], dict[str, Any]],
-        parse: Callable[[dict[str, Any]], ControllerOutcome],
+        build: Callable[[list[str], Deadline], RequestT],
+        parse: Callable[[ResponseT], ControllerAnswers[_E]],
         deadline: Deadline,
-    ) -> ControllerOutcome:
+    ) -> ControllerOutcome[_E]:
         """Send ``names`` to the controller; resend those answered NOT_CONTROLLER."""
-        outcome: ControllerOutcome = {}
+        outcome: ControllerOutcome[_E] = {}
         pending = list(names)
         last: errors.KafkaError | None = None
         while pending:
@@ -236,7 +249,7 @@ class AdminBase:
             for name in pending:
                 entry = parsed.get(name)
                 if entry is None:
-                    outcome[name] = (-1, f"the broker returned no result for {name!r}", {})
+                    outcome[name] = (-1, f"the broker returned no result for {name!r}", None)
                 elif (
                     entry[0] == errors.NotControllerError.errno
                     and deadline.remaining() > self._backoff

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypedDict, TypeVar
 
 from aiokafka_lite import errors
 from aiokafka_lite.admin.base import AdminBase, item_error
@@ -24,11 +24,30 @@ from aiokafka_lite.admin.types import (
     ResourceResult,
 )
 from aiokafka_lite.admin.validation import config_value
-from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol import bodies
+from aiokafka_lite.protocol.api import Api, RequestT, ResponseT
+from aiokafka_lite.protocol.bodies import (
+    DescribeConfigsRequest,
+    DescribeConfigsResourceResult,
+    IncrementalAlterConfigsRequest,
+)
 from aiokafka_lite.retry import Deadline
 from aiokafka_lite.routing import request_any_node
 
 __all__ = ["ConfigsAdmin"]
+
+
+class _ResourceAnswer(TypedDict):
+    """What the answers of DescribeConfigs and IncrementalAlterConfigs say of each
+    resource (both answers' entries have these keys)."""
+
+    resource_type: int
+    resource_name: str
+    error_code: int
+    error_message: str | None
+
+
+_A = TypeVar("_A", bound=_ResourceAnswer)
 
 
 class ConfigsAdmin(AdminBase):
@@ -50,19 +69,21 @@ class ConfigsAdmin(AdminBase):
     async def _by_node(
         self,
         resources: list[ConfigResource],
-        api_key: int,
-        build: Callable[[list[ConfigResource], Deadline], dict[str, Any]],
+        api_key: Api[RequestT, ResponseT],
+        build: Callable[[list[ConfigResource], Deadline], RequestT],
+        answers: Callable[[ResponseT], Iterable[_A]],
         deadline: Deadline,
-    ) -> dict[ConfigResource, tuple[errors.KafkaError | None, dict[str, Any]]]:
+    ) -> dict[ConfigResource, tuple[errors.KafkaError | None, _A | None]]:
         """Send config requests grouped by the node that must answer them.
 
-        Returns resource -> (error or None, raw result entry).
+        ``answers`` lists a response's entries, one per resource. Returns resource ->
+        (error or None, the response's entry for it: None when there was none).
         """
         groups: dict[int | None, list[ConfigResource]] = {}
         for resource in resources:
             groups.setdefault(self._config_node(resource), []).append(resource)
 
-        async def one(node: int | None, items: list[ConfigResource]) -> dict[str, Any]:
+        async def one(node: int | None, items: list[ConfigResource]) -> ResponseT:
             body = build(items, deadline)
             if node is None:
                 return await request_any_node(self._client, api_key, body, deadline)
@@ -74,30 +95,33 @@ class ConfigsAdmin(AdminBase):
         responses = await asyncio.gather(
             *(one(n, groups[n]) for n in nodes), return_exceptions=True
         )
-        outcome: dict[ConfigResource, tuple[errors.KafkaError | None, dict[str, Any]]] = {}
+        outcome: dict[ConfigResource, tuple[errors.KafkaError | None, _A | None]] = {}
         for node, response in zip(nodes, responses, strict=True):
-            if isinstance(response, errors.UnsupportedVersionError) or not isinstance(
-                response, (dict, errors.KafkaError)
-            ):
-                raise response
-            if isinstance(response, errors.KafkaError):
+            if isinstance(response, BaseException):
+                if isinstance(response, errors.UnsupportedVersionError) or not isinstance(
+                    response, errors.KafkaError
+                ):
+                    raise response
                 # Only the resources of the node that failed get its error.
                 for resource in groups[node]:
-                    outcome[ConfigResource(resource.resource_type, resource.name)] = (response, {})
+                    outcome[ConfigResource(resource.resource_type, resource.name)] = (
+                        response,
+                        None,
+                    )
                 continue
-            for entry in response.get("results", response.get("responses", ())):
+            for entry in answers(response):
                 key = ConfigResource(
                     _resource_type_lenient(entry["resource_type"]), entry["resource_name"]
                 )
                 code = entry["error_code"]
                 what = f"{key.resource_type.name.lower()} {key.name!r}"
-                error = item_error(code, entry.get("error_message"), what) if code else None
+                error = item_error(code, entry["error_message"], what) if code else None
                 outcome[key] = (error, entry)
         for resource in resources:
             key = ConfigResource(resource.resource_type, resource.name)
             if key not in outcome:
                 missing = errors.UnknownServerError(f"the broker returned no result for {key!r}")
-                outcome[key] = (missing, {})
+                outcome[key] = (missing, None)
         return outcome
 
     async def describe_configs(
@@ -113,7 +137,7 @@ class ConfigsAdmin(AdminBase):
         """
         resources = _unique_resources(config_resources)
 
-        def build(items: list[ConfigResource], deadline: Deadline) -> dict[str, Any]:
+        def build(items: list[ConfigResource], deadline: Deadline) -> DescribeConfigsRequest:
             return {
                 "resources": [
                     {
@@ -128,12 +152,14 @@ class ConfigsAdmin(AdminBase):
             }
 
         async def body(deadline: Deadline) -> AdminResults[ConfigResource, ConfigDescription]:
-            outcome = await self._by_node(resources, ApiKey.DESCRIBE_CONFIGS, build, deadline)
+            outcome = await self._by_node(
+                resources, bodies.DESCRIBE_CONFIGS, build, lambda r: r["results"], deadline
+            )
             results: AdminResults[ConfigResource, ConfigDescription] = AdminResults()
             for resource in resources:
                 key = ConfigResource(resource.resource_type, resource.name)
                 error, entry = outcome[key]
-                if error is not None:
+                if error is not None or entry is None:  # (no entry: an error)
                     results[key] = ConfigDescription(key, error)
                     continue
                 entries = {c["name"]: _config_entry(c) for c in entry.get("configs", ())}
@@ -164,7 +190,9 @@ class ConfigsAdmin(AdminBase):
                 raise errors.ConfigurationError(f"{key!r} is given more than once")
             ops[key] = _alter_ops(change)
 
-        def build(items: list[ConfigResource], deadline: Deadline) -> dict[str, Any]:
+        def build(
+            items: list[ConfigResource], deadline: Deadline
+        ) -> IncrementalAlterConfigsRequest:
             return {
                 "resources": [
                     {
@@ -186,7 +214,11 @@ class ConfigsAdmin(AdminBase):
 
         async def body(deadline: Deadline) -> AdminResults[ConfigResource, ResourceResult]:
             outcome = await self._by_node(
-                list(ops), ApiKey.INCREMENTAL_ALTER_CONFIGS, build, deadline
+                list(ops),
+                bodies.INCREMENTAL_ALTER_CONFIGS,
+                build,
+                lambda r: r["responses"],
+                deadline,
             )
             results: AdminResults[ConfigResource, ResourceResult] = AdminResults()
             for key in ops:
@@ -248,11 +280,9 @@ def _source(value: int) -> ConfigSource | int:
         return value
 
 
-def _config_entry(c: Mapping[str, Any]) -> ConfigEntry:
+def _config_entry(c: DescribeConfigsResourceResult) -> ConfigEntry:
     source = _source(c.get("config_source", -1))
-    is_default = c.get("is_default")
-    if is_default is None:
-        is_default = source == ConfigSource.DEFAULT_CONFIG
+    is_default = source == ConfigSource.DEFAULT_CONFIG
     return ConfigEntry(
         name=c["name"],
         value=c.get("value"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from aiokafka_lite import errors
 from aiokafka_lite.admin.base import AdminBase, item_error
@@ -28,7 +28,20 @@ from aiokafka_lite.admin.types import (
 from aiokafka_lite.admin.validation import check_name, check_tp, isolation_code, unique_names
 from aiokafka_lite.client import COORDINATOR_GROUP
 from aiokafka_lite.cluster import BrokerMetadata
-from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol import bodies
+from aiokafka_lite.protocol.api import Api, RequestT, ResponseT
+from aiokafka_lite.protocol.bodies import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsDescribedGroup,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetFetchResponse,
+)
 from aiokafka_lite.protocol.group_protocol import decode_assignment, decode_subscription
 from aiokafka_lite.protocol.offsets import (
     offset_commit_body,
@@ -73,19 +86,19 @@ class GroupsAdmin(AdminBase):
     async def _group_call(
         self,
         group_id: str,
-        api_key: int,
-        body: Mapping[str, Any],
+        api_key: Api[RequestT, ResponseT],
+        body: RequestT,
         deadline: Deadline,
-        error_of: Callable[[dict[str, Any]], int],
-        unsettled: Callable[[dict[str, Any]], errors.KafkaError | None] | None = None,
-    ) -> tuple[int, dict[str, Any]]:
+        error_of: Callable[[ResponseT], int],
+        unsettled: Callable[[ResponseT], errors.KafkaError | None] | None = None,
+    ) -> tuple[int, ResponseT]:
         """Send to the group's coordinator, re-finding it while it moves or loads.
 
         ``error_of`` reads the answer's group-level error code; ``unsettled``, when
         given, names an error in an answer without one that is worth asking again for.
         """
 
-        def retry_on(response: dict[str, Any]) -> errors.KafkaError | None:
+        def retry_on(response: ResponseT) -> errors.KafkaError | None:
             code = error_of(response)
             if code or unsettled is None:
                 return coordinator_not_ready(code, f"group {group_id!r}")
@@ -115,12 +128,12 @@ class GroupsAdmin(AdminBase):
 
         async def body(deadline: Deadline) -> list[GroupListing]:
             nodes = chosen if chosen is not None else sorted(self._client.cluster.brokers)
-            request = {
+            request: ListGroupsRequest = {
                 "states_filter": sorted(wanted_states or ()),
                 "types_filter": [],
             }
             responses = await asyncio.gather(
-                *(self._send(node, ApiKey.LIST_GROUPS, request, deadline) for node in nodes)
+                *(self._send(node, bodies.LIST_GROUPS, request, deadline) for node in nodes)
             )
             found: dict[str, GroupListing] = {}
             for node, response in zip(nodes, responses, strict=True):
@@ -157,18 +170,18 @@ class GroupsAdmin(AdminBase):
         groups = unique_names("group id", group_ids)
 
         async def one(group_id: str, deadline: Deadline) -> GroupDescription:
-            request = {
+            request: DescribeGroupsRequest = {
                 "groups": [group_id],
                 "include_authorized_operations": include_authorized_operations,
             }
 
-            def code_of(response: dict[str, Any]) -> int:
+            def code_of(response: DescribeGroupsResponse) -> int:
                 entries = response.get("groups", ())
                 return int(entries[0]["error_code"]) if entries else 0
 
             try:
                 node, response = await self._group_call(
-                    group_id, ApiKey.DESCRIBE_GROUPS, request, deadline, code_of
+                    group_id, bodies.DESCRIBE_GROUPS, request, deadline, code_of
                 )
             except errors.KafkaError as exc:
                 if isinstance(exc, errors.UnsupportedVersionError):
@@ -196,15 +209,16 @@ class GroupsAdmin(AdminBase):
         groups = unique_names("group id", group_ids)
 
         async def one(group_id: str, deadline: Deadline) -> GroupResult:
-            def code_of(response: dict[str, Any]) -> int:
+            def code_of(response: DeleteGroupsResponse) -> int:
                 for r in response.get("results", ()):
                     if r.get("group_id") == group_id:
                         return int(r["error_code"])
                 return 0
 
+            request: DeleteGroupsRequest = {"groups_names": [group_id]}
             try:
                 _node, response = await self._group_call(
-                    group_id, ApiKey.DELETE_GROUPS, {"groups_names": [group_id]}, deadline, code_of
+                    group_id, bodies.DELETE_GROUPS, request, deadline, code_of
                 )
             except errors.KafkaError as exc:
                 if isinstance(exc, errors.UnsupportedVersionError):
@@ -259,10 +273,10 @@ class GroupsAdmin(AdminBase):
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         request = offset_fetch_body(group_id, wanted, require_stable=require_stable)
 
-        def code_of(response: dict[str, Any]) -> int:
+        def code_of(response: OffsetFetchResponse) -> int:
             return int(read_offset_fetch(response)[0])
 
-        def unsettled(response: dict[str, Any]) -> errors.KafkaError | None:
+        def unsettled(response: OffsetFetchResponse) -> errors.KafkaError | None:
             # A retriable partition error: an offset a transaction has yet to settle.
             for tp, (code, _committed) in read_offset_fetch(response)[1].items():
                 if code:
@@ -272,7 +286,7 @@ class GroupsAdmin(AdminBase):
             return None
 
         _node, response = await self._group_call(
-            group_id, ApiKey.OFFSET_FETCH, request, deadline, code_of, unsettled
+            group_id, bodies.OFFSET_FETCH, request, deadline, code_of, unsettled
         )
         code, found = read_offset_fetch(response)
         if code == errors.GroupIdNotFoundError.errno:
@@ -313,12 +327,12 @@ class GroupsAdmin(AdminBase):
         async def body(deadline: Deadline) -> AdminResults[TopicPartition, PartitionResult]:
             request = offset_commit_body(group_id, dict(sorted(commits.items())))
 
-            def code_of(response: dict[str, Any]) -> int:
+            def code_of(response: OffsetCommitResponse) -> int:
                 # A coordinator problem shows on every partition alike.
                 return next(iter(partition_error_codes(response).values()), 0)
 
             _node, response = await self._group_call(
-                group_id, ApiKey.OFFSET_COMMIT, request, deadline, code_of
+                group_id, bodies.OFFSET_COMMIT, request, deadline, code_of
             )
             return _partition_results(commits, partition_error_codes(response), group_id)
 
@@ -342,16 +356,16 @@ class GroupsAdmin(AdminBase):
         tps = list(dict.fromkeys(check_tp(tp) for tp in partitions))
 
         async def body(deadline: Deadline) -> AdminResults[TopicPartition, PartitionResult]:
-            by_topic: dict[str, list[dict[str, Any]]] = {}
+            by_topic: dict[str, list[OffsetDeleteRequestPartition]] = {}
             for tp in sorted(tps):
                 by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition})
-            request = {
+            request: OffsetDeleteRequest = {
                 "group_id": group_id,
                 "topics": [{"name": t, "partitions": p} for t, p in by_topic.items()],
             }
             _node, response = await self._group_call(
                 group_id,
-                ApiKey.OFFSET_DELETE,
+                bodies.OFFSET_DELETE,
                 request,
                 deadline,
                 lambda r: int(r.get("error_code", 0)),
@@ -384,11 +398,12 @@ class GroupsAdmin(AdminBase):
         async def body(deadline: Deadline) -> AdminResults[TopicPartition, ConsumerGroupLag]:
             committed = await self._fetch_offsets(group_id, None, False, deadline)
             owners: dict[TopicPartition, MemberDescription] = {}
+            describe: DescribeGroupsRequest = {"groups": [group_id]}
             try:
                 _node, response = await self._group_call(
                     group_id,
-                    ApiKey.DESCRIBE_GROUPS,
-                    {"groups": [group_id]},
+                    bodies.DESCRIBE_GROUPS,
+                    describe,
                     deadline,
                     lambda r: int(r["groups"][0]["error_code"]) if r.get("groups") else 0,
                 )
@@ -429,7 +444,7 @@ class GroupsAdmin(AdminBase):
 
 
 def _group_description(
-    entry: Mapping[str, Any], coordinator: BrokerMetadata | None
+    entry: DescribeGroupsDescribedGroup, coordinator: BrokerMetadata | None
 ) -> GroupDescription:
     group_id = entry["group_id"]
     code = entry.get("error_code", 0)

@@ -10,7 +10,7 @@ those topics (`MetadataLeaders`), so a missing topic is an item error, never cre
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from aiokafka_lite import errors
 from aiokafka_lite.admin.base import AdminBase, item_error, request_metadata
@@ -24,7 +24,13 @@ from aiokafka_lite.admin.types import (
 from aiokafka_lite.admin.validation import check_tp, isolation_code, offset_spec
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.cluster import ClusterMetadata
-from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol import bodies
+from aiokafka_lite.protocol.bodies import (
+    DeleteRecordsPartition,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    ListOffsetsRequest,
+)
 from aiokafka_lite.protocol.offsets import list_offsets_body, read_list_offsets
 from aiokafka_lite.retry import Deadline
 from aiokafka_lite.routing import leader_moved, send_to_leaders
@@ -78,7 +84,7 @@ async def list_offsets_by_leader(
 ) -> AdminResults[TopicPartition, ListOffsetsResult]:
     """ListOffsets for each partition (a timestamp, or EARLIEST / LATEST / MAX_TIMESTAMP)."""
 
-    def build(items: list[TopicPartition]) -> dict[str, Any]:
+    def build(items: list[TopicPartition]) -> ListOffsetsRequest:
         return list_offsets_body(
             {tp: specs[tp] for tp in items},
             isolation_level=isolation,
@@ -87,7 +93,7 @@ async def list_offsets_by_leader(
 
     answers = await send_to_leaders(
         client,
-        ApiKey.LIST_OFFSETS,
+        bodies.LIST_OFFSETS,
         specs,
         build,
         read_list_offsets,
@@ -150,8 +156,8 @@ class RecordsAdmin(AdminBase):
             before[tp] = offset
 
         async def body(deadline: Deadline) -> AdminResults[TopicPartition, DeleteRecordsResult]:
-            def build(items: list[TopicPartition]) -> dict[str, Any]:
-                by_topic: dict[str, list[dict[str, Any]]] = {}
+            def build(items: list[TopicPartition]) -> DeleteRecordsRequest:
+                by_topic: dict[str, list[DeleteRecordsPartition]] = {}
                 for tp in items:
                     by_topic.setdefault(tp.topic, []).append(
                         {"partition_index": tp.partition, "offset": before[tp]}
@@ -161,7 +167,7 @@ class RecordsAdmin(AdminBase):
                     "timeout_ms": deadline.remaining_ms(),
                 }
 
-            def parse(response: dict[str, Any]) -> dict[TopicPartition, tuple[int, int]]:
+            def parse(response: DeleteRecordsResponse) -> dict[TopicPartition, tuple[int, int]]:
                 return {
                     TopicPartition(t["name"], p["partition_index"]): (
                         p["error_code"],
@@ -173,7 +179,7 @@ class RecordsAdmin(AdminBase):
 
             answers = await send_to_leaders(
                 self._client,
-                ApiKey.DELETE_RECORDS,
+                bodies.DELETE_RECORDS,
                 before,
                 build,
                 parse,

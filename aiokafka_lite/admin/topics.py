@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from aiokafka_lite import errors
 from aiokafka_lite._aio import wait_for
-from aiokafka_lite.admin.base import AdminBase, ControllerOutcome, item_error, request_metadata
+from aiokafka_lite.admin.base import AdminBase, ControllerAnswers, item_error, request_metadata
 from aiokafka_lite.admin.types import (
     AdminResults,
     ClusterDescription,
@@ -23,7 +22,24 @@ from aiokafka_lite.admin.types import (
 )
 from aiokafka_lite.admin.validation import check_name, config_value, unique_names
 from aiokafka_lite.cluster import BrokerMetadata, ClusterMetadata
-from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol import bodies
+from aiokafka_lite.protocol.bodies import (
+    CreatePartitionsAssignment,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopic,
+    CreatePartitionsTopicResult,
+    CreateTopicsCreatableReplicaAssignment,
+    CreateTopicsCreatableTopic,
+    CreateTopicsCreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsDeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeClusterRequest,
+    MetadataResponseTopic,
+)
 from aiokafka_lite.retry import Deadline
 from aiokafka_lite.routing import request_any_node
 
@@ -57,14 +73,16 @@ class TopicsAdmin(AdminBase):
             _check_new_topic(spec)
             by_name[spec.name] = spec
 
-        def build(names: list[str], deadline: Deadline) -> dict[str, Any]:
+        def build(names: list[str], deadline: Deadline) -> CreateTopicsRequest:
             return {
                 "topics": [_creatable_topic(by_name[name]) for name in names],
                 "timeout_ms": deadline.remaining_ms(),
                 "validate_only": validate_only,
             }
 
-        def parse(response: dict[str, Any]) -> ControllerOutcome:
+        def parse(
+            response: CreateTopicsResponse,
+        ) -> ControllerAnswers[CreateTopicsCreatableTopicResult]:
             return {
                 t["name"]: (t["error_code"], t.get("error_message"), t)
                 for t in response.get("topics", ())
@@ -72,12 +90,12 @@ class TopicsAdmin(AdminBase):
 
         async def body(deadline: Deadline) -> AdminResults[str, CreateTopicResult]:
             outcome = await self._controller_rounds(
-                ApiKey.CREATE_TOPICS, list(by_name), build, parse, deadline
+                bodies.CREATE_TOPICS, list(by_name), build, parse, deadline
             )
             results: AdminResults[str, CreateTopicResult] = AdminResults()
             for name in by_name:
                 code, message, entry = outcome[name]
-                if code:
+                if code or entry is None:  # (no entry: code is -1)
                     results[name] = CreateTopicResult(
                         name, item_error(code, message, f"topic {name!r}")
                     )
@@ -103,29 +121,33 @@ class TopicsAdmin(AdminBase):
         """Delete topics; a missing one gets `UnknownTopicOrPartitionError`."""
         names = unique_names("topic", topics)
 
-        def build(pending: list[str], deadline: Deadline) -> dict[str, Any]:
+        def build(pending: list[str], deadline: Deadline) -> DeleteTopicsRequest:
             return {
                 "topic_names": pending,
-                "topics": [{"name": name} for name in pending],
+                # By name: a zero topic id is none.
+                "topics": [{"name": name, "topic_id": _ZERO_UUID} for name in pending],
                 "timeout_ms": deadline.remaining_ms(),
             }
 
-        def parse(response: dict[str, Any]) -> ControllerOutcome:
+        def parse(
+            response: DeleteTopicsResponse,
+        ) -> ControllerAnswers[DeleteTopicsDeletableTopicResult]:
             return {
-                t["name"]: (t["error_code"], t.get("error_message"), t)
+                name: (t["error_code"], t.get("error_message"), t)
                 for t in response.get("responses", ())
-                if t.get("name") is not None
+                if (name := t.get("name")) is not None
             }
 
         async def body(deadline: Deadline) -> AdminResults[str, DeleteTopicResult]:
             outcome = await self._controller_rounds(
-                ApiKey.DELETE_TOPICS, names, build, parse, deadline
+                bodies.DELETE_TOPICS, names, build, parse, deadline
             )
             results: AdminResults[str, DeleteTopicResult] = AdminResults()
             for name in names:
                 code, message, entry = outcome[name]
                 error = item_error(code, message, f"topic {name!r}") if code else None
-                results[name] = DeleteTopicResult(name, error, _uuid_or_none(entry.get("topic_id")))
+                topic_id = _uuid_or_none(entry.get("topic_id")) if entry is not None else None
+                results[name] = DeleteTopicResult(name, error, topic_id)
             return results
 
         if not names:
@@ -154,11 +176,11 @@ class TopicsAdmin(AdminBase):
                 )
             wanted[name] = spec
 
-        def build(names: list[str], deadline: Deadline) -> dict[str, Any]:
-            topics = []
+        def build(names: list[str], deadline: Deadline) -> CreatePartitionsRequest:
+            topics: list[CreatePartitionsTopic] = []
             for name in names:
                 spec = wanted[name]
-                assignments = (
+                assignments: list[CreatePartitionsAssignment] | None = (
                     None
                     if spec.new_assignments is None
                     else [{"broker_ids": list(ids)} for ids in spec.new_assignments]
@@ -170,7 +192,9 @@ class TopicsAdmin(AdminBase):
                 "validate_only": validate_only,
             }
 
-        def parse(response: dict[str, Any]) -> ControllerOutcome:
+        def parse(
+            response: CreatePartitionsResponse,
+        ) -> ControllerAnswers[CreatePartitionsTopicResult]:
             return {
                 t["name"]: (t["error_code"], t.get("error_message"), t)
                 for t in response.get("results", ())
@@ -178,7 +202,7 @@ class TopicsAdmin(AdminBase):
 
         async def body(deadline: Deadline) -> AdminResults[str, CreatePartitionsResult]:
             outcome = await self._controller_rounds(
-                ApiKey.CREATE_PARTITIONS, list(wanted), build, parse, deadline
+                bodies.CREATE_PARTITIONS, list(wanted), build, parse, deadline
             )
             results: AdminResults[str, CreatePartitionsResult] = AdminResults()
             for name, spec in wanted.items():
@@ -199,9 +223,9 @@ class TopicsAdmin(AdminBase):
         async def body(deadline: Deadline) -> list[str]:
             response = await request_metadata(self._client, None, deadline)
             return sorted(
-                t["name"]
+                name
                 for t in response.get("topics", ())
-                if t.get("name") and (include_internal or not t.get("is_internal", False))
+                if (name := t.get("name")) and (include_internal or not t.get("is_internal", False))
             )
 
         return await self._run("list_topics", timeout_ms, body)
@@ -220,7 +244,7 @@ class TopicsAdmin(AdminBase):
             pending = names
             while True:
                 response = await request_metadata(self._client, pending, deadline)
-                by_name = {t["name"]: t for t in response.get("topics", ()) if t.get("name")}
+                by_name = {name: t for t in response.get("topics", ()) if (name := t.get("name"))}
                 retry: list[str] = []
                 for name in by_name if pending is None else pending:
                     entry = by_name.get(name)
@@ -236,7 +260,7 @@ class TopicsAdmin(AdminBase):
                     ):
                         retry.append(name)
                         continue
-                    results[name] = _topic_description(entry)
+                    results[name] = _topic_description(name, entry)
                 if not retry:
                     break
                 pending = retry
@@ -262,12 +286,13 @@ class TopicsAdmin(AdminBase):
         """Cluster id, controller and brokers (DescribeCluster, or Metadata on older brokers)."""
 
         async def body(deadline: Deadline) -> ClusterDescription:
-            if await self._supports(ApiKey.DESCRIBE_CLUSTER, deadline):
+            if await self._supports(bodies.DESCRIBE_CLUSTER, deadline):
+                request: DescribeClusterRequest = {
+                    "include_cluster_authorized_operations": False,
+                    "endpoint_type": 1,
+                }
                 response = await request_any_node(
-                    self._client,
-                    ApiKey.DESCRIBE_CLUSTER,
-                    {"include_cluster_authorized_operations": False, "endpoint_type": 1},
-                    deadline,
+                    self._client, bodies.DESCRIBE_CLUSTER, request, deadline
                 )
                 code = response.get("error_code", 0)
                 if code:
@@ -279,8 +304,8 @@ class TopicsAdmin(AdminBase):
                 return ClusterDescription(
                     response.get("cluster_id"), response.get("controller_id", -1), brokers
                 )
-            response = await request_metadata(self._client, [], deadline)
-            meta = ClusterMetadata.from_response(response, version=0)
+            metadata = await request_metadata(self._client, [], deadline)
+            meta = ClusterMetadata.from_response(metadata, version=0)
             return ClusterDescription(
                 meta.cluster_id, meta.controller_id, tuple(meta.brokers.values())
             )
@@ -317,8 +342,8 @@ def _check_new_topic(spec: NewTopic) -> None:
         raise errors.ConfigurationError(f"topic_configs of {spec.name!r} must be a mapping")
 
 
-def _creatable_topic(spec: NewTopic) -> dict[str, Any]:
-    assignments = [
+def _creatable_topic(spec: NewTopic) -> CreateTopicsCreatableTopic:
+    assignments: list[CreateTopicsCreatableReplicaAssignment] = [
         {"partition_index": int(p), "broker_ids": [int(b) for b in brokers]}
         for p, brokers in sorted((spec.replica_assignments or {}).items())
     ]
@@ -335,8 +360,7 @@ def _creatable_topic(spec: NewTopic) -> dict[str, Any]:
     }
 
 
-def _topic_description(entry: Mapping[str, Any]) -> TopicDescription:
-    name = entry["name"]
+def _topic_description(name: str, entry: MetadataResponseTopic) -> TopicDescription:
     code = entry.get("error_code", 0)
     if code:
         return TopicDescription(name, item_error(code, None, f"topic {name!r}"))

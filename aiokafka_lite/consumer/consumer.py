@@ -42,7 +42,8 @@ from aiokafka_lite.consumer.subscription import (
     SubscriptionState,
     SubscriptionType,
 )
-from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol import bodies
+from aiokafka_lite.protocol.bodies import MetadataRequest
 from aiokafka_lite.protocol.records import ConsumerRecord
 from aiokafka_lite.security import SecurityConfig, TokenProviderLike
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition, check_topic_name
@@ -763,7 +764,7 @@ class Consumer:
         """Names of all topics in the cluster."""
         self._check_running()
         timeout = self._timeout(timeout_ms)
-        body = {
+        body: MetadataRequest = {
             "topics": None,
             "allow_auto_topic_creation": False,
             "include_cluster_authorized_operations": False,
@@ -771,17 +772,18 @@ class Consumer:
         }
         try:
             response = await wait_for(
-                self._client.send_to_any(ApiKey.METADATA, body, timeout_ms=timeout),
+                self._client.send_to_any(bodies.METADATA, body, timeout_ms=timeout),
                 timeout / 1000,
             )
         except asyncio.TimeoutError:
             raise errors.KafkaTimeoutError(f"topic list not received within {timeout} ms") from None
-        names = set()
+        names: set[str] = set()
         for t in response.get("topics", ()):
-            if t.get("error_code", 0) == 0 and t.get("name"):
+            name = t.get("name")
+            if t.get("error_code", 0) == 0 and name:
                 if self._config.exclude_internal_topics and t.get("is_internal"):
                     continue
-                names.add(t["name"])
+                names.add(name)
         return names
 
     def partitions_for_topic(self, topic: str) -> set[int] | None:

@@ -44,7 +44,20 @@ from aiokafka_lite.consumer.subscription import (
     SubscriptionState,
     SubscriptionType,
 )
-from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol import bodies
+from aiokafka_lite.protocol.api import Api, RequestT, ResponseT
+from aiokafka_lite.protocol.bodies import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    JoinGroupRequestProtocol,
+    JoinGroupResponseMember,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupRequestAssignment,
+)
 from aiokafka_lite.protocol.group_protocol import (
     Assignment,
     Subscription,
@@ -367,7 +380,7 @@ class GroupCoordinator:
         m.join_started()
         topics = sorted(self._subs.subscription)
         owned = sorted(self._subs.assigned_partitions())
-        protocols = []
+        protocols: list[JoinGroupRequestProtocol] = []
         for assignor in self._assignors.values():
             sub = Subscription(
                 tuple(topics),
@@ -377,7 +390,8 @@ class GroupCoordinator:
                 self._config.client_rack,
             )
             protocols.append({"name": assignor.name, "metadata": encode_subscription(sub)})
-        body = {
+        assert self._config.rebalance_timeout_ms is not None
+        body: JoinGroupRequest = {
             "group_id": self.group_id,
             "session_timeout_ms": self._config.session_timeout_ms,
             "rebalance_timeout_ms": self._config.rebalance_timeout_ms,
@@ -387,7 +401,6 @@ class GroupCoordinator:
             "protocols": protocols,
             "reason": m.rejoin_reason[:200],
         }
-        assert self._config.rebalance_timeout_ms is not None
         join_timeout = max(
             self._config.request_timeout_ms, self._config.rebalance_timeout_ms + 5000
         )
@@ -400,7 +413,7 @@ class GroupCoordinator:
         self._joining = True
         try:
             response = await self._client.send(
-                coordinator, ApiKey.JOIN_GROUP, body, timeout_ms=join_timeout
+                coordinator, bodies.JOIN_GROUP, body, timeout_ms=join_timeout
             )
         except errors.KafkaError as exc:
             m.coordinator_dead(f"JoinGroup failed: {exc}")
@@ -431,10 +444,10 @@ class GroupCoordinator:
             " (leader)" if m.is_leader else "",
             protocol,
         )
-        assignments: list[dict[str, Any]] = []
+        assignments: list[SyncGroupRequestAssignment] = []
         if m.is_leader and not response.get("skip_assignment", False):
             assignments = await self._assign(protocol, response.get("members", []))
-        sync_body = {
+        sync_body: SyncGroupRequest = {
             "group_id": self.group_id,
             "generation_id": m.generation.generation_id,
             "member_id": m.generation.member_id,
@@ -445,7 +458,7 @@ class GroupCoordinator:
         }
         try:
             sync = await self._client.send(
-                coordinator, ApiKey.SYNC_GROUP, sync_body, timeout_ms=join_timeout
+                coordinator, bodies.SYNC_GROUP, sync_body, timeout_ms=join_timeout
             )
         except errors.KafkaError as exc:
             m.coordinator_dead(f"SyncGroup failed: {exc}")
@@ -471,8 +484,8 @@ class GroupCoordinator:
         return True
 
     async def _assign(
-        self, protocol: str | None, raw_members: list[Mapping[str, Any]]
-    ) -> list[dict[str, Any]]:
+        self, protocol: str | None, raw_members: list[JoinGroupResponseMember]
+    ) -> list[SyncGroupRequestAssignment]:
         assignor = self._assignors.get(protocol or "")
         if assignor is None:
             raise errors.IllegalStateError(
@@ -671,7 +684,7 @@ class GroupCoordinator:
 
     async def _heartbeat(self, coordinator: int, generation: Generation, join_round: int) -> None:
         m = self.membership
-        body = {
+        body: HeartbeatRequest = {
             "group_id": self.group_id,
             "generation_id": generation.generation_id,
             "member_id": generation.member_id,
@@ -680,7 +693,7 @@ class GroupCoordinator:
         try:
             response = await self._client.send(
                 coordinator,
-                ApiKey.HEARTBEAT,
+                bodies.HEARTBEAT,
                 body,
                 timeout_ms=min(self._config.request_timeout_ms, self._config.session_timeout_ms),
             )
@@ -739,7 +752,7 @@ class GroupCoordinator:
         self._metadata_snapshot = None
         if static or not member_id or coordinator is None or timeout_ms <= 0:
             return
-        body = {
+        body: LeaveGroupRequest = {
             "group_id": self.group_id,
             "member_id": member_id,
             "members": [
@@ -749,7 +762,7 @@ class GroupCoordinator:
         try:
             response = await self._client.send(
                 coordinator,
-                ApiKey.LEAVE_GROUP,
+                bodies.LEAVE_GROUP,
                 body,
                 timeout_ms=max(min(timeout_ms, self._config.request_timeout_ms), 1),
             )
@@ -800,7 +813,7 @@ class GroupCoordinator:
         deadline = Deadline(timeout_ms, f"commit for group {self.group_id}")
         sent = NO_GENERATION  # the generation the last attempt committed in
 
-        async def body() -> dict[str, Any]:
+        async def body() -> OffsetCommitRequest:
             nonlocal sent
             sent, group_managed = await self._commit_generation(offsets, deadline, final)
             return self._commit_body(offsets, sent, group_managed)
@@ -809,7 +822,7 @@ class GroupCoordinator:
             while True:
                 # Retries while the coordinator moves or loads; other errors come back.
                 response = await self._send_to_coordinator(
-                    ApiKey.OFFSET_COMMIT, body, deadline, self._commit_retry_on
+                    bodies.OFFSET_COMMIT, body, deadline, self._commit_retry_on
                 )
                 worst = _worst_commit_error(response)
                 if worst is None:
@@ -838,11 +851,11 @@ class GroupCoordinator:
 
     async def _send_to_coordinator(
         self,
-        api_key: ApiKey,
-        body: Mapping[str, Any] | Callable[[], Awaitable[Mapping[str, Any]]],
+        api_key: Api[RequestT, ResponseT],
+        body: RequestT | Callable[[], Awaitable[RequestT]],
         deadline: Deadline,
-        retry_on: Callable[[dict[str, Any]], errors.KafkaError | None],
-    ) -> dict[str, Any]:
+        retry_on: Callable[[ResponseT], errors.KafkaError | None],
+    ) -> ResponseT:
         """`routing.send_to_coordinator` to this group's coordinator as the membership
         knows it; a request that does not arrive makes the membership forget it."""
         _node, response = await send_to_coordinator(
@@ -932,7 +945,7 @@ class GroupCoordinator:
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
         generation: Generation,
         group_managed: bool,
-    ) -> dict[str, Any]:
+    ) -> OffsetCommitRequest:
         if not group_managed:
             return offset_commit_body(self.group_id, offsets)
         return offset_commit_body(
@@ -943,7 +956,7 @@ class GroupCoordinator:
             group_instance_id=self.membership.group_instance_id,
         )
 
-    def _commit_retry_on(self, response: dict[str, Any]) -> errors.KafkaError | None:
+    def _commit_retry_on(self, response: OffsetCommitResponse) -> errors.KafkaError | None:
         """Apply each partition's error to the membership (a lost coordinator, a
         rebalance, ...); the error worth committing again for, if any."""
         for _where, code in _commit_codes(response):
@@ -976,7 +989,7 @@ class GroupCoordinator:
             return {}
         body = offset_fetch_body(self.group_id, parts, require_stable=True)
         response = await self._send_to_coordinator(
-            ApiKey.OFFSET_FETCH, body, deadline, self._offset_fetch_retry_on
+            bodies.OFFSET_FETCH, body, deadline, self._offset_fetch_retry_on
         )
         code, found = read_offset_fetch(response)
         if code:
@@ -996,7 +1009,7 @@ class GroupCoordinator:
                 self.committed_offsets[tp] = om.offset
         return result
 
-    def _offset_fetch_retry_on(self, response: dict[str, Any]) -> errors.KafkaError | None:
+    def _offset_fetch_retry_on(self, response: OffsetFetchResponse) -> errors.KafkaError | None:
         """The error worth fetching again for: the coordinator moved (forgotten here) or
         loads, or a partition's offset is not stable yet."""
         code, found = read_offset_fetch(response)
@@ -1014,7 +1027,7 @@ class GroupCoordinator:
         return None
 
 
-def _commit_codes(response: Mapping[str, Any]) -> Iterator[tuple[str, int]]:
+def _commit_codes(response: OffsetCommitResponse) -> Iterator[tuple[str, int]]:
     """(``topic-partition``, error code) of each partition an OffsetCommit answer failed."""
     for tp, code in partition_error_codes(response).items():
         if code:
@@ -1033,7 +1046,7 @@ _COMMIT_ACTION_RANK = {
 
 
 def _worst_commit_error(
-    response: Mapping[str, Any],
+    response: OffsetCommitResponse,
 ) -> tuple[ErrorAction, errors.KafkaError] | None:
     """The most serious partition error of an OffsetCommit answer and its action."""
     worst: tuple[ErrorAction, errors.KafkaError] | None = None

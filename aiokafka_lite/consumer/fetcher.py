@@ -51,8 +51,16 @@ from aiokafka_lite.consumer.subscription import (
     SubscriptionState,
 )
 from aiokafka_lite.errors import CorruptRecordError
-from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol import bodies
+from aiokafka_lite.protocol.bodies import (
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+)
 from aiokafka_lite.protocol.offsets import OffsetInfo, list_offsets_body, read_list_offsets
+from aiokafka_lite.protocol.primitives import ZERO_UUID
 from aiokafka_lite.protocol.records import ConsumerRecord
 from aiokafka_lite.retry import Deadline
 from aiokafka_lite.routing import PartitionAnswer, send_to_leaders
@@ -271,7 +279,7 @@ class Fetcher:
                 max_bytes = self._partition_max_bytes.get(tp, config.max_partition_fetch_bytes)
                 wanted[tp] = (offset, max_bytes, cluster.leader_epoch_for(tp))
             to_send, forget, session_id, session_epoch = session.build(wanted)
-            topics: dict[str, list[dict[str, Any]]] = {}
+            topics: dict[str, list[FetchPartition]] = {}
             for tp, (offset, max_bytes, leader_epoch) in to_send.items():
                 topics.setdefault(tp.topic, []).append(
                     {
@@ -287,7 +295,8 @@ class Fetcher:
             for tp in forget:
                 forgotten.setdefault(tp.topic, []).append(tp.partition)
             ids = {t: cluster.topic_id(t) for t in set(topics) | set(forgotten)}
-            body = {
+            # (A topic without an id is asked for by name, at v12, which sends no ids.)
+            body: FetchRequest = {
                 "replica_id": -1,
                 "max_wait_ms": config.fetch_max_wait_ms,
                 "min_bytes": config.fetch_min_bytes,
@@ -296,10 +305,12 @@ class Fetcher:
                 "session_id": session_id,
                 "session_epoch": session_epoch,
                 "topics": [
-                    {"topic": t, "topic_id": ids[t], "partitions": p} for t, p in topics.items()
+                    {"topic": t, "topic_id": ids[t] or ZERO_UUID, "partitions": p}
+                    for t, p in topics.items()
                 ],
                 "forgotten_topics_data": [
-                    {"topic": t, "topic_id": ids[t], "partitions": p} for t, p in forgotten.items()
+                    {"topic": t, "topic_id": ids[t] or ZERO_UUID, "partitions": p}
+                    for t, p in forgotten.items()
                 ],
                 "rack_id": config.client_rack or "",
             }
@@ -309,7 +320,7 @@ class Fetcher:
             sent_at = time.monotonic()
             response = await self._client.send(
                 node_id,
-                ApiKey.FETCH,
+                bodies.FETCH,
                 body,
                 version=version,
                 timeout_ms=config.request_timeout_ms + config.fetch_max_wait_ms,
@@ -357,7 +368,7 @@ class Fetcher:
         self,
         node_id: int,
         session: FetchSessionHandler,
-        response: Mapping[str, Any],
+        response: FetchResponse,
         requested: Mapping[TopicPartition, tuple[PartitionState, int, int]],
     ) -> None:
         top_error = response.get("error_code", 0) or 0
@@ -699,7 +710,7 @@ class Fetcher:
         """
         deadline = Deadline(timeout_ms, "looking up offsets")
 
-        def build(partitions: list[TopicPartition]) -> dict[str, Any]:
+        def build(partitions: list[TopicPartition]) -> ListOffsetsRequest:
             return list_offsets_body(
                 {tp: timestamps[tp] for tp in partitions},
                 isolation_level=self._config.isolation_level_code,
@@ -713,7 +724,7 @@ class Fetcher:
 
         answers = await send_to_leaders(
             self._client,
-            ApiKey.LIST_OFFSETS,
+            bodies.LIST_OFFSETS,
             timestamps,
             build,
             _parse_list_offsets,
@@ -835,7 +846,7 @@ class Fetcher:
 
 
 def _parse_list_offsets(
-    response: dict[str, Any],
+    response: ListOffsetsResponse,
 ) -> dict[TopicPartition, tuple[int, OffsetInfo | None]]:
     """A ListOffsets answer, None where the broker has no offset for the timestamp."""
     return {

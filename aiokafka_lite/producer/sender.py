@@ -24,7 +24,6 @@ import collections
 import logging
 import math
 import time
-from typing import Any
 
 from aiokafka_lite import errors
 from aiokafka_lite._aio import cancel_and_wait
@@ -34,7 +33,13 @@ from aiokafka_lite.errors import TransactionAbortedError
 from aiokafka_lite.producer.accumulator import ProducerBatch, RecordAccumulator
 from aiokafka_lite.producer.metrics import ProducerMetrics
 from aiokafka_lite.producer.transaction_manager import TransactionManager
-from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol import bodies
+from aiokafka_lite.protocol.bodies import (
+    ProducePartitionProduceData,
+    ProducePartitionProduceResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
 from aiokafka_lite.retry import backoff_delay
 from aiokafka_lite.structs import TopicPartition
 
@@ -42,7 +47,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Sender"]
 
-_PRODUCE = int(ApiKey.PRODUCE)
+_PRODUCE = bodies.PRODUCE
 _monotonic = time.monotonic
 
 _OUT_OF_ORDER = errors.OutOfOrderSequenceNumberError.errno
@@ -438,7 +443,7 @@ class Sender:
     def _send_produce(
         self, conn: BrokerConnection, node: int, batches: list[ProducerBatch]
     ) -> None:
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[ProducePartitionProduceData]] = {}
         total = 0
         built: list[ProducerBatch] = []
         for batch in batches:
@@ -450,7 +455,7 @@ class Sender:
             built.append(batch)
             total += len(data)
             entry = by_topic.get(batch.tp.topic)
-            part = {"index": batch.tp.partition, "records": data}
+            part: ProducePartitionProduceData = {"index": batch.tp.partition, "records": data}
             if entry is None:
                 by_topic[batch.tp.topic] = [part]
             else:
@@ -458,7 +463,7 @@ class Sender:
         if not built:
             return
         batches = built
-        body = {
+        body: ProduceRequest = {
             "transactional_id": self.transactional_id,
             "acks": self.acks,
             "timeout_ms": self.request_timeout_ms,
@@ -492,7 +497,7 @@ class Sender:
 
     def _on_response(
         self,
-        fut: asyncio.Future[dict[str, Any]],
+        fut: asyncio.Future[ProduceResponse],
         node: int,
         batches: list[ProducerBatch],
         sent_at: float,
@@ -519,11 +524,11 @@ class Sender:
                 self._batch_done(batch, -1, -1, -1)
         else:
             response = fut.result()
-            by_tp: dict[TopicPartition, dict[str, Any]] = {}
+            by_tp: dict[TopicPartition, ProducePartitionProduceResponse] = {}
             for topic in response.get("responses", ()):
                 name = topic["name"]
-                for part in topic["partition_responses"]:
-                    by_tp[TopicPartition(name, part["index"])] = part
+                for entry in topic["partition_responses"]:
+                    by_tp[TopicPartition(name, entry["index"])] = entry
             for batch in batches:
                 part = by_tp.get(batch.tp)
                 if part is None:

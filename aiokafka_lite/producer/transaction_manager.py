@@ -24,11 +24,19 @@ import enum
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
 from aiokafka_lite import errors
 from aiokafka_lite.client import COORDINATOR_GROUP, COORDINATOR_TRANSACTION, KafkaClient
-from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol import bodies
+from aiokafka_lite.protocol.api import Api, RequestT, ResponseT
+from aiokafka_lite.protocol.bodies import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+)
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -159,14 +167,14 @@ class TransactionManager:
         """Get a producer id (or bump the epoch) by ``deadline``; raises on failure."""
         async with self._init_lock:
             bump = self.producer_id >= 0
-            body: dict[str, Any] = {
+            body: InitProducerIdRequest = {
                 "transactional_id": self.transactional_id,
                 "transaction_timeout_ms": self.transaction_timeout_ms,
                 "producer_id": -1,
                 "producer_epoch": -1,
             }
             if bump:
-                version = self.client.api_version(ApiKey.INIT_PRODUCER_ID)
+                version = self.client.api_version(bodies.INIT_PRODUCER_ID)
                 if version is not None and version >= 3:
                     body["producer_id"] = self.producer_id
                     body["producer_epoch"] = self.producer_epoch
@@ -183,13 +191,13 @@ class TransactionManager:
                         node = await self._coordinator(deadline)
                         response = await self.client.send(
                             node,
-                            ApiKey.INIT_PRODUCER_ID,
+                            bodies.INIT_PRODUCER_ID,
                             body,
                             timeout_ms=self._timeout_ms(deadline),
                         )
                     else:
                         response = await self.client.send_to_any(
-                            ApiKey.INIT_PRODUCER_ID, body, timeout_ms=self._timeout_ms(deadline)
+                            bodies.INIT_PRODUCER_ID, body, timeout_ms=self._timeout_ms(deadline)
                         )
                     code = response["error_code"]
                     if code:
@@ -368,6 +376,12 @@ class TransactionManager:
 
     # --- coordinator requests --------------------------------------------------------
 
+    @property
+    def _txn_id(self) -> str:
+        """The transactional id, for the requests only a transactional producer sends."""
+        assert self.transactional_id is not None
+        return self.transactional_id
+
     async def _coordinator(self, deadline: float) -> int:
         assert self.transactional_id is not None
         node = self.coordinator
@@ -382,13 +396,13 @@ class TransactionManager:
 
     async def _coordinator_request(
         self,
-        api_key: int,
-        body: Mapping[str, Any],
+        api_key: Api[RequestT, ResponseT],
+        body: RequestT,
         deadline: float,
         what: str,
         *,
         version: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> ResponseT:
         """Send to the transaction coordinator, retrying until ``deadline``.
 
         Returns the response; error codes in it are for the caller to interpret, except
@@ -431,17 +445,18 @@ class TransactionManager:
             by_topic: dict[str, list[int]] = {}
             for tp in sorted(pending):
                 by_topic.setdefault(tp.topic, []).append(tp.partition)
-            topics = [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
-            body = {
-                "v3_and_below_transactional_id": self.transactional_id,
+            body: AddPartitionsToTxnRequest = {
+                "v3_and_below_transactional_id": self._txn_id,
                 "v3_and_below_producer_id": self.producer_id,
                 "v3_and_below_producer_epoch": self.producer_epoch,
-                "v3_and_below_topics": topics,
+                "v3_and_below_topics": [
+                    {"name": t, "partitions": ps} for t, ps in by_topic.items()
+                ],
             }
             version = self._add_partitions_version()
             try:
                 response = await self._coordinator_request(
-                    ApiKey.ADD_PARTITIONS_TO_TXN,
+                    bodies.ADD_PARTITIONS_TO_TXN,
                     body,
                     deadline,
                     "AddPartitionsToTxn",
@@ -477,7 +492,7 @@ class TransactionManager:
 
     def _add_partitions_version(self) -> int | None:
         # Versions 4+ are broker-to-broker (batched transactions); clients stop at 3.
-        version = self.client.api_version(ApiKey.ADD_PARTITIONS_TO_TXN)
+        version = self.client.api_version(bodies.ADD_PARTITIONS_TO_TXN)
         return None if version is None else min(version, 3)
 
     async def send_offsets(
@@ -497,17 +512,15 @@ class TransactionManager:
                 f"send_offsets_to_transaction needs an open transaction (state: {self.state.value})"
             )
         async with self._coordinator_lock:
+            add_offsets: AddOffsetsToTxnRequest = {
+                "transactional_id": self._txn_id,
+                "producer_id": self.producer_id,
+                "producer_epoch": self.producer_epoch,
+                "group_id": group_id,
+            }
             try:
                 await self._coordinator_request(
-                    ApiKey.ADD_OFFSETS_TO_TXN,
-                    {
-                        "transactional_id": self.transactional_id,
-                        "producer_id": self.producer_id,
-                        "producer_epoch": self.producer_epoch,
-                        "group_id": group_id,
-                    },
-                    deadline,
-                    "AddOffsetsToTxn",
+                    bodies.ADD_OFFSETS_TO_TXN, add_offsets, deadline, "AddOffsetsToTxn"
                 )
             except errors.KafkaTimeoutError:
                 raise
@@ -515,7 +528,7 @@ class TransactionManager:
                 self.set_abortable(exc)
                 raise
             self._txn_has_offsets = True
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[TxnOffsetCommitRequestPartition]] = {}
         for tp, value in offsets.items():
             oam = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
             by_topic.setdefault(tp.topic, []).append(
@@ -526,8 +539,8 @@ class TransactionManager:
                     "committed_metadata": oam.metadata,
                 }
             )
-        body = {
-            "transactional_id": self.transactional_id,
+        body: TxnOffsetCommitRequest = {
+            "transactional_id": self._txn_id,
             "group_id": group_id,
             "producer_id": self.producer_id,
             "producer_epoch": self.producer_epoch,
@@ -545,7 +558,7 @@ class TransactionManager:
                     )
                 response = await self.client.send(
                     group_coordinator,
-                    ApiKey.TXN_OFFSET_COMMIT,
+                    bodies.TXN_OFFSET_COMMIT,
                     body,
                     timeout_ms=self._timeout_ms(deadline),
                 )
@@ -601,15 +614,16 @@ class TransactionManager:
         """EndTxn (when the transaction touched anything), then back to READY."""
         if self.partitions_in_txn or self._txn_has_offsets:
             async with self._coordinator_lock:
+                end: EndTxnRequest = {
+                    "transactional_id": self._txn_id,
+                    "producer_id": self.producer_id,
+                    "producer_epoch": self.producer_epoch,
+                    "committed": commit,
+                }
                 try:
                     await self._coordinator_request(
-                        ApiKey.END_TXN,
-                        {
-                            "transactional_id": self.transactional_id,
-                            "producer_id": self.producer_id,
-                            "producer_epoch": self.producer_epoch,
-                            "committed": commit,
-                        },
+                        bodies.END_TXN,
+                        end,
                         deadline,
                         "EndTxn",
                         version=self._end_txn_version(),
@@ -634,7 +648,7 @@ class TransactionManager:
     def _end_txn_version(self) -> int | None:
         # EndTxn v5 belongs to transactions v2 (KIP-890), which also changes how epochs
         # move; this client speaks transactions v1.
-        version = self.client.api_version(ApiKey.END_TXN)
+        version = self.client.api_version(bodies.END_TXN)
         return None if version is None else min(version, 4)
 
     def restore_after_failed_commit(self) -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 from enum import IntEnum
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 from aiokafka_lite.errors import DecodeError, UnsupportedVersionError
 from aiokafka_lite.protocol import messages
@@ -46,8 +46,11 @@ from aiokafka_lite.protocol.schema import Decoder, Encoder, MessageSpec
 
 __all__ = [
     "SUPPORTED_VERSIONS",
+    "Api",
     "ApiKey",
     "RequestHeader",
+    "RequestT",
+    "ResponseT",
     "api_name",
     "decode_request",
     "decode_response",
@@ -92,6 +95,32 @@ class ApiKey(IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+
+
+#: The request body type of an `Api`.
+RequestT = TypeVar("RequestT", bound=Mapping[str, Any])
+#: The response body type of an `Api`.
+ResponseT = TypeVar("ResponseT", bound=Mapping[str, Any])
+
+
+class Api(int, Generic[RequestT, ResponseT]):
+    """An API key that carries the types of its request and response bodies.
+
+    At run time it is the key, an ``int`` like `ApiKey`'s members (it can be used
+    wherever a key is); for mypy it ties the key to its bodies, so that
+    ``send(api, body)`` checks ``body`` against the request's ``TypedDict`` and
+    returns the response's. One per API, in `aiokafka_lite.protocol.bodies`
+    (``bodies.FETCH: Api[FetchRequest, FetchResponse]``).
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"Api({_NAMES.get(int(self), int(self))})"
+
+    def __str__(self) -> str:
+        # As a key prints (f"{key}", "%s"): the number, as ApiKey's members do.
+        return int.__repr__(self)
 
 
 _REQUESTS: Final[dict[int, MessageSpec]] = {m.REQUEST.api_key: m.REQUEST for m in messages.MODULES}

@@ -2,17 +2,30 @@
 send and read them: ListOffsets, OffsetCommit and OffsetFetch.
 
 Builders take partitions and offsets and return a body for `protocol.api` (one body
-for every version: fields a version lacks are ignored). Readers take a decoded answer
-and return each partition's error code with what it carries; what an error means is
-the caller's business.
+for every version: fields a version lacks are ignored), typed as the request's
+``TypedDict`` of `protocol.bodies`. Readers take a decoded answer (the response's
+``TypedDict``) and return each partition's error code with what it carries; what an
+error means is the caller's business.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from aiokafka_lite.protocol.bodies import (
+    DeleteRecordsResponse,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitResponse,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchRequestTopic,
+    OffsetFetchResponse,
+)
 from aiokafka_lite.protocol.group_protocol import group_by_topic
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
@@ -46,17 +59,16 @@ def list_offsets_body(
     isolation_level: int,
     timeout_ms: int,
     leader_epoch: Callable[[TopicPartition], int] = _no_epoch,
-) -> dict[str, Any]:
+) -> ListOffsetsRequest:
     """ListOffsets for each partition's timestamp (-1 latest, -2 earliest, -3 the record
     with the largest timestamp); ``leader_epoch`` gives ``current_leader_epoch``."""
-    topics: dict[str, list[dict[str, Any]]] = {}
+    topics: dict[str, list[ListOffsetsPartition]] = {}
     for tp, timestamp in timestamps.items():
         topics.setdefault(tp.topic, []).append(
             {
                 "partition_index": tp.partition,
                 "current_leader_epoch": leader_epoch(tp),
                 "timestamp": timestamp,
-                "max_num_offsets": 1,
             }
         )
     return {
@@ -67,15 +79,16 @@ def list_offsets_body(
     }
 
 
-def read_list_offsets(response: Mapping[str, Any]) -> dict[TopicPartition, tuple[int, OffsetInfo]]:
+def read_list_offsets(
+    response: ListOffsetsResponse,
+) -> dict[TopicPartition, tuple[int, OffsetInfo]]:
     """Each partition's (error code, offset found) in a ListOffsets answer."""
     answered: dict[TopicPartition, tuple[int, OffsetInfo]] = {}
     for t in response.get("topics", ()):
         for p in t.get("partitions", ()):
             offset = p.get("offset", -1)
-            if offset is None or offset < 0:  # v0 answers with a list of offsets
-                old = p.get("old_style_offsets") or []
-                offset = old[0] if old else -1
+            if offset < 0:
+                offset = -1
             answered[TopicPartition(t["name"], p["partition_index"])] = (
                 p.get("error_code", 0),
                 OffsetInfo(offset, p.get("timestamp", -1), p.get("leader_epoch", -1)),
@@ -90,9 +103,9 @@ def offset_commit_body(
     generation_id: int = -1,
     member_id: str = "",
     group_instance_id: str | None = None,
-) -> dict[str, Any]:
+) -> OffsetCommitRequest:
     """OffsetCommit of ``offsets``; without a generation, as a group with no members."""
-    topics: dict[str, list[dict[str, Any]]] = {}
+    topics: dict[str, list[OffsetCommitRequestPartition]] = {}
     for tp, om in offsets.items():
         topics.setdefault(tp.topic, []).append(
             {
@@ -100,7 +113,6 @@ def offset_commit_body(
                 "committed_offset": om.offset,
                 "committed_leader_epoch": om.leader_epoch,
                 "committed_metadata": om.metadata,
-                "commit_timestamp": -1,
             }
         )
     return {
@@ -115,9 +127,9 @@ def offset_commit_body(
 
 def offset_fetch_body(
     group_id: str, partitions: Iterable[TopicPartition] | None, *, require_stable: bool
-) -> dict[str, Any]:
+) -> OffsetFetchRequest:
     """OffsetFetch of the group's committed offsets of ``partitions`` (None: all)."""
-    topics = (
+    topics: list[OffsetFetchRequestTopic] | None = (
         None
         if partitions is None
         else [
@@ -134,7 +146,7 @@ def offset_fetch_body(
 
 
 def read_offset_fetch(
-    response: Mapping[str, Any],
+    response: OffsetFetchResponse,
 ) -> tuple[int, dict[TopicPartition, tuple[int, OffsetAndMetadata | None]]]:
     """An OffsetFetch answer: the group's error code, and each partition's (error code,
     committed offset or None when nothing is committed)."""
@@ -157,7 +169,9 @@ def read_offset_fetch(
     return data.get("error_code", 0), found
 
 
-def partition_error_codes(response: Mapping[str, Any]) -> dict[TopicPartition, int]:
+def partition_error_codes(
+    response: OffsetCommitResponse | OffsetDeleteResponse | DeleteRecordsResponse,
+) -> dict[TopicPartition, int]:
     """Each partition's error code in an answer listed by topic (OffsetCommit,
     OffsetDelete, DeleteRecords: ``topics[].partitions[].error_code``)."""
     return {

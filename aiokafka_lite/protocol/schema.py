@@ -121,12 +121,15 @@ class Field:
     nested struct. Struct-typed fields carry their ``fields``.
     ``default`` is the schema default; when omitted the type's zero value is used
     (0, False, "", b"", [], zero UUID; null for records), as Kafka does.
+    ``has_default`` says whether the schema gave one (the typed bodies make a request
+    field without one required).
     """
 
     __slots__ = (
         "default",
         "element",
         "fields",
+        "has_default",
         "is_array",
         "is_struct",
         "name",
@@ -164,6 +167,7 @@ class Field:
             raise ValueError(f"field {name!r}: struct type {type!r} needs fields")
         if tag is not None and self.tagged is _NONE:
             raise ValueError(f"field {name!r}: tag without tagged versions")
+        self.has_default = default is not _MISSING
         if default is _MISSING:
             default = _zero(self)
         self.default = default
