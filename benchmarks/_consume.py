@@ -92,6 +92,7 @@ class _Tally:
         result["bytes_touched"] = self.touched
         result["rss_start_mib"] = round(rss_start, 1)
         result["rss_peak_mib"] = round(h.peak_rss_mib(), 1)
+        result["rss_growth_mib"] = round(result["rss_peak_mib"] - rss_start, 1)
         return result
 
 

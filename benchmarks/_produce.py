@@ -77,6 +77,10 @@ def _finish(
     result = h.throughput(total, start, end)
     result["rss_start_mib"] = round(rss_start, 1)
     result["rss_peak_mib"] = round(h.peak_rss_mib(), 1)
+    # What the client added while sending (the records were made before): the peak is
+    # the process's high-water mark, so this is exact only if the peak came after the
+    # start, which the records' generation before it makes likely, not certain.
+    result["rss_growth_mib"] = round(result["rss_peak_mib"] - rss_start, 1)
     result.update(extra)
     return result
 

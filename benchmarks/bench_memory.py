@@ -17,7 +17,8 @@ Reported per client: RSS when sending began (after start-up, one warm-up record 
 value pool), the peak (highest sample, and VmHWM), the growth (peak - start), and
 whether the peak stayed within start + buffer_memory + ``--margin-mib`` (64 MiB: room
 for what buffer_memory does not count, such as the requests being written, the read
-buffer, record futures and the interpreter's own growth). Also the rate.
+buffer, record futures and the interpreter's own growth). Also the rate, which here
+includes generating each record in the loop (~3 us): not a throughput figure.
 
 Writes benchmarks/results/memory.json and memory.png (RSS over time; ``--quick``:
 benchmarks/results/quick/).

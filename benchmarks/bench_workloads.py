@@ -305,6 +305,7 @@ FIELDS = (
     "cpu_us_per_record",
     "rss_peak_mib",
     "rss_start_mib",
+    "rss_growth_mib",
     "seconds",
     "worker_wall_s",
     "verify_s",
@@ -325,10 +326,12 @@ def estimate_full(results: dict[str, Any], repeat: int = REPEAT) -> dict[str, An
     """How long the full run would take, from this run's rates and per-run overheads.
 
     Per run: the fixed cost seen here (worker wall time - generation - timed part), plus
-    the full record count's generation and its time at this run's median rate; the
-    first round's verification and each consume case's fill scaled the same way. Rates
-    of a smoke run on a loaded machine are lower than a quiet machine's: the estimate
-    leans long.
+    the full record count's generation and its time per record (the lower of this run's
+    wall time per record and twice its CPU time per record); the first round's
+    verification at ~500k records/s more; each consume case's fill scaled linearly.
+    Checked against full-size
+    single rounds on the loaded 2-core development machine, it leans long (by up to 2x
+    on the fast paths).
     """
     gen = {f: generation_us(f) for f in {c["family"] for c in results["cases"]}}
     total = 0.0
@@ -343,13 +346,19 @@ def estimate_full(results: dict[str, Any], repeat: int = REPEAT) -> dict[str, An
             for entry in case.get(direction, {}).values():
                 rate = h.median_of(entry, "rate")
                 wall = h.median_of(entry, "worker_wall_s")
-                if not rate or wall is None:
+                cpu = h.median_of(entry, "cpu_us_per_record")
+                if not rate or wall is None or cpu is None:
                     continue
                 fixed = max(wall - n_here * g - n_here / rate, 0.5)
-                seconds += repeat * (fixed + n_full * g + n_full / rate)
+                # A short run's rate is mostly start-up (the first fetches, the first
+                # batches): per record, take the lower of its wall time and twice its CPU
+                # time (the broker shares the machine).
+                per_record = min(1 / rate, 2 * cpu / 1e6)
+                seconds += repeat * (fixed + n_full * (g + per_record))
                 verify = h.median_of(entry, "verify_s")
                 if verify is not None:
-                    seconds += max(verify, 1.0) * n_full / n_here
+                    # Mostly the counting consumer's start and stop; then ~500k records/s.
+                    seconds += verify + (n_full - n_here) / 500_000
             if direction == "consume" and case.get("fill_s") is not None:
                 seconds += case["fill_s"] * n_full / n_here
         by_family[family] = by_family.get(family, 0.0) + seconds
@@ -581,6 +590,23 @@ def tables(results: dict[str, Any]) -> str:
             "timed interval, / records), median of the rounds\n\n"
             + h.markdown_table(header, cpu_rows)
         )
+        rss_rows = []
+        for case in cases:
+            entries = case.get(direction, {})
+            if entries:
+                rss_rows.append(
+                    [case["key"]]
+                    + [
+                        f"{h.median_of(entries.get(k), 'rss_growth_mib'):.0f}"
+                        if h.median_of(entries.get(k), "rss_growth_mib") is not None
+                        else "-"
+                        for k in keys
+                    ]
+                )
+        parts.append(
+            f"### {direction}: RSS growth while timed (VmHWM at the end - RSS at the "
+            "start), MiB, median of the rounds\n\n" + h.markdown_table(header, rss_rows)
+        )
         names = [name for name, _, _ in RATIOS[direction]]
         ratio_rows = []
         for case in cases:
@@ -654,7 +680,10 @@ def charts(results: dict[str, Any], directory: Path) -> list[Path]:
             bars = ax.bar(range(len(keys)), med, yerr=[low, high], color=colors, capsize=3)
             ax.bar_label(
                 bars,
-                labels=[f"{m:.0f}k\n{c:.2f}us" for m, c in zip(med, cpu, strict=True)],
+                labels=[
+                    f"{m:.0f}k\n{c:.2f}us" if m >= 10 else f"{m:.2f}k\n{c:.1f}us"
+                    for m, c in zip(med, cpu, strict=True)
+                ],
                 fontsize=6,
             )
             ax.set_xticks(
@@ -699,12 +728,14 @@ def charts(results: dict[str, Any], directory: Path) -> list[Path]:
                     if xs:
                         ax.plot(xs, ys, marker="o", label=label, color=_color(key))
                 ax.set_xscale("log", base=2)
+                counts = [c["partitions"] for c in points]
+                ax.set_xticks(counts, [str(c) for c in counts], fontsize=7)
                 ax.set_xlabel("partitions", fontsize=7)
                 unit = "k records/s (median)" if field == "rate" else "CPU us/record (median)"
-                ax.set_ylabel(unit, fontsize=7)
+                ax.set_ylabel(unit + ", log scale", fontsize=7)
                 ax.set_title(f"{direction}, batch size {size_label(size)}", fontsize=9)
-                if field != "rate":
-                    ax.set_yscale("log")
+                ax.set_yscale("log")
+                ax.grid(True, which="both", alpha=0.2)
                 ax.legend(fontsize=6)
         fig.suptitle("many-partitions: service records over 1-2,048 partitions", fontsize=10)
         fig.text(0.5, 0.002, foot, ha="center", fontsize=7)
@@ -868,8 +899,19 @@ def main() -> int:
     p.add_argument(
         "--out", default=None, help="directory for the results (default benchmarks/results)"
     )
+    p.add_argument(
+        "--redraw",
+        action="store_true",
+        help="rewrite workloads.md and the charts from workloads.json in the results directory",
+    )
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.redraw:
+        out = h.results_dir(args.out, args.quick)
+        results = json.loads((out / "workloads.json").read_text())
+        (out / "workloads.md").write_text(tables(results))
+        print("wrote", out / "workloads.md", *charts(results, out))
+        return 0
     if args.worker:
         spec = json.loads(args.worker)
         module = _produce if spec["direction"] == "produce" else _consume
