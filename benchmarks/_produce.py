@@ -19,7 +19,7 @@ Every client gets the same settings: acks=1, linger 5 ms, the case's batch size 
 codec, the client's default partitioner with Kafka's murmur2 placement (confluent-kafka
 is set to ``murmur2_random``, librdkafka's default being CRC32-based), 32 MiB of buffer
 where the client has such a bound (ours: ``buffer_memory``; confluent-kafka:
-``queue.buffering.max.kbytes``; aiokafka has none).
+``queue.buffering.max.kbytes``; aiokafka and kafka-python 3 have none).
 
 The clock runs from the first record handed to the client until ``flush()`` returns
 (every record acknowledged), after one warm-up record (partition 0) that connects and
@@ -259,7 +259,6 @@ def _kafka_python(spec: dict[str, Any]) -> dict[str, Any]:
         acks=ACKS,
         linger_ms=LINGER_MS,
         batch_size=spec["batch_size"],
-        buffer_memory=BUFFER_MEMORY,
         compression_type=None if codec == "none" else codec,
     )
     fixed = 0 if wl.fixed_partition else None
