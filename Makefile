@@ -14,7 +14,7 @@ SYSTEM_TOOLS := kcat socat tmux openssl
 
 .DEFAULT_GOAL := help
 
-.PHONY: help install system-tools test test-noida lint broker bench demo chaos fuzz soak clean distclean
+.PHONY: help install system-tools test test-noida lint broker bench bench-quick bench-micro demo chaos fuzz soak clean distclean
 
 help:
 	@echo "make install     create $(VENV) and install aiokafka_lite with its dev extras (+ kcat, socat)"
@@ -22,7 +22,10 @@ help:
 	@echo "make test-noida  the integration tests against noida-db's Kafka service"
 	@echo "make lint        ruff check, ruff format --check, mypy"
 	@echo "make broker      an embedded Tansu broker in the foreground on port \$$PORT ($(PORT))"
-	@echo "make bench       run every benchmarks/bench_*.py"
+	@echo "make bench       the benchmarks vs aiokafka and confluent-kafka: workloads, memory, latency,"
+	@echo "                 group (~1.5 h on 2 cores; benchmarks/README.md)"
+	@echo "make bench-quick the same as a smoke run (~7 min; results in benchmarks/results/quick/)"
+	@echo "make bench-micro the older single-shape benchmarks (bench_produce, bench_consume, bench_records)"
 	@echo "make demo        the Spark streaming pipeline demo on an embedded broker"
 	@echo "make chaos       the seven chaos scenarios at full size; prints the table (~10 min)"
 	@echo "make fuzz        fuzz the decoders for FUZZ_SECONDS (300) per target (~10 min on 2 cores)"
@@ -78,13 +81,31 @@ lint: $(STAMP)
 broker: $(STAMP)
 	$(PY) -m aiokafka_lite.testing --port $(PORT)
 
-bench: $(STAMP)
-	@set -e; found=0; \
-	for bench in benchmarks/bench_*.py; do \
-		[ -e "$$bench" ] || continue; found=1; \
-		echo "== $$bench"; $(PY) "$$bench"; \
+# The benchmarks (benchmarks/README.md), each writing JSON + PNG to benchmarks/results/
+# with the commit measured: the realistic workloads against aiokafka and confluent-kafka
+# (the headline), producer memory over 512 partitions, latency (on noida-db) and a
+# 10-member group. BENCH_ARGS go to each, e.g. BENCH_ARGS="--quick" (bench-quick).
+# Every script runs even when one fails; the exit status says whether any did.
+BENCH_ARGS ?=
+BENCH_SCRIPTS := bench_workloads bench_memory bench_latency bench_group
+MICRO_SCRIPTS := bench_produce bench_consume bench_records
+define run_benches
+	@failed=""; \
+	for bench in $(1); do \
+		echo "== benchmarks/$$bench.py $(2)"; \
+		$(PY) benchmarks/$$bench.py $(2) || failed="$$failed $$bench"; \
 	done; \
-	[ $$found = 1 ] || echo "no benchmarks/bench_*.py yet"
+	if [ -n "$$failed" ]; then echo "failed:$$failed" >&2; exit 1; fi
+endef
+
+bench: $(STAMP)
+	$(call run_benches,$(BENCH_SCRIPTS),$(BENCH_ARGS))
+
+bench-quick: $(STAMP)
+	$(call run_benches,$(BENCH_SCRIPTS),--quick $(BENCH_ARGS))
+
+bench-micro: $(STAMP)
+	$(call run_benches,$(MICRO_SCRIPTS),$(BENCH_ARGS))
 
 # The data pipeline demo, examples/spark_pipeline.py (docs/spark.md): embedded broker
 # (or $KAFKA_BOOTSTRAP_SERVERS), an async producer service, a Spark Structured Streaming

@@ -40,9 +40,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# The benchmarks' own modules first; the library is what `import aiokafka_lite` finds
+# (PYTHONPATH, else the installed package), this checkout only as the last resort.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import _harness as h
+import _harness as h
 
 VALUE_SIZE = 100
 LINGER_MS = 5

@@ -30,7 +30,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# The benchmarks' own modules first; the library is what `import aiokafka_lite` finds
+# (PYTHONPATH, else the installed package), this checkout only as the last resort.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from aiokafka_lite.admin import AdminClient, NewTopic
 from aiokafka_lite.consumer import Consumer

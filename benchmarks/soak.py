@@ -48,13 +48,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# The benchmarks' own modules first; the library is what `import aiokafka_lite` finds
+# (PYTHONPATH, else the installed package), this checkout only as the last resort.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))
 
+import _harness as h
 import psutil  # type: ignore[import-untyped]
 
 from aiokafka_lite.consumer import Consumer
 from aiokafka_lite.producer import Producer
-from benchmarks import _harness as h
 
 PARTITIONS = 6
 MIB = 1024 * 1024
