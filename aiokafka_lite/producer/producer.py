@@ -273,7 +273,9 @@ class Producer:
                 on_fatal=self._update_guard,
             )
         self._accumulator = RecordAccumulator(
-            batch_size=config.max_batch_size,
+            # max_batch_size bounds the whole batch, header included (Java's batch.size):
+            # with max_request_size equal to it, a full batch still goes in one request.
+            batch_size=max(config.max_batch_size - V2_HEADER_SIZE, 1),
             buffer_memory=config.buffer_memory,
             compression=config.compression_id,
             linger_ms=config.linger_ms,
@@ -935,7 +937,7 @@ class Producer:
         """An empty batch for ``send_batch`` (records of one partition, bytes only)."""
         config = self.config
         return BatchBuilder(
-            max_size=config.max_batch_size,
+            max_size=max(config.max_batch_size - V2_HEADER_SIZE, 1),  # (as the accumulator's)
             compression=config.compression_id,
             transactional=config.transactional,
         )

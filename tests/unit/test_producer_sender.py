@@ -719,7 +719,10 @@ def test_send_fills_batches_exactly_as_the_general_encoder(
             if batch is not None:
                 expected.append(bytes(batch.buf))
             batch = ProducerBatch(
-                TopicPartition(TOPIC, 0), max_size=batch_size, compression=0, transactional=False
+                TopicPartition(TOPIC, 0),
+                max_size=max(batch_size - records.V2_HEADER_SIZE, 1),  # header included
+                compression=0,
+                transactional=False,
             )
             assert batch.append(stamp, None, value, None)
 
@@ -1063,3 +1066,23 @@ async def test_unknown_producer_id_without_a_log_start_offset_is_asked_again() -
     again.answer(0, base_offset=11)
     assert (await fut).offset == 11
     await producer.stop(timeout=1)
+
+
+async def test_a_full_batch_fits_max_batch_size_header_included() -> None:
+    """max_batch_size bounds the whole batch (Java's batch.size): with max_request_size
+    equal to it, a full batch, built by send() or by the caller, is still sendable
+    (found by the benchmark: a caller-built 1 MiB batch came out 61 bytes too large)."""
+    limit = 1 << 20
+    producer = await _unsent_producer(max_batch_size=limit, max_request_size=limit)
+    try:
+        for _ in range(3 * limit // 1000):
+            await producer.send(TOPIC, b"v" * 1000, partition=0)
+        full = producer._batches[TopicPartition(TOPIC, 0)][0]
+        assert limit - 1100 < full.size() <= limit
+        batch = producer.create_batch()
+        while batch.append(timestamp=None, key=None, value=b"w" * 1000):
+            pass
+        assert limit - 1100 < batch.size() <= limit
+        await producer.send_batch(batch, TOPIC, partition=1)  # no RecordTooLargeError
+    finally:
+        await producer.stop(timeout=0)
