@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer
@@ -635,28 +636,53 @@ async def test_delete_active_group_is_refused(
 
 
 async def test_invalid_arguments_raise_configuration_errors(admin: AdminClient) -> None:
-    bad_calls = [
-        lambda: admin.create_topics([NewTopic("x", 0, 1)]),
-        lambda: admin.create_topics([NewTopic("x", 1, 1), NewTopic("x", 1, 1)]),
-        lambda: admin.create_topics(["x"]),  # type: ignore[list-item]
-        lambda: admin.delete_topics([""]),
-        lambda: admin.list_topics(timeout_ms=0),
-        lambda: admin.create_partitions({"x": 0}),
-        lambda: admin.describe_configs([ConfigResource("broker", "not-a-number")]),
-        lambda: admin.list_offsets({TopicPartition("x", 0): "soonish"}),  # type: ignore[dict-item]
-        lambda: admin.list_offsets({TopicPartition("x", -1): "latest"}),
-        lambda: admin.list_offsets({TopicPartition("x", 0): "latest"}, "dirty"),  # type: ignore[arg-type]
-        lambda: admin.delete_records({TopicPartition("x", 0): -5}),
-        lambda: admin.alter_consumer_group_offsets("g", {TopicPartition("x", 0): -1}),
-        lambda: admin.incremental_alter_configs(
-            {ConfigResource("topic", "x"): [AlterConfigOp("a", None, AlterConfigOpType.SET)]}
+    # (call, what the message must name)
+    bad_calls: list[tuple[Callable[[], Any], str]] = [
+        (lambda: admin.create_topics([NewTopic("x", 0, 1)]), "num_partitions of topic 'x'"),
+        (
+            lambda: admin.create_topics([NewTopic("x", 1, 1), NewTopic("x", 1, 1)]),
+            "topic 'x' is given more than once",
         ),
-        lambda: admin.describe_consumer_groups(["g", "g"]),
+        (lambda: admin.create_topics(["x"]), "expected NewTopic, got 'x'"),  # type: ignore[list-item]
+        (lambda: admin.delete_topics([""]), "topic must be a non-empty str"),
+        (lambda: admin.list_topics(timeout_ms=0), "timeout_ms"),
+        (lambda: admin.create_partitions({"x": 0}), "total_count for 'x'"),
+        (
+            lambda: admin.describe_configs([ConfigResource("broker", "not-a-number")]),
+            "broker id, got 'not-a-number'",
+        ),
+        (
+            lambda: admin.list_offsets({TopicPartition("x", 0): "soonish"}),  # type: ignore[dict-item]
+            "offset spec .* got 'soonish'",
+        ),
+        (lambda: admin.list_offsets({TopicPartition("x", -1): "latest"}), "partition=-1"),
+        (
+            lambda: admin.list_offsets({TopicPartition("x", 0): "latest"}, "dirty"),  # type: ignore[arg-type]
+            "isolation_level",
+        ),
+        (
+            lambda: admin.delete_records({TopicPartition("x", 0): -5}),
+            r"offset for .*partition=0.* got -5",
+        ),
+        (
+            lambda: admin.alter_consumer_group_offsets("g", {TopicPartition("x", 0): -1}),
+            r"offset for .*partition=0.* got OffsetAndMetadata\(offset=-1",
+        ),
+        (
+            lambda: admin.incremental_alter_configs(
+                {ConfigResource("topic", "x"): [AlterConfigOp("a", None, AlterConfigOpType.SET)]}
+            ),
+            "SET of 'a' needs a value",
+        ),
+        (
+            lambda: admin.describe_consumer_groups(["g", "g"]),
+            "group id 'g' is given more than once",
+        ),
     ]
-    for call in bad_calls:
-        with pytest.raises(errors.ConfigurationError):
+    for call, named in bad_calls:
+        with pytest.raises(errors.ConfigurationError, match=named):
             await call()
-    with pytest.raises(errors.ConfigurationError):
+    with pytest.raises(errors.ConfigurationError, match="config resource type 'printer'"):
         ConfigResource("printer", "x")
-    with pytest.raises(errors.ConfigurationError):
+    with pytest.raises(errors.ConfigurationError, match="timestamp must be an int >= 0"):
         OffsetSpec.for_timestamp(-5)

@@ -903,11 +903,11 @@ async def test_last_activity_advances(broker: ScriptedBroker) -> None:
 
 
 async def test_invalid_arguments() -> None:
-    with pytest.raises(errors.ConfigurationError):
+    with pytest.raises(errors.ConfigurationError, match="max_in_flight"):
         await connect("127.0.0.1", 1, max_in_flight=0)
-    with pytest.raises(errors.ConfigurationError):
+    with pytest.raises(errors.ConfigurationError, match="request_timeout_ms"):
         await connect("127.0.0.1", 1, request_timeout_ms=0)
-    with pytest.raises(errors.ConfigurationError):
+    with pytest.raises(errors.ConfigurationError, match="connect_timeout_ms"):
         await connect("127.0.0.1", 1, connect_timeout_ms=0)
 
 
