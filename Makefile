@@ -37,8 +37,9 @@ $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory system-tools
 	@touch $@
 
-# Debian's kcat and socat: installed with apt-get when missing and we are root;
-# otherwise (or if apt fails) a note, since no test needs them yet.
+# Debian's kcat, socat, tmux and openssl (tests use them) and Java (Spark): installed
+# with apt-get when missing and we are root; otherwise (or if apt fails) a note. The
+# tests that need a missing tool skip, saying which; with CI=true they fail instead.
 system-tools:
 	@missing=""; \
 	for tool in $(SYSTEM_TOOLS); do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
