@@ -6,6 +6,12 @@ PY := $(VENV)/bin/python
 PORT ?= 9092
 # Extra arguments for pytest, e.g. `make test PYTEST_ARGS="-x -k proxy"`.
 PYTEST_ARGS ?=
+# The suite mostly waits (on brokers, timeouts, subprocesses), so make test runs it on
+# TEST_WORKERS pytest-xdist workers, a test file at a time each (--dist loadfile keeps a
+# file's module fixtures, such as its Spark session, on one worker). TEST_WORKERS=0: one
+# process, as plain `pytest` does.
+TEST_WORKERS ?= 4
+XDIST_ARGS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 # Extra arguments for the demo, e.g. `make demo DEMO_ARGS="--duration 60 --rate 1000"`.
 DEMO_ARGS ?=
 # Set when the editable install is done; redone when pyproject.toml changes.
@@ -17,9 +23,9 @@ SYSTEM_TOOLS := kcat socat tmux openssl
 .PHONY: help install system-tools test test-noida lint broker bench demo chaos fuzz soak clean distclean
 
 help:
-	@echo "make install     create $(VENV) and install aiokafka_lite with its dev extras (+ kcat, socat)"
-	@echo "make test        the default test suite (everything but 'slow'), on the auto-picked broker"
-	@echo "make test-noida  the integration tests against noida-db's Kafka service"
+	@echo "make install     create $(VENV) and install aiokafka_lite with its dev extras (+ kcat, socat, tmux, openssl, java)"
+	@echo "make test        the whole test suite on the auto-picked broker, on \$$TEST_WORKERS ($(TEST_WORKERS)) workers"
+	@echo "make test-noida  the integration tests (but chaos) against noida-db's Kafka service"
 	@echo "make lint        ruff check, ruff format --check, mypy"
 	@echo "make broker      an embedded Tansu broker in the foreground on port \$$PORT ($(PORT))"
 	@echo "make bench       run every benchmarks/bench_*.py"
@@ -63,13 +69,14 @@ define run_pytest
 	exit $$rc
 endef
 
+# Every test (there is no `slow` marker: the long runs are make chaos, soak, fuzz, bench).
 test: $(STAMP)
-	$(call run_pytest,$(PY),-m "not slow")
+	$(call run_pytest,$(PY),$(XDIST_ARGS))
 
 # The chaos tests always build their own Tansu behind a fault proxy (Tansu can advertise
 # the proxy's address); the default suite runs them already.
 test-noida: $(STAMP)
-	$(call run_pytest,AIOKAFKA_LITE_TEST_BROKER=noida $(PY),-m "integration and not slow" tests/integration --ignore=tests/integration/test_chaos.py)
+	$(call run_pytest,AIOKAFKA_LITE_TEST_BROKER=noida $(PY),$(XDIST_ARGS) -m "integration and not chaos" tests/integration)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
