@@ -35,7 +35,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     * ``spark``: a real Spark session (tests/integration/test_spark*.py);
     * ``property``: hypothesis tests (``@given``), wherever they are.
 
-    ``generated`` (tables generated from the protocol schemas) is set by the modules.
+    ``generated`` (one check over a whole table: every message and version of the protocol
+    schemas, every error code) is set by the modules concerned.
     """
     for item in items:
         path = Path(item.path)
