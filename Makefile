@@ -62,21 +62,28 @@ system-tools:
 		|| echo "note: java not found; Spark (tests/integration/test_spark*.py, make demo) needs Java 17+"
 
 # pytest exits 5 when it ran no test: that is a failure here, never a silent pass.
-define run_pytest
-	@echo '$(1) -m pytest $(2) $(PYTEST_ARGS)'
-	@$(1) -m pytest $(2) $(PYTEST_ARGS); rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "error: pytest ran no tests (exit 5)" >&2; fi; \
-	exit $$rc
+# run_pytest_phases PYTHON,MARKERS,PATHS: among the tests MARKERS selects (all when
+# empty), those marked serial (timing that a busy machine upsets) in one process first,
+# then the others on the workers. Both phases always run; the target fails if either
+# fails, or if neither ran a test (exit 5 alone is fine: a selection may hold no serial
+# test). PYTEST_ARGS with its own -m would override the phases' -m: add to MARKERS instead.
+define run_pytest_phases
+	@echo '$(1) -m pytest -m "$(if $(2),($(2)) and )serial" $(3) $(PYTEST_ARGS)'
+	@echo '$(1) -m pytest $(XDIST_ARGS) -m "$(if $(2),($(2)) and )not serial" $(3) $(PYTEST_ARGS)'
+	@$(1) -m pytest -m "$(if $(2),($(2)) and )serial" $(3) $(PYTEST_ARGS); a=$$?; \
+	$(1) -m pytest $(XDIST_ARGS) -m "$(if $(2),($(2)) and )not serial" $(3) $(PYTEST_ARGS); b=$$?; \
+	if [ $$a -eq 5 ] && [ $$b -eq 5 ]; then echo "error: pytest ran no tests (exit 5)" >&2; exit 5; fi; \
+	for rc in $$a $$b; do if [ $$rc -ne 0 ] && [ $$rc -ne 5 ]; then exit $$rc; fi; done
 endef
 
 # Every test (there is no `slow` marker: the long runs are make chaos, soak, fuzz, bench).
 test: $(STAMP)
-	$(call run_pytest,$(PY),$(XDIST_ARGS))
+	$(call run_pytest_phases,$(PY),,)
 
 # The chaos tests always build their own Tansu behind a fault proxy (Tansu can advertise
 # the proxy's address); the default suite runs them already.
 test-noida: $(STAMP)
-	$(call run_pytest,AIOKAFKA_LITE_TEST_BROKER=noida $(PY),$(XDIST_ARGS) -m "integration and not chaos" tests/integration)
+	$(call run_pytest_phases,AIOKAFKA_LITE_TEST_BROKER=noida $(PY),integration and not chaos,tests/integration)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -452,6 +452,9 @@ async def _max_loop_lag(coro: Awaitable[_T]) -> tuple[_T, float]:
     return result, max(lags)
 
 
+# serial: a 10 ms bound on the loop's lag, which other processes busy on the same cores
+# exceed by themselves (measured 26 ms with the suite on 4 workers on 2 cores).
+@pytest.mark.serial
 @pytest.mark.parametrize("pad", [0.0, 0.1], ids=["real", "as-if-100ms"])
 async def test_scram_pbkdf2_does_not_hold_up_the_event_loop(
     bootstrap_servers: str, monkeypatch: pytest.MonkeyPatch, pad: float

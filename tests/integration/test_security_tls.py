@@ -95,7 +95,10 @@ def test_control_confluent_refuses_wrong_ca(stack: SecureStack, pki: Pki) -> Non
 def test_control_confluent_refuses_hostname_mismatch(stack: SecureStack, pki: Pki) -> None:
     errs = confluent_errors(_cf_conf(stack.bootstrap_via("127.0.0.1"), pki.ca_cert), timeout=15)
     assert errs, "confluent-kafka accepted a certificate that does not name 127.0.0.1"
-    assert errs[0].name() == "_SSL", errs
+    # librdkafka names this failure _SSL or, now and then, _TRANSPORT (measured: twice in
+    # about ten runs, both "SSL routines::certificate verify failed"); what it says counts.
+    assert errs[0].name() in ("_SSL", "_TRANSPORT"), errs
+    assert "certificate verify failed" in errs[0].str(), errs
 
 
 # --- ours ---------------------------------------------------------------------------
