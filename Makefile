@@ -7,8 +7,9 @@ PORT ?= 9092
 # Extra arguments for pytest, e.g. `make test PYTEST_ARGS="-x -k proxy"`.
 PYTEST_ARGS ?=
 # The suite mostly waits (on brokers, timeouts, subprocesses), so make test runs it on
-# TEST_WORKERS pytest-xdist workers, a test file at a time each (--dist loadfile keeps a
-# file's module fixtures, such as its Spark session, on one worker). TEST_WORKERS=0: one
+# TEST_WORKERS pytest-xdist workers. --dist loadfile, with the scopes tests/conftest.py
+# gives: a file at a time (its module fixtures, such as a Spark session, start once), the
+# CPU-heavy files one after another, the unit tests on one worker. TEST_WORKERS=0: one
 # process, as plain `pytest` does.
 TEST_WORKERS ?= 4
 XDIST_ARGS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)

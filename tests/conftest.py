@@ -27,6 +27,45 @@ TESTS = Path(__file__).parent
 INTEGRATION_DIR = TESTS / "integration"
 
 
+#: Test files that keep the CPU busy (Spark's JVM, the chaos scenarios' traffic).
+CPU_HEAVY = {"test_chaos.py", "test_spark.py", "test_spark_demo.py", "test_spark_discovery.py"}
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work a pytest-xdist worker takes at once under ``--dist loadfile``.
+
+    As with plain loadfile, each test file (its module fixtures, such as a Spark session,
+    start once); but the CPU-heavy files share one scope, so no two of them run at once,
+    and the unit tests (CPU-bound) share another, so that on a 2-core machine the workers
+    that wait on brokers and timeouts are not starved by several busy ones.
+    """
+    path = Path(nodeid.split("::", 1)[0])
+    if path.name in CPU_HEAVY:
+        return "cpu-heavy"
+    if path.parts[:2] == ("tests", "unit"):
+        return "tests/unit"
+    return str(path)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` with the scopes of :func:`xdist_scope` (make test uses it).
+
+    Not ``--dist loadgroup`` with ``xdist_group`` marks: pytest-xdist 3.8 marks a group
+    by changing ``item._nodeid``, which pytest 9 no longer reads, so the marks are
+    silently ignored and tests spread one by one.
+    """
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LoadFileCpuAware(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return LoadFileCpuAware(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark tests by kind (docs/testing.md counts them by these markers).
 
