@@ -6,6 +6,13 @@ PY := $(VENV)/bin/python
 PORT ?= 9092
 # Extra arguments for pytest, e.g. `make test PYTEST_ARGS="-x -k proxy"`.
 PYTEST_ARGS ?=
+# The suite mostly waits (on brokers, timeouts, subprocesses), so make test runs it on
+# TEST_WORKERS pytest-xdist workers. --dist loadfile, with the scopes tests/conftest.py
+# gives: a file at a time (its module fixtures, such as a Spark session, start once), the
+# CPU-heavy files one after another, the unit tests on one worker. TEST_WORKERS=0: one
+# process, as plain `pytest` does.
+TEST_WORKERS ?= 4
+XDIST_ARGS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 # Extra arguments for the demo, e.g. `make demo DEMO_ARGS="--duration 60 --rate 1000"`.
 DEMO_ARGS ?=
 # Set when the editable install is done; redone when pyproject.toml changes.
@@ -17,9 +24,9 @@ SYSTEM_TOOLS := kcat socat tmux openssl
 .PHONY: help install system-tools test test-noida lint broker bench bench-quick bench-micro demo chaos fuzz soak clean distclean
 
 help:
-	@echo "make install     create $(VENV) and install aiokafka_lite with its dev extras (+ kcat, socat)"
-	@echo "make test        the default test suite (everything but 'slow'), on the auto-picked broker"
-	@echo "make test-noida  the integration tests against noida-db's Kafka service"
+	@echo "make install     create $(VENV) and install aiokafka_lite with its dev extras (+ kcat, socat, tmux, openssl, java)"
+	@echo "make test        the whole test suite on the auto-picked broker, on \$$TEST_WORKERS ($(TEST_WORKERS)) workers"
+	@echo "make test-noida  the integration tests (but chaos) against noida-db's Kafka service"
 	@echo "make lint        ruff check, ruff format --check, mypy"
 	@echo "make broker      an embedded Tansu broker in the foreground on port \$$PORT ($(PORT))"
 	@echo "make bench       the benchmarks vs aiokafka and confluent-kafka: workloads, memory, latency,"
@@ -40,8 +47,9 @@ $(STAMP): pyproject.toml aiokafka_lite/_speedups.c
 	@$(MAKE) --no-print-directory system-tools
 	@touch $@
 
-# Debian's kcat and socat: installed with apt-get when missing and we are root;
-# otherwise (or if apt fails) a note, since no test needs them yet.
+# Debian's kcat, socat, tmux and openssl (tests use them) and Java (Spark): installed
+# with apt-get when missing and we are root; otherwise (or if apt fails) a note. The
+# tests that need a missing tool skip, saying which; with CI=true they fail instead.
 system-tools:
 	@missing=""; \
 	for tool in $(SYSTEM_TOOLS); do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
@@ -58,20 +66,28 @@ system-tools:
 		|| echo "note: java not found; Spark (tests/integration/test_spark*.py, make demo) needs Java 17+"
 
 # pytest exits 5 when it ran no test: that is a failure here, never a silent pass.
-define run_pytest
-	@echo '$(1) -m pytest $(2) $(PYTEST_ARGS)'
-	@$(1) -m pytest $(2) $(PYTEST_ARGS); rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "error: pytest ran no tests (exit 5)" >&2; fi; \
-	exit $$rc
+# run_pytest_phases PYTHON,MARKERS,PATHS: among the tests MARKERS selects (all when
+# empty), those marked serial (timing that a busy machine upsets) in one process first,
+# then the others on the workers. Both phases always run; the target fails if either
+# fails, or if neither ran a test (exit 5 alone is fine: a selection may hold no serial
+# test). PYTEST_ARGS with its own -m would override the phases' -m: add to MARKERS instead.
+define run_pytest_phases
+	@echo '$(1) -m pytest -m "$(if $(2),($(2)) and )serial" $(3) $(PYTEST_ARGS)'
+	@echo '$(1) -m pytest $(XDIST_ARGS) -m "$(if $(2),($(2)) and )not serial" $(3) $(PYTEST_ARGS)'
+	@$(1) -m pytest -m "$(if $(2),($(2)) and )serial" $(3) $(PYTEST_ARGS); a=$$?; \
+	$(1) -m pytest $(XDIST_ARGS) -m "$(if $(2),($(2)) and )not serial" $(3) $(PYTEST_ARGS); b=$$?; \
+	if [ $$a -eq 5 ] && [ $$b -eq 5 ]; then echo "error: pytest ran no tests (exit 5)" >&2; exit 5; fi; \
+	for rc in $$a $$b; do if [ $$rc -ne 0 ] && [ $$rc -ne 5 ]; then exit $$rc; fi; done
 endef
 
+# Every test (there is no `slow` marker: the long runs are make chaos, soak, fuzz, bench).
 test: $(STAMP)
-	$(call run_pytest,$(PY),-m "not slow")
+	$(call run_pytest_phases,$(PY),,)
 
 # The chaos tests always build their own Tansu behind a fault proxy (Tansu can advertise
 # the proxy's address); the default suite runs them already.
 test-noida: $(STAMP)
-	$(call run_pytest,AIOKAFKA_LITE_TEST_BROKER=noida $(PY),-m "integration and not slow" tests/integration --ignore=tests/integration/test_chaos.py)
+	$(call run_pytest_phases,AIOKAFKA_LITE_TEST_BROKER=noida $(PY),integration and not chaos,tests/integration)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

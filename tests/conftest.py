@@ -1,105 +1,96 @@
-"""Shared fixtures: the test broker, unique topic names, a broker behind a fault proxy.
+"""The project's own test setup, on top of ``aiokafka_lite.testing.pytest_plugin``.
 
-Fixtures (see docs/testing.md):
+From the plugin (see docs/testing.md): ``bootstrap_servers`` and ``broker_kind``
+(session; the broker chosen by ``aiokafka_lite.testing.kafka_broker()``:
+``KAFKA_BOOTSTRAP_SERVERS``, Docker, or an embedded Tansu;
+``AIOKAFKA_LITE_TEST_BROKER=tansu|noida|docker`` forces one), ``topic_name``,
+``proxied_broker`` (a fresh Tansu behind a ``FaultProxy``) and ``expect_deviation``
+(a broker's known deviation, as a strict xfail of the exact failure).
 
-* ``bootstrap_servers`` (session): ``"host:port"`` of the session's broker, chosen by
-  ``aiokafka_lite.testing.kafka_broker()`` (``KAFKA_BOOTSTRAP_SERVERS``, Docker, or an
-  embedded Tansu; ``AIOKAFKA_LITE_TEST_BROKER=tansu|noida|docker`` forces one).
-* ``broker_kind`` (session): ``"tansu"``, ``"noida"``, ``"docker"`` or the external label.
-* ``topic_name``: a unique, valid topic name for the test.
-* ``create_topic``: ``create_topic(name, partitions=1, *, bootstrap=None, config=None)``.
-* ``proxied_broker``: ``(proxy, bootstrap)`` for a fresh Tansu behind a ``FaultProxy``.
-* ``xfail_on``: ``xfail_on("tansu", "reason")`` marks the running test as a strict xfail
-  on that broker; ``@pytest.mark.xfail_on_broker("tansu", reason=...)`` does the same.
-
-Tests under tests/integration are marked ``integration`` automatically.
+Here: ``create_topic(name, partitions=1, *, bootstrap=None, config=None)``, and the
+markers that sort tests by kind (see ``pytest_collection_modifyitems``).
 """
 
 from __future__ import annotations
 
-import re
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from aiokafka_lite.testing import BrokerHandle, FaultProxy, kafka_broker, proxied_broker
+# pytester: the plugin's own tests run small test files through pytest.
+pytest_plugins = ["aiokafka_lite.testing.pytest_plugin", "pytester"]
 
-INTEGRATION_DIR = Path(__file__).parent / "integration"
+TESTS = Path(__file__).parent
+INTEGRATION_DIR = TESTS / "integration"
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "xfail_on_broker(*kinds, reason): strict xfail when the session broker is one of kinds",
-    )
+#: Test files that keep the CPU busy (Spark's JVM, the chaos scenarios' traffic).
+CPU_HEAVY = {"test_chaos.py", "test_spark.py", "test_spark_demo.py", "test_spark_discovery.py"}
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work a pytest-xdist worker takes at once under ``--dist loadfile``.
+
+    As with plain loadfile, each test file (its module fixtures, such as a Spark session,
+    start once); but the CPU-heavy files share one scope, so no two of them run at once,
+    and the unit tests (CPU-bound) share another, so that on a 2-core machine the workers
+    that wait on brokers and timeouts are not starved by several busy ones.
+    """
+    path = Path(nodeid.split("::", 1)[0])
+    if path.name in CPU_HEAVY:
+        return "cpu-heavy"
+    if path.parts[:2] == ("tests", "unit"):
+        return "tests/unit"
+    return str(path)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` with the scopes of :func:`xdist_scope` (make test uses it).
+
+    Not ``--dist loadgroup`` with ``xdist_group`` marks: pytest-xdist 3.8 marks a group
+    by changing ``item._nodeid``, which pytest 9 no longer reads, so the marks are
+    silently ignored and tests spread one by one.
+    """
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LoadFileCpuAware(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return LoadFileCpuAware(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if INTEGRATION_DIR in Path(item.path).parents:
-            item.add_marker(pytest.mark.integration)
+    """Mark tests by kind (docs/testing.md counts them by these markers).
 
+    * ``integration``: under tests/integration (a real broker);
+    * ``chaos``: the chaos scenarios (tests/integration/test_chaos.py);
+    * ``spark``: a real Spark session (tests/integration/test_spark*.py);
+    * ``property``: hypothesis tests (``@given``), wherever they are.
 
-# --- the session broker ------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def kafka_broker_handle() -> Iterator[BrokerHandle]:
-    """The session's broker; prefer ``bootstrap_servers`` / ``broker_kind``."""
-    with kafka_broker() as handle:
-        yield handle
-
-
-@pytest.fixture(scope="session")
-def bootstrap_servers(kafka_broker_handle: BrokerHandle) -> str:
-    return kafka_broker_handle.bootstrap_servers
-
-
-@pytest.fixture(scope="session")
-def broker_kind(kafka_broker_handle: BrokerHandle) -> str:
-    return kafka_broker_handle.kind
-
-
-def _xfail_if(request: pytest.FixtureRequest, kinds: Iterable[str], reason: str) -> None:
-    kind = request.getfixturevalue("broker_kind")
-    if kind in set(kinds):
-        request.node.add_marker(pytest.mark.xfail(reason=f"[{kind}] {reason}", strict=True))
-
-
-@pytest.fixture
-def xfail_on(request: pytest.FixtureRequest) -> Callable[..., None]:
-    """``xfail_on(kind_or_kinds, reason)``: strict xfail for a broker's known deviation.
-
-    Call it before the part of the test that shows the deviation. The test must then
-    fail on that broker (a pass is reported as XPASS(strict), i.e. a failure) and
-    must pass on the others.
+    ``generated`` (one check over a whole table: every message and version of the protocol
+    schemas, every error code) is set by the modules concerned.
     """
-
-    def apply(kinds: str | Iterable[str], reason: str) -> None:
-        _xfail_if(request, [kinds] if isinstance(kinds, str) else kinds, reason)
-
-    return apply
-
-
-@pytest.fixture(autouse=True)
-def _xfail_on_broker_marker(request: pytest.FixtureRequest) -> None:
-    marker = request.node.get_closest_marker("xfail_on_broker")
-    if marker is not None:
-        _xfail_if(request, marker.args, str(marker.kwargs.get("reason", "known deviation")))
+    for item in items:
+        path = Path(item.path)
+        if INTEGRATION_DIR in path.parents:
+            item.add_marker(pytest.mark.integration)
+            if path.name == "test_chaos.py":
+                item.add_marker(pytest.mark.chaos)
+            elif path.name.startswith("test_spark"):
+                item.add_marker(pytest.mark.spark)
+        function = getattr(item, "function", None)
+        if getattr(function, "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.property)
 
 
 # --- topics ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-def topic_name(request: pytest.FixtureRequest) -> str:
-    """A topic name unique to this test run: ``t-<test name>-<random>``."""
-    base = re.sub(r"[^a-zA-Z0-9._-]+", "-", request.node.name).strip("-.")[:60]
-    return f"t-{base}-{uuid.uuid4().hex[:10]}"
 
 
 def create_topic_with_admin(
@@ -113,8 +104,8 @@ def create_topic_with_admin(
 ) -> str:
     """Create a topic and wait until every partition has a leader.
 
-    Uses confluent-kafka's AdminClient for now (test code only). TODO: switch to
-    aiokafka_lite's own admin client once it exists.
+    Uses confluent-kafka's AdminClient, another client than the one under test, so a
+    fault in our admin client shows in its own tests rather than in every test's setup.
     """
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -163,18 +154,3 @@ def create_topic(request: pytest.FixtureRequest) -> Callable[..., str]:
         return create_topic_with_admin(bootstrap, name, partitions, config=config, timeout=timeout)
 
     return create
-
-
-# --- a broker behind a fault proxy -------------------------------------------------
-
-
-@pytest.fixture(name="proxied_broker")
-def proxied_broker_fixture() -> Iterator[tuple[FaultProxy, str]]:
-    """A fresh Tansu broker whose advertised address is a ``FaultProxy``.
-
-    Yields ``(proxy, bootstrap_servers)``. The proxy runs in its own thread, so the
-    fixture serves sync and async tests alike. Always Tansu, whatever the session
-    broker is: only Tansu can advertise the proxy's port.
-    """
-    with proxied_broker() as (proxy, bootstrap):
-        yield proxy, bootstrap

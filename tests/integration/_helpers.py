@@ -12,7 +12,14 @@ from aiokafka_lite.producer import Producer
 from aiokafka_lite.protocol import api
 from aiokafka_lite.protocol.api import RequestHeader
 
-__all__ = ["CLOSE", "api_versions_body", "produce_one_by_one", "serve_requests", "unique"]
+__all__ = [
+    "CLOSE",
+    "RequestLog",
+    "api_versions_body",
+    "produce_one_by_one",
+    "serve_requests",
+    "unique",
+]
 
 
 def unique(prefix: str) -> str:
@@ -37,6 +44,44 @@ async def produce_one_by_one(
             await producer.send_and_wait(
                 topic, f"{prefix}{i}".encode(), partition=partition, timestamp_ms=ts
             )
+
+
+# --- what goes over the wire -----------------------------------------------------------------
+
+
+class RequestLog:
+    """A ``FaultProxy`` hook that decodes every request clients send through the proxy.
+
+    ``proxy.set_hook(log)``; then ``log.bodies(ApiKey.PRODUCE)`` are the Produce requests
+    as the broker received them, decoded with the protocol's schemas. Chunks are
+    forwarded unchanged; requests are cut out of them with their size prefixes, per
+    connection. The hook runs on the proxy's thread.
+    """
+
+    def __init__(self) -> None:
+        self._buffers: dict[int, bytearray] = {}
+        self.requests: list[tuple[RequestHeader, dict[str, Any]]] = []
+        self.errors: list[str] = []
+
+    def __call__(self, link: int, direction: str, data: bytes) -> bytes:
+        if direction == "upstream":
+            buf = self._buffers.setdefault(link, bytearray())
+            buf += data
+            while len(buf) >= 4:
+                (size,) = struct.unpack_from(">i", buf)
+                if len(buf) < 4 + size:
+                    break
+                frame = bytes(buf[4 : 4 + size])
+                del buf[: 4 + size]
+                try:
+                    self.requests.append(api.decode_request(frame))
+                except Exception as exc:  # recorded, for the test to see
+                    self.errors.append(f"connection {link}: {exc!r}")
+        return data
+
+    def bodies(self, api_key: int) -> list[dict[str, Any]]:
+        assert self.errors == [], self.errors
+        return [body for header, body in list(self.requests) if header.api_key == api_key]
 
 
 # --- fake brokers: one request frame in, one response frame out ---------------------------

@@ -19,7 +19,7 @@ from aiokafka_lite.testing import (
     find_free_port,
     probe_api_versions,
 )
-from aiokafka_lite.testing import _api_versions_request as api_versions_request
+from aiokafka_lite.testing.probe import _api_versions_request as api_versions_request
 
 ProxyAndBootstrap = tuple[FaultProxy, str]
 

@@ -12,7 +12,6 @@ import os
 import re
 import select
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +19,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
+
+from aiokafka_lite.testing.pytest_plugin import require_tool
 
 from ._helpers import produce_one_by_one, unique
 
@@ -280,8 +281,7 @@ class Tmux:
 
 @pytest.fixture
 def tmux() -> Iterator[type[Tmux]]:
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is not installed (apt-get install tmux)")
+    require_tool("tmux", "apt-get install tmux")  # in CI (CI=true) a failure, not a skip
     sessions: list[Tmux] = []
 
     class Session(Tmux):

@@ -56,6 +56,10 @@ def fail_over(front: ClusterFront) -> None:
     front.proxies["a"].drop_connections()
 
 
+# serial: on a busy machine the batch in flight at the failover is more often written and
+# then retried, and Tansu answers such a retry DUPLICATE_SEQUENCE_NUMBER with offset -1
+# (a known deviation, see test_chaos.py): measured once with the suite on 4 workers.
+@pytest.mark.serial
 async def test_producer_follows_the_new_leader_exactly_once(
     bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
 ) -> None:

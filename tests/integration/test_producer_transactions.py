@@ -14,8 +14,14 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from aiokafka_lite import errors
 from aiokafka_lite.producer import Producer, TransactionAbortedError
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
+from aiokafka_lite.testing.pytest_plugin import ExpectDeviation
 
 from .test_producer_helpers import read_all
+
+TANSU_READS_ABORTED = (
+    "Tansu 0.6 returns aborted records to read_committed consumers "
+    "(no aborted_transactions in Fetch responses)"
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -69,24 +75,20 @@ async def test_read_committed_reader_sees_only_committed(
     bootstrap_servers: str,
     topic_name: str,
     create_topic: Callable[..., str],
-    xfail_on: Callable[..., None],
+    expect_deviation: ExpectDeviation,
 ) -> None:
     create_topic(topic_name, 1)
     await produce_committed_and_aborted(bootstrap_servers, topic_name)
-    xfail_on(
-        "tansu",
-        "Tansu 0.6 returns aborted records to read_committed consumers "
-        "(no aborted_transactions in Fetch responses)",
-    )
     values = await peer_values(bootstrap_servers, topic_name, "read_committed", expect=7)
-    assert values == [b"c0", b"c1", b"c2", b"c3", b"c4", b"c5", b"c6"]
+    with expect_deviation("tansu", TANSU_READS_ABORTED):
+        assert values == [b"c0", b"c1", b"c2", b"c3", b"c4", b"c5", b"c6"]
 
 
 async def test_send_many_in_transactions(
     bootstrap_servers: str,
     topic_name: str,
     create_topic: Callable[..., str],
-    xfail_on: Callable[..., None],
+    expect_deviation: ExpectDeviation,
 ) -> None:
     # send_many's runs join the transaction partition by partition, as send() does.
     create_topic(topic_name, 2)
@@ -106,15 +108,11 @@ async def test_send_many_in_transactions(
     everything = await asyncio.to_thread(read_all, bootstrap_servers, topic_name, 2, expect=6000)
     assert {(r[0], r[1]) for part in everything.values() for r in part} >= placed
     assert sorted(r[3] for part in everything.values() for r in part) == sorted(committed + aborted)
-    xfail_on(
-        "tansu",
-        "Tansu 0.6 returns aborted records to read_committed consumers "
-        "(no aborted_transactions in Fetch responses)",
-    )
     got = await asyncio.to_thread(
         read_all, bootstrap_servers, topic_name, 2, isolation="read_committed", expect=3000
     )
-    assert sorted(r[3] for part in got.values() for r in part) == sorted(committed)
+    with expect_deviation("tansu", TANSU_READS_ABORTED):
+        assert sorted(r[3] for part in got.values() for r in part) == sorted(committed)
 
 
 async def test_abort_fails_unsent_records_with_transaction_aborted(
@@ -177,7 +175,7 @@ async def test_second_producer_fences_the_first(
     bootstrap_servers: str,
     topic_name: str,
     create_topic: Callable[..., str],
-    xfail_on: Callable[..., None],
+    expect_deviation: ExpectDeviation,
 ) -> None:
     create_topic(topic_name, 1)
     txn_id = f"fence-{uuid.uuid4().hex[:8]}"
@@ -190,13 +188,15 @@ async def test_second_producer_fences_the_first(
         await first.begin_transaction()
         await (await first.send(topic_name, b"zombie"))
         await second.start()  # InitProducerId bumps the epoch: the first is fenced
-        xfail_on(
+        with expect_deviation(
             "tansu",
             "Tansu 0.6 closes the connection on EndTxn with a fenced epoch instead of "
             "answering PRODUCER_FENCED/INVALID_PRODUCER_EPOCH (the client then times out)",
-        )
-        with pytest.raises(errors.ProducerFencedError):
-            await first.commit_transaction()
+            raises=errors.KafkaTimeoutError,
+            match="EndTxn did not complete in time: .*connection closed by the broker",
+        ):
+            with pytest.raises(errors.ProducerFencedError):
+                await first.commit_transaction()
         async with second.transaction():
             await second.send(topic_name, b"live")
     finally:

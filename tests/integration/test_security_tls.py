@@ -34,12 +34,10 @@ from tests.reliability.clients import (
     ours_produce,
 )
 from tests.reliability.stack import SecureStack
-from tests.reliability.tls import Pki, make_pki, missing_tls_tools
+from tests.reliability.tls import Pki, make_pki
 
-pytestmark = pytest.mark.skipif(
-    bool(missing_tls_tools()),
-    reason=f"needs {', '.join(missing_tls_tools())} (apt-get install openssl socat)",
-)
+# A skip with the reason where a tool is missing; a failure in CI (CI=true).
+pytestmark = pytest.mark.requires_tool("openssl", "socat", install="apt-get install openssl socat")
 
 N = 50
 
@@ -97,7 +95,10 @@ def test_control_confluent_refuses_wrong_ca(stack: SecureStack, pki: Pki) -> Non
 def test_control_confluent_refuses_hostname_mismatch(stack: SecureStack, pki: Pki) -> None:
     errs = confluent_errors(_cf_conf(stack.bootstrap_via("127.0.0.1"), pki.ca_cert), timeout=15)
     assert errs, "confluent-kafka accepted a certificate that does not name 127.0.0.1"
-    assert errs[0].name() == "_SSL", errs
+    # librdkafka names this failure _SSL or, now and then, _TRANSPORT (measured: twice in
+    # about ten runs, both "SSL routines::certificate verify failed"); what it says counts.
+    assert errs[0].name() in ("_SSL", "_TRANSPORT"), errs
+    assert "certificate verify failed" in errs[0].str(), errs
 
 
 # --- ours ---------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 import time
 import uuid
@@ -30,6 +29,7 @@ from aiokafka_lite.protocol.api import ApiKey
 from aiokafka_lite.protocol.records import RecordBatchBuilder, iter_batches
 from aiokafka_lite.structs import TopicPartition
 from aiokafka_lite.testing import EmbeddedBroker
+from aiokafka_lite.testing.pytest_plugin import require_tool
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -179,8 +179,7 @@ def kcat_bootstrap(request: pytest.FixtureRequest) -> Iterator[str]:
     response ("Read underflow") while newer librdkafka (confluent-kafka) works; so on
     Tansu this check runs against a noida-db broker, another real implementation.
     """
-    if shutil.which("kcat") is None:
-        pytest.skip("kcat is not installed (make install adds it)")
+    require_tool("kcat", "make install adds it")  # in CI (CI=true) a failure, not a skip
     if request.getfixturevalue("broker_kind") != "tansu":
         yield request.getfixturevalue("bootstrap_servers")
         return

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import signal
 import socket
 import ssl
@@ -28,14 +27,9 @@ from aiokafka_lite.testing import find_free_port
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Pki", "TlsTerminator", "make_pki", "missing_tls_tools"]
+__all__ = ["Pki", "TlsTerminator", "make_pki"]
 
 _DAYS = "2"
-
-
-def missing_tls_tools() -> list[str]:
-    """The command-line tools these helpers need that are not on ``PATH``."""
-    return [tool for tool in ("openssl", "socat") if shutil.which(tool) is None]
 
 
 @dataclass(frozen=True)

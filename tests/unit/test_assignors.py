@@ -355,7 +355,7 @@ def test_resolve_assignors_accepts_aiokafka_assignor_classes() -> None:
 
 @pytest.mark.parametrize("bad", [[], ["nope"], [42], ["range", "range"]])
 def test_resolve_assignors_rejects_bad_specs(bad: list[object]) -> None:
-    with pytest.raises(errors.ConfigurationError):
+    with pytest.raises(errors.ConfigurationError, match=r"partition_assignment_strategy|assignor"):
         resolve_assignors(bad)  # type: ignore[arg-type]
 
 

@@ -26,10 +26,21 @@ def test_parse_bootstrap_servers(servers: str | list[str], expected: list[tuple[
     assert parse_bootstrap_servers(servers) == expected
 
 
-@pytest.mark.parametrize("servers", ["", " , ", "host:notaport", "host:0", "host:70000", ":9092"])
-def test_bad_bootstrap_servers_fail_at_construction(servers: str) -> None:
-    with pytest.raises(errors.ConfigurationError):
+@pytest.mark.parametrize(
+    ("servers", "named"),
+    [
+        ("", "bootstrap_servers"),
+        (" , ", "bootstrap_servers"),
+        ("host:notaport", "bootstrap server 'host:notaport'"),
+        ("host:0", "bootstrap server 'host:0'"),
+        ("host:70000", "bootstrap server 'host:70000'"),
+        (":9092", "bootstrap server ':9092'"),
+    ],
+)
+def test_bad_bootstrap_servers_fail_at_construction(servers: str, named: str) -> None:
+    with pytest.raises(errors.ConfigurationError) as info:
         KafkaClient(servers)
+    assert named in str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -42,7 +53,8 @@ def test_bad_bootstrap_servers_fail_at_construction(servers: str) -> None:
     ],
 )
 def test_bad_timeouts_fail_at_construction(kwargs: dict[str, object]) -> None:
-    with pytest.raises(errors.ConfigurationError):
+    (option,) = kwargs
+    with pytest.raises(errors.ConfigurationError, match=option):
         KafkaClient("localhost:9092", **kwargs)  # type: ignore[arg-type]
 
 

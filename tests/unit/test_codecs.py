@@ -140,6 +140,9 @@ def test_gzip_output_is_gzip() -> None:
         gzip.compress(b"abc") + b"garbage",
         b"not gzip at all",
     ],
+    # Named: gzip output holds the time, and test ids must not change from one
+    # collection to the next (pytest-xdist workers each collect, and must agree).
+    ids=["empty", "magic-only", "truncated", "trailing-garbage", "not-gzip"],
 )
 def test_gzip_corrupt(bad: bytes) -> None:
     with pytest.raises(CorruptRecordError):

@@ -50,8 +50,18 @@ def test_cooperative_only_when_every_assignor_supports_it() -> None:
     ],
 )
 def test_invalid_config_fails_at_construction(kwargs: dict[str, Any]) -> None:
-    with pytest.raises(errors.ConfigurationError):
+    with pytest.raises(errors.ConfigurationError) as info:
         Consumer("t", **kwargs)
+    # The message names the option at fault: each option given, unless listed here.
+    for name in MESSAGE_NAMES.get(frozenset(kwargs), tuple(kwargs)):
+        assert name in str(info.value)
+
+
+#: What the message names when it is not every option of the case.
+MESSAGE_NAMES: dict[frozenset[str], tuple[str, ...]] = {
+    # "unknown partition assignor 'unknown'; built-in ones are range, ..."
+    frozenset({"partition_assignment_strategy"}): ("partition assignor", "'unknown'"),
+}
 
 
 def test_aiokafka_only_options_are_accepted() -> None:

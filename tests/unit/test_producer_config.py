@@ -67,8 +67,24 @@ def test_defaults() -> None:
     ],
 )
 def test_invalid_config_fails_at_construction(options: dict[str, Any]) -> None:
-    with pytest.raises(errors.ConfigurationError):
+    with pytest.raises(errors.ConfigurationError) as info:
         Producer(**options)
+    # The message names the option at fault: each option given, unless listed here.
+    for name in MESSAGE_NAMES.get(frozenset(options), tuple(options)):
+        assert name in str(info.value)
+
+
+#: What the message names when it is not every option of the case.
+MESSAGE_NAMES: dict[frozenset[str], tuple[str, ...]] = {
+    # "enable_idempotence requires acks="all" (transactions need idempotence)"
+    frozenset({"transactional_id", "acks"}): ("acks", "transactions"),
+    frozenset({"sasl_mechanism", "security_protocol"}): ("sasl_mechanism",),
+    # "interceptor <object ...> needs on_send(record) and on_acknowledgement(...)"
+    frozenset({"interceptors"}): ("interceptor", "on_send"),
+    # "option max_batch_size given twice (as max_batch_size)": the alias given first
+    # (batch_size) is not named.
+    frozenset({"batch_size", "max_batch_size"}): ("max_batch_size", "given twice"),
+}
 
 
 def test_idempotence_is_switched_off_quietly_when_not_asked_for() -> None:

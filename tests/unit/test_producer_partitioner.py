@@ -153,7 +153,7 @@ def test_resolve_by_name(name: str, cls: type) -> None:
 
 @pytest.mark.parametrize("bad", ["nope", 42, object()])
 def test_resolve_rejects_unknown(bad: object) -> None:
-    with pytest.raises(errors.ConfigurationError):
+    with pytest.raises(errors.ConfigurationError, match="partitioner"):
         resolve_partitioner(bad, 100)  # type: ignore[arg-type]
 
 

@@ -501,7 +501,7 @@ def test_record_size_and_room() -> None:
 
 
 def test_builder_magic_and_factory() -> None:
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="magic 2 only"):
         RecordBatchBuilder(magic=1)
     assert isinstance(create_batch_builder(2, "gzip"), RecordBatchBuilder)
     legacy = create_batch_builder(1, "gzip", max_size=1000)
@@ -862,7 +862,7 @@ def test_legacy_malformed() -> None:
 
 
 def test_legacy_builder_limits() -> None:
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="magic 0 or 1, not 2"):
         LegacyBatchBuilder(2)
     with pytest.raises(UnsupportedCodecError):
         LegacyBatchBuilder(1, "zstd")

@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import logging
 import os
+import re
 import ssl
 
 import pytest
@@ -382,7 +383,9 @@ def test_oauthbearer_server_error_flow() -> None:
     ],
 )
 def test_oauthbearer_invalid_input(token: str, extensions: dict[str, str] | None) -> None:
-    with pytest.raises(errors.ConfigurationError):
+    # The message says which part is bad: the token, or the extension by its name.
+    named = "token" if extensions is None else repr(next(iter(extensions)))
+    with pytest.raises(errors.ConfigurationError, match=f"OAUTHBEARER .*{re.escape(named)}"):
         OAuthBearerMechanism(token, extensions)
 
 

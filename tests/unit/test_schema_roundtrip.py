@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import struct
 import uuid
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
@@ -33,8 +34,7 @@ from aiokafka_lite.protocol.primitives import (
 from aiokafka_lite.protocol.schema import UNKNOWN_TAGGED_FIELDS, Field, MessageSpec
 
 SPECS: list[MessageSpec] = [s for m in messages.MODULES for s in (m.REQUEST, m.RESPONSE)]
-CASES = [(spec, v) for spec in SPECS for v in spec.versions]
-IDS = [f"{spec.name}-v{v}" for spec, v in CASES]
+SPEC_IDS = [spec.name for spec in SPECS]
 
 _RANGES = {
     "int8": (-128, 127),
@@ -114,62 +114,105 @@ def _roundtrip(spec: MessageSpec, version: int, body: dict[str, Any]) -> bytes:
     return data
 
 
-@pytest.mark.parametrize(("spec", "version"), CASES, ids=IDS)
-def test_populated_roundtrip(spec: MessageSpec, version: int) -> None:
-    body = ValueMaker(version).struct(spec.fields)
-    _roundtrip(spec, version, body)
+def each_version(
+    spec: MessageSpec, check: Callable[[int], object], versions: Iterable[int] | None = None
+) -> int:
+    """Run ``check(version)`` for every version of ``spec`` (or ``versions``).
+
+    Every version is checked even after one fails; the failure names each version that
+    failed and how. Returns how many versions were checked.
+    """
+    checked = list(spec.versions if versions is None else versions)
+    failures = []
+    for version in checked:
+        try:
+            check(version)
+        except (Exception, pytest.fail.Exception) as exc:
+            failures.append(f"{spec.name} v{version}: {type(exc).__name__}: {exc}")
+    assert not failures, "\n".join(failures)
+    return len(checked)
 
 
-@pytest.mark.parametrize(("spec", "version"), CASES, ids=IDS)
-def test_nulls_roundtrip(spec: MessageSpec, version: int) -> None:
-    body = ValueMaker(version, nulls=True).struct(spec.fields)
-    _roundtrip(spec, version, body)
+# One test per message (request or response of an API) and check, each covering every
+# version of that message: 60 messages, 330 (message, version) cases.
 
 
-@pytest.mark.parametrize(("spec", "version"), CASES, ids=IDS)
-def test_empty_body_gives_defaults(spec: MessageSpec, version: int) -> None:
-    data = spec.encode(version, {})
-    assert spec.decode(version, data) == defaults(spec.fields, version)
-    # spelling the defaults out gives the same bytes (tagged fields at their default
-    # are not written)
-    assert spec.encode(version, defaults(spec.fields, version)) == data
+@pytest.mark.generated
+@pytest.mark.parametrize("spec", SPECS, ids=SPEC_IDS)
+def test_populated_roundtrip(spec: MessageSpec) -> None:
+    each_version(spec, lambda v: _roundtrip(spec, v, ValueMaker(v).struct(spec.fields)))
 
 
-@pytest.mark.parametrize(("spec", "version"), CASES, ids=IDS)
-def test_fields_of_other_versions_are_ignored(spec: MessageSpec, version: int) -> None:
-    body = ValueMaker(version).struct(spec.fields)
-    expected = spec.encode(version, body)
-    extra = {f.name: object() for f in spec.fields if version not in f.versions}
-    extra["not_a_field"] = object()
-    assert spec.encode(version, {**body, **extra}) == expected
+@pytest.mark.generated
+@pytest.mark.parametrize("spec", SPECS, ids=SPEC_IDS)
+def test_nulls_roundtrip(spec: MessageSpec) -> None:
+    each_version(spec, lambda v: _roundtrip(spec, v, ValueMaker(v, nulls=True).struct(spec.fields)))
 
 
-@pytest.mark.parametrize(("spec", "version"), CASES, ids=IDS)
-def test_none_for_non_nullable_field_is_refused(spec: MessageSpec, version: int) -> None:
-    candidates = [
+@pytest.mark.generated
+@pytest.mark.parametrize("spec", SPECS, ids=SPEC_IDS)
+def test_empty_body_gives_defaults(spec: MessageSpec) -> None:
+    def check(version: int) -> None:
+        data = spec.encode(version, {})
+        assert spec.decode(version, data) == defaults(spec.fields, version)
+        # spelling the defaults out gives the same bytes (tagged fields at their default
+        # are not written)
+        assert spec.encode(version, defaults(spec.fields, version)) == data
+
+    each_version(spec, check)
+
+
+@pytest.mark.generated
+@pytest.mark.parametrize("spec", SPECS, ids=SPEC_IDS)
+def test_fields_of_other_versions_are_ignored(spec: MessageSpec) -> None:
+    def check(version: int) -> None:
+        body = ValueMaker(version).struct(spec.fields)
+        expected = spec.encode(version, body)
+        extra = {f.name: object() for f in spec.fields if version not in f.versions}
+        extra["not_a_field"] = object()
+        assert spec.encode(version, {**body, **extra}) == expected
+
+    each_version(spec, check)
+
+
+def _non_nullable(spec: MessageSpec, version: int) -> list[Field]:
+    return [
         f
         for f in spec.fields
         if version in f.versions
         and version not in f.nullable
         and (f.is_array or f.is_struct or f.type in ("string", "bytes", "int32", "bool", "uuid"))
     ]
-    if not candidates:
-        pytest.skip("no non-nullable field at this version")
-    for f in candidates:
-        with pytest.raises(ValueError, match=f.name):
-            spec.encode(version, {f.name: None})
 
 
-@pytest.mark.parametrize(
-    ("spec", "version"),
-    [(s, v) for s, v in CASES if s.is_flexible(v)],
-    ids=[i for (s, v), i in zip(CASES, IDS, strict=True) if s.is_flexible(v)],
-)
-def test_unknown_tagged_fields_pass_through(spec: MessageSpec, version: int) -> None:
-    body = ValueMaker(version).struct(spec.fields)
-    body[UNKNOWN_TAGGED_FIELDS] = {90: b"future", 200: b""}
-    data = spec.encode(version, body)
-    assert spec.decode(version, data) == body
+#: Messages with a field that must refuse None at some version.
+WITH_NON_NULLABLE = [s for s in SPECS if any(_non_nullable(s, v) for v in s.versions)]
+
+
+@pytest.mark.generated
+@pytest.mark.parametrize("spec", WITH_NON_NULLABLE, ids=[s.name for s in WITH_NON_NULLABLE])
+def test_none_for_non_nullable_field_is_refused(spec: MessageSpec) -> None:
+    def check(version: int) -> None:
+        for f in _non_nullable(spec, version):
+            with pytest.raises(ValueError, match=f.name):
+                spec.encode(version, {f.name: None})
+
+    each_version(spec, check, [v for v in spec.versions if _non_nullable(spec, v)])
+
+
+FLEXIBLE = [s for s in SPECS if any(s.is_flexible(v) for v in s.versions)]
+
+
+@pytest.mark.generated
+@pytest.mark.parametrize("spec", FLEXIBLE, ids=[s.name for s in FLEXIBLE])
+def test_unknown_tagged_fields_pass_through(spec: MessageSpec) -> None:
+    def check(version: int) -> None:
+        body = ValueMaker(version).struct(spec.fields)
+        body[UNKNOWN_TAGGED_FIELDS] = {90: b"future", 200: b""}
+        data = spec.encode(version, body)
+        assert spec.decode(version, data) == body
+
+    each_version(spec, check, [v for v in spec.versions if spec.is_flexible(v)])
 
 
 def test_bad_values_raise_value_error() -> None:
@@ -187,19 +230,23 @@ def test_bad_values_raise_value_error() -> None:
 # --- entry points and headers ---------------------------------------------------------
 
 
-@pytest.mark.parametrize(("spec", "version"), CASES, ids=IDS)
-def test_api_roundtrip(spec: MessageSpec, version: int) -> None:
-    body = ValueMaker(version).struct(spec.fields)
-    if spec.kind == "request":
-        for client_id in ("client-é", None, ""):
-            frame = api.encode_request(spec.api_key, version, 12345, client_id, body)
-            header, decoded = api.decode_request(frame)
-            assert header == RequestHeader(spec.api_key, version, 12345, client_id)
-            assert decoded == body
-            assert api.peek_request_header(frame) == header
-    else:
-        frame = api.encode_response(spec.api_key, version, -7, body)
-        assert api.decode_response(spec.api_key, version, memoryview(frame)) == (-7, body)
+@pytest.mark.generated
+@pytest.mark.parametrize("spec", SPECS, ids=SPEC_IDS)
+def test_api_roundtrip(spec: MessageSpec) -> None:
+    def check(version: int) -> None:
+        body = ValueMaker(version).struct(spec.fields)
+        if spec.kind == "request":
+            for client_id in ("client-é", None, ""):
+                frame = api.encode_request(spec.api_key, version, 12345, client_id, body)
+                header, decoded = api.decode_request(frame)
+                assert header == RequestHeader(spec.api_key, version, 12345, client_id)
+                assert decoded == body
+                assert api.peek_request_header(frame) == header
+        else:
+            frame = api.encode_response(spec.api_key, version, -7, body)
+            assert api.decode_response(spec.api_key, version, memoryview(frame)) == (-7, body)
+
+    each_version(spec, check)
 
 
 @pytest.mark.parametrize("header_version", [0, 1, 2])

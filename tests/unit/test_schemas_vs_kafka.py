@@ -197,6 +197,7 @@ def test_every_api_is_defined() -> None:
     assert set(api.SUPPORTED_VERSIONS) == set(EXPECTED_APIS.values())
 
 
+@pytest.mark.generated
 @pytest.mark.parametrize("module", messages.MODULES, ids=lambda m: m.NAME)
 def test_schema_matches_kafka(module: Any) -> None:
     req = _load(f"{module.NAME}Request")
@@ -208,6 +209,7 @@ def test_schema_matches_kafka(module: Any) -> None:
     _check_spec(module.RESPONSE, resp, lo, hi)
 
 
+@pytest.mark.generated
 @pytest.mark.parametrize("module", messages.MODULES, ids=lambda m: m.NAME)
 def test_supported_versions(module: Any) -> None:
     req = _load(f"{module.NAME}Request")
