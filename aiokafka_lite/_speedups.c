@@ -432,8 +432,12 @@ static PyObject *read_headers(Cursor *c, Py_ssize_t rec_end) {
         }
         PyTuple_SET_ITEM(pair, 0, name);
         PyTuple_SET_ITEM(pair, 1, hvalue);
+        /* Immutable and holding a str and bytes (or None): it can be in no cycle, which
+         * is what CPython's collector finds out at its first pass and untracks it for. */
+        PyObject_GC_UnTrack(pair);
         PyTuple_SET_ITEM(out, i, pair);
     }
+    PyObject_GC_UnTrack(out); /* (likewise: a tuple of such pairs) */
     return out;
 fail:
     Py_DECREF(out);
