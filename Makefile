@@ -21,7 +21,7 @@ SYSTEM_TOOLS := kcat socat tmux openssl
 
 .DEFAULT_GOAL := help
 
-.PHONY: help install system-tools test test-noida lint broker bench bench-quick bench-micro demo chaos fuzz soak clean distclean
+.PHONY: help install system-tools test test-noida lint broker bench bench-quick bench-micro demo compat chaos fuzz soak clean distclean
 
 help:
 	@echo "make install     create $(VENV) and install aiokafka_lite with its dev extras (+ kcat, socat, tmux, openssl, java)"
@@ -37,6 +37,7 @@ help:
 	@echo "make chaos       the seven chaos scenarios at full size; prints the table (~10 min)"
 	@echo "make fuzz        fuzz the decoders for FUZZ_SECONDS (300) per target (~10 min on 2 cores)"
 	@echo "make soak        10-minute produce/consume soak; chart in benchmarks/results/"
+	@echo "make compat      FastStream 0.7.4's Kafka tests and aiokafka's examples: aiokafka vs the alias"
 	@echo "make clean       remove caches and build output (distclean: the venv too)"
 
 install: $(STAMP)
@@ -156,3 +157,11 @@ clean:
 
 distclean: clean
 	rm -rf $(VENV)
+
+# Code nobody here wrote, run with aiokafka and then on aiokafka_lite through the
+# aiokafka alias: FastStream 0.7.4's Kafka tests and aiokafka's examples; prints both
+# pass counts side by side (tests/compat/run.py). Needs PyPI, and FastStream's and
+# aiokafka's git repositories (a local mirror or GitHub); not part of `make test`.
+COMPAT_ARGS ?=
+compat: $(STAMP)
+	$(PY) -m tests.compat.run $(COMPAT_ARGS)

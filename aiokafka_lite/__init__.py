@@ -1,8 +1,9 @@
 """aiokafka_lite: a Kafka client for Python built for asyncio from the socket up.
 
-The names most programs need are here; ``import aiokafka_lite as aiokafka`` runs
-typical aiokafka code (``AIOKafkaProducer``, ``AIOKafkaConsumer``,
-``AIOKafkaAdminClient``, ``TopicPartition``, ``aiokafka.errors``) unchanged.
+The names most programs need are here, aiokafka's top-level names among them; every
+public module path of aiokafka has its namesake here (``aiokafka_lite.structs``,
+``aiokafka_lite.abc``, ``aiokafka_lite.admin.client``, ...). For code you cannot edit,
+:mod:`aiokafka_lite.compat` makes ``import aiokafka`` itself resolve to aiokafka_lite.
 
 They are loaded on first use (PEP 562), so ``import aiokafka_lite.errors`` (or a
 producer-only program) does not load the consumer, the admin client or the rest.
@@ -25,11 +26,14 @@ _EXPORTS = {
     "NewTopic": "aiokafka_lite.admin",
     "OffsetSpec": "aiokafka_lite.admin",
     "RecordsToDelete": "aiokafka_lite.admin",
+    "AIOKafkaClient": "aiokafka_lite.client",
     "AIOKafkaConsumer": "aiokafka_lite.consumer",
     "Consumer": "aiokafka_lite.consumer",
     "ConsumerRebalanceListener": "aiokafka_lite.consumer",
-    "ConsumerRecord": "aiokafka_lite.consumer",
-    "OffsetAndTimestamp": "aiokafka_lite.consumer",
+    "ConsumerRecord": "aiokafka_lite.structs",
+    "ConsumerStoppedError": "aiokafka_lite.errors",
+    "IllegalOperation": "aiokafka_lite.errors",
+    "OffsetAndTimestamp": "aiokafka_lite.structs",
     "AIOKafkaProducer": "aiokafka_lite.producer",
     "DefaultPartitioner": "aiokafka_lite.producer",
     "Producer": "aiokafka_lite.producer",
@@ -72,13 +76,9 @@ if TYPE_CHECKING:
         OffsetSpec,
         RecordsToDelete,
     )
-    from aiokafka_lite.consumer import (
-        AIOKafkaConsumer,
-        Consumer,
-        ConsumerRebalanceListener,
-        ConsumerRecord,
-        OffsetAndTimestamp,
-    )
+    from aiokafka_lite.client import AIOKafkaClient
+    from aiokafka_lite.consumer import AIOKafkaConsumer, Consumer, ConsumerRebalanceListener
+    from aiokafka_lite.errors import ConsumerStoppedError, IllegalOperation
     from aiokafka_lite.producer import (
         AIOKafkaProducer,
         DefaultPartitioner,
@@ -90,11 +90,17 @@ if TYPE_CHECKING:
         murmur2,
     )
     from aiokafka_lite.security import SecurityConfig, create_ssl_context
-    from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
+    from aiokafka_lite.structs import (
+        ConsumerRecord,
+        OffsetAndMetadata,
+        OffsetAndTimestamp,
+        TopicPartition,
+    )
 
 
 __all__ = [
     "AIOKafkaAdminClient",
+    "AIOKafkaClient",
     "AIOKafkaConsumer",
     "AIOKafkaProducer",
     "AdminClient",
@@ -103,7 +109,9 @@ __all__ = [
     "Consumer",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
+    "ConsumerStoppedError",
     "DefaultPartitioner",
+    "IllegalOperation",
     "NewPartitions",
     "NewTopic",
     "OffsetAndMetadata",

@@ -140,6 +140,8 @@ class KafkaClient:
         #: The largest response a connection accepts (see connection.connect).
         self.receive_message_max_bytes = check_receive_message_max_bytes(receive_message_max_bytes)
         self._bootstrap = parse_bootstrap_servers(bootstrap_servers)
+        #: As given (aiokafka's client keeps it under this name; instrumentation reads it).
+        self._bootstrap_servers = bootstrap_servers
         self.client_id = client_id
         self.security = security or SecurityConfig()
         self.request_timeout_ms = request_timeout_ms
@@ -288,6 +290,15 @@ class KafkaClient:
             raise errors.KafkaTimeoutError(
                 f"metadata for {names} not received within {timeout:.1f}s"
             ) from None
+
+    @property
+    def _client_id(self) -> str:
+        """aiokafka's client's name for ``client_id`` (instrumentation reads it)."""
+        return self.client_id
+
+    async def _wait_on_metadata(self, topic: str) -> set[int]:
+        """aiokafka's client's name: :meth:`wait_for_metadata` within the request timeout."""
+        return await self.wait_for_metadata(topic, self.request_timeout_ms)
 
     async def wait_for_metadata(self, topic: str, timeout_ms: int) -> set[int]:
         """Wait until ``topic``'s partitions are known; raises on a fatal topic error.
@@ -867,3 +878,98 @@ def _consume_exception(fut: asyncio.Future[Any]) -> None:
     # Connect attempts nobody awaits any more must not log "exception never retrieved".
     if not fut.cancelled():
         fut.exception()
+
+
+class AIOKafkaClient(KafkaClient):
+    """aiokafka's cluster client name: `KafkaClient` built with aiokafka's keywords, with
+    aiokafka's lifecycle and metadata methods (``bootstrap``, ``close``, ``add_topic``,
+    ``set_topics``, ``force_metadata_update``, ``fetch_all_metadata``,
+    ``coordinator_lookup``, ``ready``, ``hosts``).
+
+    ``send()`` is this library's (``send(node_id, api_key, body)`` with a plain dict
+    body): aiokafka's protocol ``Request`` objects are not supported. ``loop``,
+    ``api_version``, ``connections_max_idle_ms`` and the ``sasl_kerberos_*`` names are
+    accepted and unused.
+    """
+
+    def __init__(
+        self,
+        *,
+        loop: Any = None,
+        bootstrap_servers: str | Sequence[str] = "localhost",
+        client_id: str = "aiokafka-lite",
+        metadata_max_age_ms: int = 300000,
+        request_timeout_ms: int = 40000,
+        retry_backoff_ms: int = 100,
+        ssl_context: Any = None,
+        security_protocol: str = "PLAINTEXT",
+        api_version: Any = None,
+        connections_max_idle_ms: int = 540000,
+        sasl_mechanism: str | None = "PLAIN",
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
+        sasl_kerberos_service_name: str = "kafka",
+        sasl_kerberos_domain_name: str | None = None,
+        sasl_oauth_token_provider: Any = None,
+    ) -> None:
+        del loop, api_version, connections_max_idle_ms
+        del sasl_kerberos_service_name, sasl_kerberos_domain_name
+        uses_sasl = security_protocol.upper() in ("SASL_PLAINTEXT", "SASL_SSL")
+        security = SecurityConfig(
+            security_protocol=security_protocol,
+            ssl_context=ssl_context,
+            # aiokafka's default sasl_mechanism="PLAIN" means nothing without SASL.
+            sasl_mechanism=sasl_mechanism if uses_sasl else None,
+            sasl_plain_username=sasl_plain_username if uses_sasl else None,
+            sasl_plain_password=sasl_plain_password if uses_sasl else None,
+            sasl_oauth_token_provider=sasl_oauth_token_provider if uses_sasl else None,
+        )
+        super().__init__(
+            bootstrap_servers,
+            client_id=client_id,
+            security=security,
+            request_timeout_ms=request_timeout_ms,
+            metadata_max_age_ms=metadata_max_age_ms,
+            retry_backoff_ms=retry_backoff_ms,
+        )
+
+    @property
+    def hosts(self) -> list[tuple[str, int]]:
+        """The bootstrap servers as ``(host, port)`` pairs."""
+        return list(self._bootstrap)
+
+    async def bootstrap(self) -> None:
+        """Connect and load the cluster's metadata (aiokafka's name for `start`)."""
+        await self.start()
+
+    def force_metadata_update(self) -> asyncio.Future[ClusterMetadata]:
+        """Ask for a metadata refresh now; the future ends with it."""
+        return self.request_metadata_update()
+
+    async def fetch_all_metadata(self) -> ClusterMetadata:
+        """Metadata of every topic, fetched now."""
+        self.track_all_topics(True)
+        try:
+            return await self.refresh_metadata()
+        finally:
+            self.track_all_topics(False)
+
+    def add_topic(self, topic: str) -> asyncio.Future[ClusterMetadata]:
+        """Track ``topic`` too; the future ends with the refresh that includes it."""
+        self.add_topics([topic])
+        return self.request_metadata_update()
+
+    def get_random_node(self) -> int:
+        return self.least_loaded_node()
+
+    async def ready(self, node_id: int, **_: Any) -> bool:
+        """Whether a connection to ``node_id`` is (or could be) open."""
+        try:
+            await self.get_connection(node_id)
+        except errors.KafkaError:
+            return False
+        return True
+
+    async def coordinator_lookup(self, coordinator_type: int, coordinator_key: str) -> int:
+        """The node id of the coordinator of a group (type 0) or transactional id (1)."""
+        return await self.find_coordinator(coordinator_key, coordinator_type)

@@ -12,31 +12,14 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from aiokafka_lite.errors import error_for_code
 from aiokafka_lite.protocol.bodies import MetadataResponse
-from aiokafka_lite.structs import TopicPartition
+from aiokafka_lite.structs import BrokerMetadata, PartitionMetadata, TopicPartition
+
+__all__ = ["BrokerMetadata", "ClusterMetadata", "PartitionMetadata", "TopicMetadata"]
 
 #: Kafka's all-zero topic id means "no id" (brokers before topic ids, KIP-516).
 _ZERO_UUID = uuid.UUID(int=0)
-
-
-@dataclass(frozen=True)
-class BrokerMetadata:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
-
-
-@dataclass(frozen=True)
-class PartitionMetadata:
-    topic: str
-    partition: int
-    leader: int  # -1 when the partition has no leader right now
-    leader_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    offline_replicas: tuple[int, ...]
-    error_code: int
 
 
 @dataclass(frozen=True)
@@ -97,9 +80,10 @@ class ClusterMetadata:
                     topic=name,
                     partition=p["partition_index"],
                     leader=p["leader_id"],
-                    leader_epoch=p.get("leader_epoch", -1),
                     replicas=tuple(p.get("replica_nodes") or ()),
                     isr=tuple(p.get("isr_nodes") or ()),
+                    error=error_for_code(p["error_code"]) if p.get("error_code") else None,
+                    leader_epoch=p.get("leader_epoch", -1),
                     offline_replicas=tuple(p.get("offline_replicas") or ()),
                     error_code=p.get("error_code", 0),
                 )
@@ -154,6 +138,27 @@ class ClusterMetadata:
         if pm is None or pm.leader < 0:
             return None
         return pm.leader
+
+    # aiokafka's names for the same questions.
+
+    def broker_metadata(self, node_id: int) -> BrokerMetadata | None:
+        return self.broker(node_id)
+
+    def leader_for_partition(self, tp: TopicPartition) -> int | None:
+        """The leader's node id; None when the partition is unknown, -1 when it has no
+        leader right now (aiokafka's meaning)."""
+        pm = self.partition(tp)
+        return None if pm is None else pm.leader
+
+    def partitions_for_broker(self, node_id: int) -> set[TopicPartition] | None:
+        """The partitions ``node_id`` leads (None when it leads none)."""
+        led = {
+            TopicPartition(name, p)
+            for name, meta in self.topics.items()
+            for p, pm in meta.partitions.items()
+            if pm.leader == node_id
+        }
+        return led or None
 
     def leader_epoch_for(self, tp: TopicPartition) -> int:
         pm = self.partition(tp)

@@ -25,8 +25,12 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 
-class KafkaError(Exception):
-    """Base class of every error this library raises."""
+class KafkaError(RuntimeError):
+    """Base class of the errors this library raises (a ``RuntimeError``, as aiokafka's).
+
+    Two aiokafka exceptions stay outside it, as in aiokafka: ``ConsumerStoppedError``
+    and ``IllegalOperation`` derive from ``Exception`` only.
+    """
 
     retriable: ClassVar[bool] = False
     #: ``True`` when the error means cluster metadata is stale and must be refreshed.
@@ -51,6 +55,19 @@ class ConfigurationError(KafkaError, ValueError):
 
 class IllegalStateError(KafkaError):
     """The client was used in a state that does not allow the call."""
+
+
+class IllegalOperation(Exception):
+    """aiokafka's error for an operation the client's configuration does not allow
+    (committing without a ``group_id``, transactions without a ``transactional_id``,
+    sending outside a transaction). Not a ``KafkaError``, as in aiokafka; what this
+    library raises in those cases is :class:`IllegalOperationError`, which is both."""
+
+
+class IllegalOperationError(IllegalStateError, IllegalOperation):
+    """An operation the client's configuration does not allow: committing without a
+    ``group_id``, transactions without a ``transactional_id``, sending outside a
+    transaction. Catch it as ``IllegalStateError`` or as aiokafka's ``IllegalOperation``."""
 
 
 # OSError's per-instance ``errno`` slot is shadowed by KafkaError's class attribute
@@ -155,8 +172,15 @@ class NoOffsetForPartitionError(KafkaError):
     """A partition has no committed offset and auto_offset_reset is "none"."""
 
 
-class ConsumerStoppedError(IllegalStateError):
-    """The consumer is stopped (or stopping): no more records."""
+class ConsumerStoppedError(Exception):
+    """The consumer is stopped (or stopping): no more records.
+
+    As in aiokafka it derives from ``Exception``, not from ``KafkaError``: code that
+    retries on ``except KafkaError`` must not retry a stopped consumer."""
+
+    retriable: ClassVar[bool] = False
+    invalid_metadata: ClassVar[bool] = False
+    errno: ClassVar[int] = -1
 
 
 class RecordDeserializationError(KafkaError):
@@ -329,10 +353,51 @@ class UnknownServerError(BrokerResponseError):
 
 
 class OffsetOutOfRangeError(BrokerResponseError):
-    """The requested offset is outside the range the broker holds for the partition."""
+    """The requested offset is outside the range the broker holds for the partition.
+
+    Raised by the consumer (``auto_offset_reset="none"``) as aiokafka does: ``args[0]``
+    is the ``{TopicPartition: offset}`` map of the positions out of range (also
+    ``.offsets``), so code can seek those partitions; ``str()`` says it in words.
+    """
 
     errno = 1
     kafka_name = "OFFSET_OUT_OF_RANGE"
+
+    def __init__(self, offsets: Any = None, message: str | None = None) -> None:
+        if isinstance(offsets, dict):
+            Exception.__init__(self, offsets)
+            self._detail = message
+        else:
+            super().__init__(offsets if message is None else message)
+            self._detail = None
+
+    @property
+    def offsets(self) -> dict[Any, int]:
+        """The partitions and the offsets found out of range (empty when not given)."""
+        first = self.args[0] if self.args else None
+        return dict(first) if isinstance(first, dict) else {}
+
+    @property
+    def message(self) -> str:
+        first = self.args[0] if self.args else None
+        if not isinstance(first, dict):
+            return super().message
+        if self._detail:
+            return self._detail
+        where = ", ".join(
+            f"{getattr(tp, 'topic', tp)}-{getattr(tp, 'partition', '')} at {offset}"
+            for tp, offset in first.items()
+        )
+        return f"fetch offsets out of range: {where}"
+
+    def __str__(self) -> str:
+        return f"[Error {self.errno} {self.kafka_name}] {type(self).__name__}: {self.message}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        first = self.args[0] if self.args else None
+        if isinstance(first, dict):
+            return (type(self), (first, self._detail))
+        return (type(self), (self.message,))
 
 
 class UnknownTopicOrPartitionError(BrokerResponseError):
@@ -1326,3 +1391,91 @@ FetchSessionIdNotFound = FetchSessionIdNotFoundError
 InvalidFetchSessionEpoch = InvalidFetchSessionEpochError
 ListenerNotFound = ListenerNotFoundError
 MemberIdRequired = MemberIdRequiredError
+StaleLeaderEpochCodeError = NetworkExceptionError  # aiokafka's (historical) name for code 13
+
+
+# --- aiokafka's client-side names this client has no separate case for -----------------
+# Kept so aiokafka code that names them (in ``except`` clauses, mostly) runs unchanged.
+# This client raises the errors documented with each call; it never raises these.
+
+
+class IllegalArgumentError(KafkaError, ValueError):
+    """An argument is not valid (aiokafka's name; this client raises ``ValueError``,
+    ``TypeError`` or :class:`ConfigurationError`)."""
+
+
+class NodeNotReadyError(KafkaError):
+    """The broker's connection is not ready (aiokafka's name; never raised here)."""
+
+    retriable = True
+
+
+class CorrelationIdError(KafkaProtocolError):
+    """A response's correlation id did not match (aiokafka's name; this client raises
+    :class:`KafkaProtocolError`)."""
+
+
+class Cancelled(KafkaError):
+    """A request was cancelled (aiokafka's name; never raised here)."""
+
+    retriable = True
+
+
+class TooManyInFlightRequests(KafkaError):
+    """Too many requests in flight (aiokafka's name; never raised here: requests wait
+    for a slot)."""
+
+    retriable = True
+
+
+class StaleMetadata(KafkaError):
+    """The metadata is stale (aiokafka's name; never raised here)."""
+
+    retriable = True
+    invalid_metadata = True
+
+
+class UnrecognizedBrokerVersion(KafkaError):
+    """The broker's version is not recognized (aiokafka's name; never raised here:
+    versions are negotiated with ApiVersions)."""
+
+
+class AuthenticationMethodNotSupported(KafkaError):
+    """The SASL mechanism is not supported (aiokafka's name; this client raises
+    :class:`UnsupportedSaslMechanismError` or :class:`ConfigurationError`)."""
+
+
+class KafkaUnavailableError(KafkaError):
+    """Kafka is unavailable (aiokafka's name; never raised here)."""
+
+
+class MetadataEmptyBrokerList(KafkaError):
+    """Metadata named no broker (aiokafka's name; never raised here)."""
+
+    retriable = True
+
+
+class QuotaViolationError(KafkaError):
+    """A quota was violated (aiokafka's name; this client raises the broker's
+    :class:`ThrottlingQuotaExceededError`)."""
+
+
+class NoError(BrokerResponseError):
+    """No error (error code 0, aiokafka's name); never raised."""
+
+    kafka_name = "NONE"
+
+
+NoError.errno = 0  # set after the class: code 0 stays out of the error registry
+
+
+def for_code(error_code: int) -> type[BrokerResponseError]:
+    """The class for a Kafka error code (aiokafka's ``for_code``): unknown codes give
+    :class:`UnknownServerError`, 0 gives :class:`NoError`."""
+    if error_code == 0:
+        return NoError
+    return _ERRORS_BY_CODE.get(error_code, UnknownServerError)
+
+
+#: Every error class by its code (aiokafka's ``kafka_errors``), ``NoError`` included.
+kafka_errors: dict[int, type[BrokerResponseError]] = {0: NoError, **_ERRORS_BY_CODE}

@@ -9,7 +9,9 @@ instead of at the first connection. Secrets (passwords, token providers) never a
 from __future__ import annotations
 
 import inspect
+import os
 import ssl
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, TypeAlias, runtime_checkable
@@ -21,6 +23,7 @@ __all__ = [
     "SECURITY_PROTOCOLS",
     "AbstractTokenProvider",
     "SecurityConfig",
+    "TokenProvider",
     "TokenProviderLike",
     "create_ssl_context",
     "fetch_oauth_token",
@@ -33,8 +36,8 @@ _MASK = "'***'"
 
 
 @runtime_checkable
-class AbstractTokenProvider(Protocol):
-    """An OAUTHBEARER token source with an async ``token()`` (like aiokafka's).
+class TokenProvider(Protocol):
+    """Any object with an async ``token()`` serves as an OAUTHBEARER token source.
 
     It may also define ``extensions() -> Mapping[str, str]`` for KIP-342 SASL extensions.
     """
@@ -42,26 +45,46 @@ class AbstractTokenProvider(Protocol):
     async def token(self) -> str: ...
 
 
+class AbstractTokenProvider(ABC):
+    """aiokafka's base class for OAUTHBEARER token providers: implement the async
+    ``token()``; ``extensions()`` (KIP-342 SASL extensions) returns ``{}`` unless
+    overridden. Subclassing it is optional here: any :class:`TokenProvider` serves."""
+
+    @abstractmethod
+    async def token(self) -> str:
+        """The access token (a non-empty ``str``)."""
+
+    def extensions(self) -> Mapping[str, str]:
+        return {}
+
+
 #: A token provider: an object with async ``token()``, or a callable returning the token
 #: (``str``) or an awaitable of it.
-TokenProviderLike: TypeAlias = AbstractTokenProvider | Callable[[], str | Awaitable[str]]
+TokenProviderLike: TypeAlias = TokenProvider | Callable[[], str | Awaitable[str]]
 
 
 def create_ssl_context(
-    cafile: str | None = None,
-    certfile: str | None = None,
-    keyfile: str | None = None,
-    password: str | None = None,
+    cafile: str | bytes | os.PathLike[str] | None = None,
+    certfile: str | bytes | os.PathLike[str] | None = None,
+    keyfile: str | bytes | os.PathLike[str] | None = None,
+    password: str | bytes | Callable[[], str | bytes | bytearray] | None = None,
     check_hostname: bool = True,
+    *,
+    capath: str | bytes | os.PathLike[str] | None = None,
+    cadata: str | bytes | None = None,
 ) -> ssl.SSLContext:
     """Build a client TLS context that verifies the broker's certificate.
 
-    ``cafile`` adds a trusted CA bundle (the system store is used when it is ``None``);
-    ``certfile``/``keyfile``/``password`` load a client certificate for mutual TLS.
-    ``check_hostname=False`` still verifies the certificate chain but not the name in it.
+    ``cafile``, ``capath`` or ``cadata`` add trusted CAs (the system store is used when
+    all are ``None``); ``certfile``/``keyfile``/``password`` (a str, bytes or a callable
+    returning one) load a client certificate for mutual TLS. ``check_hostname=False``
+    still verifies the certificate chain but not the name in it. aiokafka's
+    ``aiokafka.helpers.create_ssl_context`` keywords all work here.
     """
     try:
-        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=cafile)
+        context = ssl.create_default_context(
+            ssl.Purpose.SERVER_AUTH, cafile=cafile, capath=capath, cadata=cadata
+        )
         context.check_hostname = check_hostname
         context.verify_mode = ssl.CERT_REQUIRED
         if certfile is not None:
@@ -146,7 +169,7 @@ class SecurityConfig:
                 raise errors.ConfigurationError(
                     "sasl_mechanism OAUTHBEARER needs sasl_oauth_token_provider"
                 )
-            if not (isinstance(provider, AbstractTokenProvider) or callable(provider)):
+            if not (isinstance(provider, TokenProvider) or callable(provider)):
                 raise errors.ConfigurationError(
                     "sasl_oauth_token_provider must be callable or have an async token() method"
                 )
@@ -192,7 +215,7 @@ class SecurityConfig:
 async def fetch_oauth_token(provider: TokenProviderLike) -> tuple[str, dict[str, str]]:
     """Get a token (and SASL extensions, if the provider has ``extensions()``) from a provider."""
     result: object
-    if isinstance(provider, AbstractTokenProvider):
+    if isinstance(provider, TokenProvider):
         result = provider.token()
     else:
         result = provider()

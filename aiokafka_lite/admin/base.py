@@ -87,10 +87,16 @@ class AdminBase:
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,
         sasl_oauth_token_provider: TokenProviderLike | None = None,
-        api_version: str = "auto",
+        api_version: str | None = "auto",
         connections_max_idle_ms: int = 540000,
         receive_message_max_bytes: int = DEFAULT_RECEIVE_MESSAGE_MAX_BYTES,
+        loop: Any = None,
+        sasl_kerberos_service_name: str = "kafka",
+        sasl_kerberos_domain_name: str | None = None,
     ) -> None:
+        # aiokafka's loop and Kerberos settings: accepted, unused (the running loop is
+        # used; sasl_mechanism="GSSAPI" itself is refused below).
+        del loop, sasl_kerberos_service_name, sasl_kerberos_domain_name
         if security is None:
             if isinstance(sasl_mechanism, str) and sasl_mechanism.upper() == "GSSAPI":
                 raise errors.ConfigurationError("sasl_mechanism GSSAPI (Kerberos) is not supported")
@@ -109,7 +115,7 @@ class AdminBase:
             )
         elif not isinstance(security, SecurityConfig):
             raise errors.ConfigurationError("security must be a SecurityConfig")
-        if api_version != "auto":
+        if api_version not in ("auto", None):
             log.debug("api_version=%r ignored: versions are negotiated per connection", api_version)
         del connections_max_idle_ms
         self._client = KafkaClient(

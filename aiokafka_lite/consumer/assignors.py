@@ -113,6 +113,8 @@ class PartitionAssignor(ABC):
 
     #: The protocol name sent in JoinGroup (must match across the group).
     name: ClassVar[str] = ""
+    #: The version of the subscription and assignment data (aiokafka's attribute).
+    version: ClassVar[int] = 0
     #: Rebalance protocols this assignor works with.
     supported_protocols: ClassVar[tuple[RebalanceProtocol, ...]] = (RebalanceProtocol.EAGER,)
     #: Whether :meth:`assign` takes ``partition_racks`` (the replicas' racks, KIP-881):
@@ -509,8 +511,11 @@ _JAVA_NAMES = {
     "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
 }
 
-#: The Java client's default: range, with cooperative-sticky ready for an upgrade.
-DEFAULT_ASSIGNORS: tuple[str, ...] = ("range", "cooperative-sticky")
+#: The Java client's default (range, with cooperative-sticky ready for an upgrade), then
+#: aiokafka's only one (roundrobin): a group of these consumers agrees on range, and one
+#: that still has aiokafka members (a rolling move from aiokafka) on roundrobin, instead
+#: of refusing the newcomers with INCONSISTENT_GROUP_PROTOCOL.
+DEFAULT_ASSIGNORS: tuple[str, ...] = ("range", "cooperative-sticky", "roundrobin")
 
 #: What ``partition_assignment_strategy`` takes: a name, a class or an instance.
 AssignorSpec = str | PartitionAssignor | type[PartitionAssignor]

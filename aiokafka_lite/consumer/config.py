@@ -17,12 +17,12 @@ from aiokafka_lite.connection import (
     DEFAULT_RECEIVE_MESSAGE_MAX_BYTES,
     check_receive_message_max_bytes,
 )
+from aiokafka_lite.consumer.assignor_adapter import resolve_assignors_adapting
 from aiokafka_lite.consumer.assignors import (
     DEFAULT_ASSIGNORS,
     PartitionAssignor,
     RebalanceProtocol,
     common_protocol,
-    resolve_assignors,
 )
 from aiokafka_lite.consumer.subscription import OffsetResetStrategy
 from aiokafka_lite.security import SecurityConfig, TokenProviderLike
@@ -221,7 +221,7 @@ class ConsumerConfig:
                 )
         if self.client_rack is not None and not isinstance(self.client_rack, str):
             raise errors.ConfigurationError("client_rack must be a str or None")
-        assignors = tuple(resolve_assignors(self.partition_assignment_strategy))
+        assignors = tuple(resolve_assignors_adapting(self.partition_assignment_strategy))
         object.__setattr__(self, "assignors", assignors)
         object.__setattr__(self, "rebalance_protocol", common_protocol(assignors))
         if self.security is None:

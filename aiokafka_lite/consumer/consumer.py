@@ -23,14 +23,14 @@ import ssl
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from aiokafka_lite import errors
 from aiokafka_lite._aio import wait_for
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.cluster import ClusterMetadata
 from aiokafka_lite.consumer._errors import ConsumerStoppedError
-from aiokafka_lite.consumer.assignors import AssignorSpec
+from aiokafka_lite.consumer.assignors import DEFAULT_ASSIGNORS, AssignorSpec
 from aiokafka_lite.consumer.config import ConsumerConfig, Deserializer
 from aiokafka_lite.consumer.coordinator import GroupCoordinator
 from aiokafka_lite.consumer.fetcher import Fetcher
@@ -46,21 +46,18 @@ from aiokafka_lite.protocol import bodies
 from aiokafka_lite.protocol.bodies import MetadataRequest
 from aiokafka_lite.protocol.records import ConsumerRecord
 from aiokafka_lite.security import SecurityConfig, TokenProviderLike
-from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition, check_topic_name
+from aiokafka_lite.structs import (
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+    check_topic_name,
+)
 
 __all__ = ["AIOKafkaConsumer", "Consumer", "OffsetAndTimestamp"]
 
 log = logging.getLogger(__name__)
 
 _NO_LIMIT = 2**31 - 1
-
-
-class OffsetAndTimestamp(NamedTuple):
-    """An answer of :meth:`Consumer.offsets_for_times`."""
-
-    offset: int
-    timestamp: int
-    leader_epoch: int = -1
 
 
 #: What commit() takes per partition: an offset, (offset, metadata) or OffsetAndMetadata.
@@ -103,10 +100,7 @@ class Consumer:
         session_timeout_ms: int = 45000,
         heartbeat_interval_ms: int = 3000,
         rebalance_timeout_ms: int | None = None,
-        partition_assignment_strategy: AssignorSpec | Sequence[AssignorSpec] = (
-            "range",
-            "cooperative-sticky",
-        ),
+        partition_assignment_strategy: AssignorSpec | Sequence[AssignorSpec] = DEFAULT_ASSIGNORS,
         check_crcs: bool = True,
         request_timeout_ms: int = 40000,
         connect_timeout_ms: int = 10000,
@@ -181,12 +175,19 @@ class Consumer:
         self._last_poll: float | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._max_records = config.max_poll_records or _NO_LIMIT
+        #: aiokafka's attribute (frameworks read it): the consumer's group id or None.
+        self._group_id = config.group_id
 
     # --- lifecycle -----------------------------------------------------------------
 
     @property
     def config(self) -> ConsumerConfig:
         return self._config
+
+    @property
+    def _subscription(self) -> SubscriptionState:
+        """aiokafka's attribute (frameworks read ``_subscription.topics``)."""
+        return self._subs
 
     async def start(self) -> None:
         """Connect (bounded by ``request_timeout_ms``) and start the background tasks.
@@ -218,7 +219,9 @@ class Consumer:
             coordinator._on_subscription_change()
             coordinator.start()
         else:
-            self._assign_without_group(self._client.cluster)
+            # Without a group: every partition of the subscribed topics (or of the topics
+            # the pattern matches in the metadata the client bootstrapped with).
+            self._on_metadata(self._client.cluster)
         fetcher.start()
         log.debug("consumer started (group %s)", config.group_id)
 
@@ -293,7 +296,7 @@ class Consumer:
                 raise errors.IllegalStateError("the consumer is not started; call start() first")
             if self._closed:
                 raise ConsumerStoppedError("the consumer is stopped")
-            raise errors.IllegalStateError(f"{what} needs a group_id")
+            raise errors.IllegalOperationError(f"{what} needs a group_id")
         if coordinator.state is GroupState.CLOSED:
             raise ConsumerStoppedError("the consumer is stopped")
         return coordinator
@@ -313,7 +316,9 @@ class Consumer:
         pattern: str | re.Pattern[str] | None = None,
         listener: ConsumerRebalanceListener | None = None,
     ) -> None:
-        """Subscribe to topics by name or by regular expression (full match).
+        """Subscribe to topics by name or by regular expression (matched at the start of
+        each topic name with ``re.match``, as aiokafka does; end it with ``$`` for a full
+        match).
 
         With a ``group_id``, partitions come from the group; without one, this consumer
         reads every partition of the topics. ``listener`` callbacks are awaited around
@@ -402,6 +407,25 @@ class Consumer:
                 )
             await asyncio.sleep(0.02)
 
+    async def _wait_first_assignment(self, timeout_ms: int) -> None:
+        """Wait (at most ``timeout_ms``) until the group has assigned this consumer's
+        partitions, when it is a subscribed group member still waiting for its first
+        assignment; return at once otherwise."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while True:
+            _, coordinator = self._check_running()
+            if coordinator is None or not self._subs.auto_assigned:
+                return
+            m = coordinator.membership
+            if m.rebalance_count > 0 and coordinator.callbacks_idle.is_set():
+                return  # assigned once (possibly no partition for this member)
+            if m.failed and m.fatal_error is not None:
+                raise m.fatal_error
+            if loop.time() >= deadline:
+                return  # the caller reports what it misses
+            await asyncio.sleep(0.02)
+
     def _sync_tracked_topics(self) -> None:
         subs = self._subs
         if subs.type is SubscriptionType.AUTO_PATTERN:
@@ -444,7 +468,9 @@ class Consumer:
     async def __anext__(self) -> ConsumerRecord[Any, Any]:
         fetcher = self._fetcher
         coordinator = self._coordinator
-        if fetcher is not None and not self._closed:
+        # The fast path skips getone(); not when getone() was wrapped (instrumentation
+        # such as opentelemetry-instrumentation-aiokafka wraps it and must see each record).
+        if fetcher is not None and not self._closed and type(self).getone is _GETONE:
             self._last_poll = time.monotonic()
             if coordinator is None:
                 rec = fetcher.next_record()
@@ -603,7 +629,7 @@ class Consumer:
         """
         fetcher, coordinator = self._check_running()
         if coordinator is None:
-            raise errors.IllegalStateError("seek_to_committed() needs a group_id")
+            raise errors.IllegalOperationError("seek_to_committed() needs a group_id")
         parts = list(partitions) or sorted(self._subs.assigned_partitions())
         for tp in parts:
             self._subs.state(tp)
@@ -621,10 +647,19 @@ class Consumer:
         return result
 
     async def position(self, partition: TopicPartition, timeout_ms: int | None = None) -> int:
-        """The offset of the next record to be returned for ``partition``."""
-        state = self._subs.state(partition)
-        if state.position is not None:
+        """The offset of the next record to be returned for ``partition``.
+
+        Right after :meth:`start` of a group consumer the group may not have assigned
+        partitions yet: this waits for the first assignment (as aiokafka's ``start()``
+        does) within the timeout, then raises ``IllegalStateError`` if ``partition`` is
+        not among them.
+        """
+        state = self._subs.get_state(partition)
+        if state is not None and state.position is not None:
             return state.position  # also inside a revoke callback while stopping
+        if state is None:
+            await self._wait_first_assignment(self._timeout(timeout_ms))
+            state = self._subs.state(partition)
         fetcher, _ = self._check_running()
         if state.position is None:
             fetcher.wake()
@@ -918,8 +953,44 @@ class Consumer:
         return timeout_ms
 
 
-#: The name aiokafka users know.
-AIOKafkaConsumer = Consumer
+class AIOKafkaConsumer(Consumer):
+    """aiokafka's consumer: a `Consumer` whose :meth:`start` returns, as aiokafka's does,
+    once a group consumer subscribed before ``start()`` has its first assignment; here
+    also once those partitions have their start positions, so records produced after
+    ``start()`` returned are read with ``auto_offset_reset="latest"``.
+
+    The wait ends at the latest after ``rebalance_timeout_ms + request_timeout_ms`` (a
+    join cannot take longer; aiokafka waits without bound): it is logged, and the
+    consumer goes on joining in the background as a `Consumer` does.
+    """
+
+    async def start(self) -> None:
+        await Consumer.start(self)
+        if self._coordinator is None or not self._subs.auto_assigned:
+            return
+        config = self._config
+        timeout_ms = (config.rebalance_timeout_ms or config.max_poll_interval_ms) + (
+            config.request_timeout_ms
+        )
+        await self._wait_first_assignment(timeout_ms)
+        parts = self._subs.assigned_partitions()
+        fetcher = self._fetcher
+        if not parts or fetcher is None:
+            if self._coordinator.membership.rebalance_count == 0:
+                log.warning(
+                    "group %s: no assignment within %d ms of start(); joining goes on",
+                    config.group_id,
+                    timeout_ms,
+                )
+            return
+        try:
+            await fetcher.wait_for_positions(parts, config.request_timeout_ms)
+        except errors.KafkaError as exc:
+            # (No offset with auto_offset_reset="none", say: getone() raises it.)
+            log.debug("start positions not all known after start(): %s", exc)
+
+
+_GETONE = Consumer.getone
 
 
 def _offset_and_metadata(tp: TopicPartition, spec: CommitOffset) -> OffsetAndMetadata:

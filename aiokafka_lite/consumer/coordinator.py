@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping
@@ -83,6 +84,22 @@ log = logging.getLogger(__name__)
 _PROTOCOL_TYPE = "consumer"
 
 
+async def call_listener(
+    listener: object, name: str, partitions: Collection[TopicPartition]
+) -> None:
+    """Call a rebalance callback with a fresh set of ``partitions``; await it if it is a
+    coroutine function (aiokafka lets them be plain functions too). A listener without
+    ``on_partitions_lost`` (aiokafka's have none) gets ``on_partitions_revoked``."""
+    method = getattr(listener, name, None)
+    if method is None and name == "on_partitions_lost":
+        method = getattr(listener, "on_partitions_revoked", None)
+    if method is None:
+        return
+    result = method(set(partitions))
+    if inspect.isawaitable(result):
+        await result
+
+
 class GroupCoordinator:
     """Keeps this consumer in its group and commits its offsets."""
 
@@ -143,6 +160,23 @@ class GroupCoordinator:
     @property
     def state(self) -> GroupState:
         return self.membership.state
+
+    # aiokafka's GroupCoordinator attributes, read by frameworks (FastStream logs them).
+
+    @property
+    def member_id(self) -> str:
+        """This member's id in the group ("" until the coordinator gave one)."""
+        return self.membership.member_id
+
+    @property
+    def generation(self) -> int:
+        """The group generation this member belongs to (-1 when none)."""
+        return self.membership.generation.generation_id
+
+    @property
+    def coordinator_id(self) -> int | None:
+        """The node id of the group's coordinator (None while unknown)."""
+        return self.membership.coordinator_id
 
     async def close(self, timeout_ms: int) -> errors.KafkaError | None:
         """Final commit, revoke, leave the group; returns the commit error, if any."""
@@ -578,7 +612,7 @@ class GroupCoordinator:
                 self.membership.request_rejoin(
                     f"gave up {len(revoked)} partition(s) for their new owner"
                 )
-            self._subs.assign_from_subscribed(assigned)
+            new = added
             log.info(
                 "group %s: generation %d: %d partition(s), added %s, revoked %s",
                 self.group_id,
@@ -587,17 +621,22 @@ class GroupCoordinator:
                 sorted(added),
                 sorted(revoked),
             )
-            await self._call_listener("on_partitions_assigned", added)
         else:
-            self._subs.assign_from_subscribed(assigned)
+            new = assigned
             log.info(
                 "group %s: generation %d: assigned %s",
                 self.group_id,
                 generation.generation_id,
                 sorted(assigned),
             )
-            await self._call_listener("on_partitions_assigned", assigned)
-        self._fetcher.wake()
+        # A seek in the assignment callback decides where the new partitions start: their
+        # committed offset (or the reset policy) is looked up only after it returned.
+        self._fetcher.hold_positions(new)
+        try:
+            self._subs.assign_from_subscribed(assigned)
+            await self._call_listener("on_partitions_assigned", new)
+        finally:
+            self._fetcher.release_positions(new)
 
     async def _revoke(self, partitions: Collection[TopicPartition], *, lost: bool) -> None:
         parts = set(partitions)
@@ -624,7 +663,7 @@ class GroupCoordinator:
             return
         self.callbacks_idle.clear()
         try:
-            await getattr(listener, name)(set(partitions))
+            await call_listener(listener, name, partitions)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -735,7 +774,7 @@ class GroupCoordinator:
         if owned and listener is not None:
             self.callbacks_idle.clear()
             try:
-                await listener.on_partitions_revoked(set(owned))
+                await call_listener(listener, "on_partitions_revoked", owned)
             except Exception as exc:
                 log.exception("group %s: on_partitions_revoked failed", self.group_id)
                 self.listener_error = exc

@@ -131,6 +131,9 @@ class Fetcher:
         self._subs = subscription
         self._config = config
         self._committed_lookup = committed_lookup
+        #: Partitions whose start position is not looked up yet: they were just assigned
+        #: and the assignment callback may still seek them (see hold_positions).
+        self._held: set[TopicPartition] = set()
         self._completed: deque[CompletedFetch] = deque()
         self._current: CompletedFetch | None = None
         self.buffered_bytes = 0
@@ -542,7 +545,7 @@ class Fetcher:
                     f"fetch offset {offset} of {tp.topic}-{tp.partition} is out of range "
                     "and auto_offset_reset is 'none'; seek to a valid offset"
                 )
-                state.error = errors.OffsetOutOfRangeError(message)
+                state.error = errors.OffsetOutOfRangeError({tp: offset}, message)
                 state.fetch_offset = None
                 self.data_ready.set()
             else:
@@ -568,17 +571,35 @@ class Fetcher:
 
     # --- positions: committed offsets and resets ---------------------------------------
 
+    def hold_positions(self, tps: Iterable[TopicPartition]) -> None:
+        """Look up no start position (committed offset, reset) for ``tps`` until
+        released: the group's assignment callback runs first, and a seek there decides
+        where they start (so ``auto_offset_reset="none"`` does not fail them)."""
+        self._held.update(tps)
+
+    def release_positions(self, tps: Iterable[TopicPartition] | None = None) -> None:
+        """End :meth:`hold_positions` for ``tps`` (all when None)."""
+        if tps is None:
+            self._held.clear()
+        else:
+            self._held.difference_update(tps)
+        self.wake()
+
+    def _unheld(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+        held = self._held
+        return [tp for tp in tps if tp not in held] if held else tps
+
     def _maybe_update_positions(self) -> None:
         if self._position_task is not None and not self._position_task.done():
             return
         if asyncio.get_running_loop().time() < self._position_backoff_until:
             return
-        need = self._subs.need_position()
+        need = self._unheld(self._subs.need_position())
         if need and self._committed_lookup is None:
             for tp in need:
                 self._subs.request_reset(tp)
             need = []
-        resets = self._subs.need_reset()
+        resets = self._unheld(self._subs.need_reset())
         if need or resets:
             self._position_task = asyncio.get_running_loop().create_task(
                 self._update_positions(need, resets), name="aiokafka-lite-positions"
@@ -590,7 +611,7 @@ class Fetcher:
         try:
             if need_committed and self._committed_lookup is not None:
                 await self._load_committed(need_committed)
-            resets = self._subs.need_reset()
+            resets = self._unheld(self._subs.need_reset())
             if resets:
                 await self._reset_offsets(resets)
         except asyncio.CancelledError:
@@ -668,6 +689,8 @@ class Fetcher:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         tps = list(tps)
+        if self._held:
+            self.release_positions(tps)  # asked for: look them up now
         while True:
             missing = []
             for tp in tps:

@@ -218,11 +218,17 @@ class SubscriptionState:
         self._changed()
         return True
 
+    @property
+    def topics(self) -> set[str]:
+        """The subscribed topics (aiokafka's ``SubscriptionState.topics``)."""
+        return set(self.subscription)
+
     def match_pattern(self, all_topics: Iterable[str]) -> set[str]:
-        """Topics among ``all_topics`` the pattern matches (full match, as Java does)."""
+        """Topics among ``all_topics`` the pattern matches at their start (``re.match``, as
+        aiokafka does; Java's client wants a full match: end the pattern with ``$``)."""
         if self.pattern is None:
             return set()
-        return {t for t in all_topics if self.pattern.fullmatch(t)}
+        return {t for t in all_topics if self.pattern.match(t)}
 
     @property
     def auto_assigned(self) -> bool:

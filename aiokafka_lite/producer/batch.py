@@ -5,8 +5,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from aiokafka_lite.errors import SerializationError
 from aiokafka_lite.producer.accumulator import ProducerBatch
+from aiokafka_lite.producer.config import Serializer
 from aiokafka_lite.producer.types import bad_timestamp
 from aiokafka_lite.structs import TopicPartition
 
@@ -38,29 +41,45 @@ class BatchBuilder:
     """Records for one partition, appended by the caller and sent with ``send_batch``.
 
     ``append`` returns None when the batch is full (``max_batch_size``); the first record
-    is always accepted. Keys and values are bytes (no serializers on this path).
+    is always accepted. Keys and values go through the producer's serializers, as in
+    aiokafka (each serializer, when set, is called for every key or value, ``None``
+    included); without one they must be bytes or ``None``.
     """
 
-    __slots__ = ("_append", "_batch", "_closed")
+    __slots__ = ("_append", "_batch", "_closed", "_key_serializer", "_value_serializer")
 
-    def __init__(self, *, max_size: int, compression: int, transactional: bool) -> None:
+    def __init__(
+        self,
+        *,
+        max_size: int,
+        compression: int,
+        transactional: bool,
+        key_serializer: Serializer | None = None,
+        value_serializer: Serializer | None = None,
+    ) -> None:
         self._batch = ProducerBatch(
             _NO_TP, max_size=max_size, compression=compression, transactional=transactional
         )
         self._append = self._batch.append
         self._closed = False
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
 
     def append(
         self,
         *,
         timestamp: int | None,
-        key: bytes | None,
-        value: bytes | None,
+        key: Any,
+        value: Any,
         headers: Sequence[tuple[str, bytes | None]] | None = None,
     ) -> BatchRecordMetadata | None:
         """Add a record; None (not added) when the batch is full or closed."""
         if self._closed:
             return None
+        if self._key_serializer is not None:
+            key = _serialized(self._key_serializer, key, "key")
+        if self._value_serializer is not None:
+            value = _serialized(self._value_serializer, value, "value")
         if timestamp is None:
             timestamp = _time_ns() // 1_000_000
         elif error := bad_timestamp(timestamp):
@@ -93,3 +112,12 @@ class BatchBuilder:
     def _take(self) -> ProducerBatch:
         self._closed = True
         return self._batch
+
+
+def _serialized(serializer: Serializer, data: Any, what: str) -> Any:
+    try:
+        return serializer(data)
+    except SerializationError:
+        raise
+    except Exception as exc:
+        raise SerializationError(f"{what}_serializer failed for a batch record: {exc!r}") from exc

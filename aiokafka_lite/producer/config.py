@@ -26,7 +26,7 @@ from aiokafka_lite.security import SecurityConfig
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ProducerConfig", "build_config"]
+__all__ = ["MISSING", "ProducerConfig", "build_config"]
 
 Serializer = Callable[[Any], bytes | bytearray | memoryview | None]
 
@@ -118,7 +118,21 @@ def _number(name: str, value: object, *, minimum: float = 0) -> float:
     return float(value)
 
 
+class _Missing:
+    """aiokafka's ``_missing``: an option left at its default (frameworks pass it on)."""
+
+    def __repr__(self) -> str:
+        return "<default>"
+
+
+#: Given for ``acks``, the default (``"all"``) applies; aiokafka's
+#: ``aiokafka.producer.producer._missing`` is this object.
+MISSING = _Missing()
+
+
 def _acks(value: object) -> int:
+    if value is MISSING:
+        return -1
     if isinstance(value, str):
         text = value.strip().lower()
         if text == "all":

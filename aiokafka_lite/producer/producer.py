@@ -43,7 +43,13 @@ from aiokafka_lite.producer.accumulator import (
     RecordFutures,
 )
 from aiokafka_lite.producer.batch import BatchBuilder
-from aiokafka_lite.producer.config import ProducerConfig, Serializer, build_config, client_kwargs
+from aiokafka_lite.producer.config import (
+    MISSING,
+    ProducerConfig,
+    Serializer,
+    build_config,
+    client_kwargs,
+)
 from aiokafka_lite.producer.metrics import ProducerMetrics
 from aiokafka_lite.producer.partitioner import (
     CallablePartitioner,
@@ -69,6 +75,9 @@ from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition, check_topic
 log = logging.getLogger(__name__)
 
 __all__ = ["AIOKafkaProducer", "Producer", "TransactionContext"]
+
+#: aiokafka's sentinel for "option not given" (frameworks pass ``acks=_missing``).
+_missing = MISSING
 
 _time_ns = time.time_ns
 _new_object = object.__new__
@@ -708,6 +717,30 @@ class Producer:
         exc = fut.exception()
         run_on_acknowledgement(self._interceptors, None if exc else fut.result(), exc)
 
+    def _partition(
+        self,
+        topic: str,
+        partition: int | None,
+        key: Any,
+        value: Any,
+        serialized_key: bytes | None,
+        serialized_value: bytes | None,
+    ) -> int:
+        """aiokafka's producer method (instrumentation calls it): the partition a record
+        goes to, from the metadata known now: ``partition`` when given (checked), else the
+        partitioner's choice for ``serialized_key``."""
+        cluster = self.client.cluster
+        known = cluster.partitions_for_topic(topic)
+        if known is None:
+            raise errors.UnknownTopicOrPartitionError(f"no metadata for topic {topic!r} yet")
+        all_partitions = sorted(known)
+        if partition is not None:
+            if partition not in known:
+                raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} has no {partition}")
+            return partition
+        available = sorted(cluster.available_partitions_for_topic(topic))
+        return self._partitioner.partition(topic, serialized_key, all_partitions, available)
+
     async def send_and_wait(
         self,
         topic: str,
@@ -934,18 +967,24 @@ class Producer:
         return _END, None
 
     def create_batch(self) -> BatchBuilder:
-        """An empty batch for ``send_batch`` (records of one partition, bytes only)."""
+        """An empty batch for ``send_batch`` (records of one partition); its ``append``
+        serializes keys and values with this producer's serializers, as aiokafka's."""
         config = self.config
         return BatchBuilder(
             max_size=max(config.max_batch_size - V2_HEADER_SIZE, 1),  # (as the accumulator's)
             compression=config.compression_id,
             transactional=config.transactional,
+            key_serializer=self._key_serializer,
+            value_serializer=self._value_serializer,
         )
 
     async def send_batch(
-        self, batch: BatchBuilder, topic: str, *, partition: int
+        self, batch: BatchBuilder, topic: str, *, partition: int | None = None
     ) -> asyncio.Future[RecordMetadata]:
-        """Queue a batch from ``create_batch``; the future gives the first record's metadata."""
+        """Queue a batch from ``create_batch``; the future gives the first record's metadata.
+
+        With ``partition=None`` the partitioner picks the partition, as for a keyless
+        record (aiokafka does the same)."""
         self._check_send()
         if not isinstance(batch, BatchBuilder):
             raise TypeError("send_batch takes a batch from create_batch()")
@@ -959,6 +998,10 @@ class Producer:
         info = self._topics.get(topic)
         if info is None:
             info = await self._topic_info(topic)
+        if partition is None:
+            partition = self._partitioner.partition(topic, None, info.all, info.available)
+            if self._check_choice:
+                partition = check_partition(partition, info.all, topic)
         if type(partition) is not int or not 0 <= partition < len(info.tps):
             info = await self._check_partition(topic, partition, info)
         tp = info.tps[partition]
@@ -1031,7 +1074,7 @@ class Producer:
     def _transactions(self) -> TransactionManager:
         txn = self._txn
         if txn is None or not txn.transactional:
-            raise errors.IllegalStateError(
+            raise errors.IllegalOperationError(
                 "transactions need a transactional_id in the producer's configuration"
             )
         return txn
@@ -1219,5 +1262,19 @@ def _check_headers(headers: Any) -> list[tuple[str, bytes | None]]:
     return result
 
 
-#: aiokafka's name, so ``import aiokafka_lite as aiokafka`` runs aiokafka producer code.
-AIOKafkaProducer = Producer
+class AIOKafkaProducer(Producer):
+    """aiokafka's producer: a `Producer` whose ``send()`` returns an ``asyncio.Future``,
+    as aiokafka's does (``Producer.send`` returns a `RecordFuture`, which works as one
+    but is cheaper and is no ``asyncio.Future`` instance)."""
+
+    async def send(  # type: ignore[override]
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[Header] | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        fut = await Producer.send(self, topic, value, key, partition, timestamp_ms, headers)
+        return fut._asyncio_future()

@@ -341,7 +341,7 @@ class TransactionManager:
         if state in (TransactionState.ABORTABLE_ERROR, TransactionState.FATAL_ERROR):
             assert self.last_error is not None
             raise self.last_error
-        raise errors.IllegalStateError(
+        raise errors.IllegalOperationError(
             f"a transactional producer sends only inside a transaction (state: {state.value}); "
             "call begin_transaction() first"
         )
@@ -508,7 +508,7 @@ class TransactionManager:
             self._raise_if_fatal()
             if self.state is TransactionState.ABORTABLE_ERROR and self.last_error is not None:
                 raise self.last_error
-            raise errors.IllegalStateError(
+            raise errors.IllegalOperationError(
                 f"send_offsets_to_transaction needs an open transaction (state: {self.state.value})"
             )
         async with self._coordinator_lock:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
-from aiokafka_lite.structs import TopicPartition
+from aiokafka_lite.structs import RecordMetadata
 
 log = logging.getLogger(__name__)
 
@@ -40,22 +40,6 @@ def bad_timestamp(timestamp: object) -> TypeError | None:
         f"timestamp_ms must be an int >= 0 (milliseconds since the epoch) or None, "
         f"got {timestamp!r}"
     )
-
-
-class RecordMetadata(NamedTuple):
-    """Where the broker stored a record (the same fields as aiokafka's)."""
-
-    topic: str
-    partition: int
-    topic_partition: TopicPartition
-    #: The record's offset in the partition, or -1 when unknown (acks=0).
-    offset: int
-    #: Milliseconds since the epoch: the producer's create time, or the broker's
-    #: append time when the topic uses LogAppendTime.
-    timestamp: int
-    timestamp_type: int
-    #: The partition's log start offset as the broker reported it (-1 if unknown).
-    log_start_offset: int
 
 
 @dataclass

@@ -13,7 +13,8 @@ from aiokafka_lite.consumer.subscription import OffsetResetStrategy
 
 def test_defaults_follow_the_java_client() -> None:
     config = ConsumerConfig.from_kwargs()
-    assert [a.name for a in config.assignors] == ["range", "cooperative-sticky"]
+    # The Java client's default, then aiokafka's (so mixed groups agree on roundrobin).
+    assert [a.name for a in config.assignors] == ["range", "cooperative-sticky", "roundrobin"]
     assert config.rebalance_protocol is RebalanceProtocol.EAGER
     assert config.rebalance_timeout_ms == config.max_poll_interval_ms
     assert config.reset_strategy is OffsetResetStrategy.LATEST
@@ -76,7 +77,8 @@ def test_aiokafka_only_options_are_accepted() -> None:
     )
     assert consumer.config.max_poll_records is None
     assert consumer.config.auto_offset_reset == "earliest"
-    assert AIOKafkaConsumer is Consumer
+    # aiokafka's name is a Consumer whose start() waits for the first assignment.
+    assert issubclass(AIOKafkaConsumer, Consumer)
 
 
 def test_aiokafka_assignor_classes_map_to_ours() -> None:

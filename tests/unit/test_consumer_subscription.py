@@ -26,13 +26,19 @@ def test_subscribe_assign_and_pattern_are_exclusive() -> None:
         s.subscribe(["a"])
 
 
-def test_pattern_is_a_full_match() -> None:
+def test_pattern_matches_at_the_start_as_aiokafka() -> None:
+    # aiokafka uses re.match: anchored at the start only (FastStream relies on it);
+    # "$" asks for a full match, as Java's client does.
     s = SubscriptionState()
     s.subscribe_pattern(re.compile(r"orders-\d+"))
     assert s.match_pattern(["orders-1", "orders-12", "orders-1x", "xorders-1"]) == {
         "orders-1",
         "orders-12",
+        "orders-1x",
     }
+    s.unsubscribe()
+    s.subscribe_pattern(re.compile(r"orders-\d+$"))
+    assert s.match_pattern(["orders-1", "orders-1x", "xorders-1"]) == {"orders-1"}
 
 
 def test_reassignment_keeps_state_of_kept_partitions() -> None:

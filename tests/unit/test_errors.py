@@ -159,7 +159,12 @@ def test_client_side_errors_are_builtin_compatible() -> None:
 def test_producer_and_consumer_errors() -> None:
     assert issubclass(errors.SerializationError, TypeError)
     assert issubclass(errors.ProducerClosedError, errors.IllegalStateError)
-    assert issubclass(errors.ConsumerStoppedError, errors.IllegalStateError)
+    # As in aiokafka: not a KafkaError, so "except KafkaError: retry" does not retry it.
+    assert not issubclass(errors.ConsumerStoppedError, KafkaError)
+    assert issubclass(errors.IllegalOperationError, errors.IllegalStateError)
+    assert issubclass(errors.IllegalOperationError, errors.IllegalOperation)
+    assert not issubclass(errors.IllegalOperation, KafkaError)
+    assert issubclass(KafkaError, RuntimeError)
     for cls in (
         errors.TransactionAbortedError,
         errors.CommitFailedError,
@@ -204,3 +209,28 @@ def test_covers_every_code_kafka_python_knows() -> None:
             and value.errno != 0
         ):
             assert error_class_for_code(value.errno) is not None, value
+
+
+def test_offset_out_of_range_error_carries_offsets_as_aiokafka() -> None:
+    import pickle
+
+    from aiokafka_lite.structs import TopicPartition
+
+    tp = TopicPartition("t", 3)
+    exc = errors.OffsetOutOfRangeError({tp: 42}, "fetch offset 42 of t-3 is out of range")
+    assert exc.args[0] == {tp: 42}  # what aiokafka's own examples read
+    assert exc.offsets == {tp: 42}
+    assert str(exc).endswith("fetch offset 42 of t-3 is out of range")
+    assert "t-3 at 42" in str(errors.OffsetOutOfRangeError({tp: 42}))
+    again = pickle.loads(pickle.dumps(exc))
+    assert again.args[0] == {tp: 42} and str(again) == str(exc)
+    # From a broker's error code it is a plain message, as every other error.
+    assert errors.error_for_code(1, "x").offsets == {}
+
+
+def test_aiokafka_names_for_codes() -> None:
+    assert errors.for_code(0) is errors.NoError
+    assert errors.for_code(13) is errors.StaleLeaderEpochCodeError is errors.NetworkExceptionError
+    assert errors.for_code(10_000) is errors.UnknownServerError
+    assert errors.kafka_errors[1] is errors.OffsetOutOfRangeError
+    assert 0 not in errors._ERRORS_BY_CODE  # error_for_code(0) still refuses

@@ -33,7 +33,7 @@ TP = TopicPartition(TOPIC, 0)
 
 
 def cluster(leader: int) -> ClusterMetadata:
-    part = PartitionMetadata(TOPIC, 0, leader, 0, (1, 2), (1, 2), (), 0)
+    part = PartitionMetadata(TOPIC, 0, leader, (1, 2), (1, 2))
     return ClusterMetadata(
         {1: BrokerMetadata(1, "h1", 1), 2: BrokerMetadata(2, "h2", 2)},
         {TOPIC: TopicMetadata(TOPIC, None, False, {0: part}, 0)},
@@ -618,7 +618,7 @@ class _NoSendingClient(FakeClient):
 
     def __init__(self) -> None:
         super().__init__()
-        parts = {p: PartitionMetadata(TOPIC, p, 1, 0, (1,), (1,), (), 0) for p in range(4)}
+        parts = {p: PartitionMetadata(TOPIC, p, 1, (1,), (1,)) for p in range(4)}
         self.cluster = ClusterMetadata(
             {1: BrokerMetadata(1, "h1", 1)}, {TOPIC: TopicMetadata(TOPIC, None, False, parts, 0)}
         )

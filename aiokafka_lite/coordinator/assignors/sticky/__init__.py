@@ -1,0 +1,1 @@
+"""aiokafka's ``aiokafka.coordinator.assignors.sticky`` package."""
