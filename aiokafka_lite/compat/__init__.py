@@ -101,8 +101,8 @@ MODULES: Mapping[str, str] = {
 
 #: aiokafka's internal modules, which have no counterpart, and why.
 NOT_MAPPED: Mapping[str, str] = {
-    "aiokafka.protocol": "aiokafka's wire-protocol classes; aiokafka_lite encodes plain dicts "
-    "(aiokafka_lite.protocol) and its clients take no Request objects",
+    "aiokafka.protocol": "aiokafka's wire-protocol classes; aiokafka_lite has its own message "
+    "bodies (aiokafka_lite.protocol) and its clients take no Request objects",
     "aiokafka.record": "aiokafka's record codec; aiokafka_lite has its own "
     "(aiokafka_lite.protocol.records)",
     "aiokafka.codec": "aiokafka's compression helpers; see aiokafka_lite.protocol.codecs",

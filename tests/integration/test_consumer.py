@@ -679,5 +679,5 @@ async def test_stopped_consumer_refuses_work_and_ends_iteration(
     await asyncio.sleep(0.3)
     await c.stop()
     assert await asyncio.wait_for(task, 5) == 0
-    with pytest.raises(errors.IllegalStateError):
+    with pytest.raises(errors.ConsumerStoppedError):  # as aiokafka: not a KafkaError
         await c.getone()

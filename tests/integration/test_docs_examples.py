@@ -1,5 +1,6 @@
-"""Every example in the guides (docs/consumer.md, docs/producer.md) runs against the real
-broker, exits cleanly and prints what shows it did its job."""
+"""Every example in the guides (docs/consumer.md, docs/producer.md, the aiokafka alias in
+docs/migrating-from-aiokafka.md) runs against the real broker, exits cleanly and prints
+what shows it did its job."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-GUIDES = ("consumer.md", "producer.md")
+GUIDES = ("consumer.md", "producer.md", "migrating-from-aiokafka.md")
 EXAMPLES = {
     f"{guide[:-3]}:{m.group(1)}": m.group(0)
     for guide in GUIDES
@@ -38,6 +39,7 @@ EXPECTED = {
     "producer:consume_transform_produce": "committed together",
     "producer:errors": "refused: ",
     "producer:interceptors": "acknowledged: 10",
+    "migrating-from-aiokafka:alias": "read b'hello' through aiokafka_lite.",
 }
 
 

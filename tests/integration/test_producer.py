@@ -308,8 +308,8 @@ async def test_serializers_and_aiokafka_style_code(
         meta = await producer.send_and_wait(topic_name, value=[1, 2], key="k2")
         assert meta.offset == 1
         batch = producer.create_batch()
-        for i in range(10):
-            assert batch.append(key=None, value=b"b%d" % i, timestamp=None) is not None
+        for i in range(10):  # the producer's serializers apply, as in aiokafka
+            assert batch.append(key=f"b{i}", value={"i": i}, timestamp=None) is not None
         batch.close()
         batch_meta = await (await producer.send_batch(batch, topic_name, partition=0))
         assert batch_meta.offset == 2
@@ -317,7 +317,7 @@ async def test_serializers_and_aiokafka_style_code(
         await producer.stop()
     got = (await peer(bootstrap_servers, topic_name, expect=12))[0]
     assert [(r[2], r[3]) for r in got[:2]] == [(b"k1", b'{"a": 1}'), (b"k2", b"[1, 2]")]
-    assert [r[3] for r in got[2:]] == [b"b%d" % i for i in range(10)]
+    assert [(r[2], r[3]) for r in got[2:]] == [(b"b%d" % i, b'{"i": %d}' % i) for i in range(10)]
 
 
 async def test_send_many_gives_one_future_per_record(

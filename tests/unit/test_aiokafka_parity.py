@@ -26,7 +26,7 @@ aiokafka = pytest.importorskip("aiokafka")
 KNOWN: dict[tuple[str, str, str], str] = {
     **{
         (module, "AIOKafkaClient", f"send({arg})"): "send() takes this library's (api_key, "
-        "body dict), not aiokafka's protocol Request objects"
+        "typed body), not aiokafka's protocol Request objects"
         for module in ("aiokafka", "aiokafka.client")
         for arg in ("request", "group")
     },
