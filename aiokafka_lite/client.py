@@ -914,15 +914,13 @@ class AIOKafkaClient(KafkaClient):
     ) -> None:
         del loop, api_version, connections_max_idle_ms
         del sasl_kerberos_service_name, sasl_kerberos_domain_name
-        uses_sasl = security_protocol.upper() in ("SASL_PLAINTEXT", "SASL_SSL")
-        security = SecurityConfig(
+        security = SecurityConfig.from_options(
             security_protocol=security_protocol,
             ssl_context=ssl_context,
-            # aiokafka's default sasl_mechanism="PLAIN" means nothing without SASL.
-            sasl_mechanism=sasl_mechanism if uses_sasl else None,
-            sasl_plain_username=sasl_plain_username if uses_sasl else None,
-            sasl_plain_password=sasl_plain_password if uses_sasl else None,
-            sasl_oauth_token_provider=sasl_oauth_token_provider if uses_sasl else None,
+            sasl_mechanism=sasl_mechanism,
+            sasl_plain_username=sasl_plain_username,
+            sasl_plain_password=sasl_plain_password,
+            sasl_oauth_token_provider=sasl_oauth_token_provider,
         )
         super().__init__(
             bootstrap_servers,

@@ -183,6 +183,38 @@ class SecurityConfig:
         ):
             raise errors.ConfigurationError("sasl_plain_username and password must be str")
 
+    @classmethod
+    def from_options(
+        cls,
+        *,
+        security_protocol: str = "PLAINTEXT",
+        ssl_context: ssl.SSLContext | None = None,
+        ssl_server_hostname: str | None = None,
+        sasl_mechanism: str | None = None,
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
+        sasl_oauth_token_provider: TokenProviderLike | None = None,
+    ) -> SecurityConfig:
+        """The config the clients' individual keyword arguments describe, read as aiokafka
+        reads them: its default ``sasl_mechanism="PLAIN"`` (and any SASL option) means
+        nothing unless ``security_protocol`` uses SASL, so it is dropped then; GSSAPI
+        (Kerberos) is refused."""
+        if isinstance(sasl_mechanism, str) and sasl_mechanism.upper() == "GSSAPI":
+            raise errors.ConfigurationError("sasl_mechanism GSSAPI (Kerberos) is not supported")
+        uses_sasl = isinstance(security_protocol, str) and security_protocol.upper() in (
+            "SASL_PLAINTEXT",
+            "SASL_SSL",
+        )
+        return cls(
+            security_protocol=security_protocol,
+            ssl_context=ssl_context,
+            ssl_server_hostname=ssl_server_hostname,
+            sasl_mechanism=sasl_mechanism if uses_sasl else None,
+            sasl_plain_username=sasl_plain_username if uses_sasl else None,
+            sasl_plain_password=sasl_plain_password if uses_sasl else None,
+            sasl_oauth_token_provider=sasl_oauth_token_provider if uses_sasl else None,
+        )
+
     @property
     def uses_ssl(self) -> bool:
         """Whether the connection is wrapped in TLS."""

@@ -98,20 +98,13 @@ class AdminBase:
         # used; sasl_mechanism="GSSAPI" itself is refused below).
         del loop, sasl_kerberos_service_name, sasl_kerberos_domain_name
         if security is None:
-            if isinstance(sasl_mechanism, str) and sasl_mechanism.upper() == "GSSAPI":
-                raise errors.ConfigurationError("sasl_mechanism GSSAPI (Kerberos) is not supported")
-            # aiokafka code often passes sasl_mechanism="PLAIN" without SASL: ignore it then.
-            uses_sasl = isinstance(security_protocol, str) and security_protocol.upper() in (
-                "SASL_PLAINTEXT",
-                "SASL_SSL",
-            )
-            security = SecurityConfig(
+            security = SecurityConfig.from_options(
                 security_protocol=security_protocol,
                 ssl_context=ssl_context,
-                sasl_mechanism=sasl_mechanism if uses_sasl else None,
-                sasl_plain_username=sasl_plain_username if uses_sasl else None,
-                sasl_plain_password=sasl_plain_password if uses_sasl else None,
-                sasl_oauth_token_provider=sasl_oauth_token_provider if uses_sasl else None,
+                sasl_mechanism=sasl_mechanism,
+                sasl_plain_username=sasl_plain_username,
+                sasl_plain_password=sasl_plain_password,
+                sasl_oauth_token_provider=sasl_oauth_token_provider,
             )
         elif not isinstance(security, SecurityConfig):
             raise errors.ConfigurationError("security must be a SecurityConfig")

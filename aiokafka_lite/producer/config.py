@@ -197,20 +197,14 @@ def _security(options: dict[str, Any]) -> SecurityConfig:
                 "give either security=SecurityConfig(...) or the individual security options"
             )
         return given
-    protocol = protocol or "PLAINTEXT"
-    uses_sasl = isinstance(protocol, str) and protocol.upper().startswith("SASL")
-    if mechanism is not None and isinstance(mechanism, str) and mechanism.upper() == "GSSAPI":
-        raise errors.ConfigurationError("sasl_mechanism GSSAPI (Kerberos) is not supported")
-    return SecurityConfig(
-        security_protocol=protocol,
+    return SecurityConfig.from_options(
+        security_protocol=protocol or "PLAINTEXT",
         ssl_context=ssl_context,
         ssl_server_hostname=ssl_server_hostname,
-        # aiokafka defaults sasl_mechanism to "PLAIN" even without SASL; only pass it on
-        # when SASL is actually in use.
-        sasl_mechanism=mechanism if uses_sasl else None,
-        sasl_plain_username=username if uses_sasl else None,
-        sasl_plain_password=password if uses_sasl else None,
-        sasl_oauth_token_provider=token_provider if uses_sasl else None,
+        sasl_mechanism=mechanism,
+        sasl_plain_username=username,
+        sasl_plain_password=password,
+        sasl_oauth_token_provider=token_provider,
     )
 
 

@@ -22,6 +22,9 @@ from aiokafka_lite import compat
 
 aiokafka = pytest.importorskip("aiokafka")
 
+#: Generated from the installed aiokafka: counted with the generated tests (docs/testing.md).
+pytestmark = pytest.mark.generated
+
 #: (aiokafka module, name, what) -> why aiokafka_lite differs.
 KNOWN: dict[tuple[str, str, str], str] = {
     **{
