@@ -184,7 +184,7 @@ async def test_offset_out_of_range_error_carries_the_offsets(
                 await consumer.getone(timeout_ms=5000)
             # aiokafka's local-state example reads args[0] to reset those partitions.
             assert caught.value.args[0] == {tp: 1000}
-            assert f"{topic_name}-0 at 1000" in str(caught.value)
+            assert f"offset 1000 of {topic_name}-0" in str(caught.value)
 
 
 async def test_aiokafka_admin_client_answers_in_aiokafkas_shapes(
