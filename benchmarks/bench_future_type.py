@@ -75,9 +75,8 @@ def main() -> None:
         )
     )
     for name, v in summary.items():
-        print(
-            f"{name:17} median {v['rate_median']:,.0f} records/s, {v['cpu_us_per_record_median']:.2f} us CPU/record"
-        )
+        rate, cpu = v["rate_median"], v["cpu_us_per_record_median"]
+        print(f"{name:17} median {rate:,.0f} records/s, {cpu:.2f} us CPU/record")
     print(f"wrote {RESULTS}")
 
 
