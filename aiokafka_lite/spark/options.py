@@ -91,8 +91,8 @@ REFUSED_CLIENT_OPTIONS: Mapping[str, str] = {
     "key.serializer": "give the key column as string or binary",
     "value.serializer": "give the value column as string or binary",
     "interceptor.classes": "interceptors are not supported",
-    "transactional.id": "transactional writes are not supported",
-    "transaction.timeout.ms": "transactional writes are not supported",
+    "transactional.id": "set exactlyOnce=true: the sink makes one transactional id per task",
+    "transaction.timeout.ms": "the exactly-once sink uses the producer's default",
 }
 
 #: The clients that serve each purpose.
@@ -132,6 +132,10 @@ class ClientOptions:
     def producer_kwargs(self, *, with_ssl_context: bool = True) -> dict[str, Any]:
         """Keyword arguments for our ``Producer`` (idempotent unless switched off)."""
         return self._kwargs("producer", with_ssl_context)
+
+    def admin_kwargs(self, *, with_ssl_context: bool = True) -> dict[str, Any]:
+        """Keyword arguments for our ``AdminClient`` (the exactly-once sink's markers)."""
+        return self._kwargs("admin", with_ssl_context)
 
 
 def _client_options(
@@ -253,6 +257,11 @@ class WriteOptions:
     #: The ``topic`` option: overrides a ``topic`` column when given.
     topic: str | None = None
     streaming: bool = False
+    #: The ``exactlyOnce`` option: each task writes in a Kafka transaction (see writer.py).
+    exactly_once: bool = False
+    #: The ``transactionalIdPrefix`` option: the start of the sink's transactional ids
+    #: and of its marker groups.
+    transactional_id_prefix: str = "aiokafka-lite-spark"
 
 
 #: Read options by lower-case name -> the name as documented.
@@ -275,7 +284,9 @@ READ_OPTION_NAMES = {
         "kafkaConsumer.pollTimeoutMs",
     )
 }
-WRITE_OPTION_NAMES = {name.lower(): name for name in ("topic",)}
+WRITE_OPTION_NAMES = {
+    name.lower(): name for name in ("topic", "exactlyOnce", "transactionalIdPrefix")
+}
 #: Options Spark itself adds (streaming writes pass ``checkpointLocation``) or that
 #: only name the query; accepted and ignored.
 SPARK_OPTION_NAMES = {name.lower(): name for name in ("checkpointLocation", "path", "queryName")}
@@ -540,4 +551,23 @@ def parse_write_options(options: Mapping[str, str], *, streaming: bool) -> Write
     _check_names(opts, WRITE_OPTION_NAMES, READ_OPTION_NAMES, "writes")
     client = _client_options(opts, purpose="write")
     topic = _topic_name("topic", opts["topic"]) if "topic" in opts else None
-    return WriteOptions(client=client, topic=topic, streaming=streaming)
+    exactly_once = _to_bool("exactlyOnce", opts.get("exactlyonce", "false"))
+    prefix = opts.get("transactionalidprefix", WriteOptions.transactional_id_prefix).strip()
+    if not prefix or len(prefix) > 100 or not _ID_CHARS.fullmatch(prefix):
+        raise _fail(
+            "option transactionalIdPrefix must be 1-100 characters of letters, digits, "
+            f"'.', '_' and '-', got {prefix!r}"
+        )
+    if exactly_once and client.settings.get("enable_idempotence") is False:
+        raise _fail("exactlyOnce=true needs the idempotent producer (kafka.enable.idempotence)")
+    return WriteOptions(
+        client=client,
+        topic=topic,
+        streaming=streaming,
+        exactly_once=exactly_once,
+        transactional_id_prefix=prefix,
+    )
+
+
+#: What a transactional id prefix may hold (it also names consumer groups).
+_ID_CHARS = re.compile(r"[A-Za-z0-9._-]+")

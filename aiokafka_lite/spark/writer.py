@@ -5,13 +5,39 @@ retries never duplicate a record; the task awaits the delivery of every row and 
 on the first delivery error, so a successful task means every row is in Kafka. A task
 that Spark retries after a failure sends its rows again: like Spark's own Kafka sink,
 the write is at-least-once across task retries, exactly-once within a task.
+
+With ``exactlyOnce=true`` each task writes its rows in one Kafka transaction:
+
+* its transactional id is fixed per (write or streaming query, Spark partition), so a
+  new attempt of the task fences every earlier one (a retried or speculative task, an
+  executor that hung and came back): their open transactions are aborted and they can
+  commit nothing more;
+* in the same transaction it commits a marker for partition 0 of the first topic it
+  writes, in a consumer group named like the transactional id: the offset
+  ``(batch id + 1) * 2**32 + rows``, the micro-batch (1 for a batch write) and the
+  number of the task's rows committed so far in one number (a committed offset's
+  metadata would do, but Tansu drops it from transactional commits). An attempt reads
+  the marker first and skips that many rows of its input:
+  all of them when an earlier attempt committed (Spark retried the task after its
+  commit, or replays the micro-batch after a restart from its checkpoint), and the
+  first ones when an earlier attempt committed only those. That happens: when a task
+  fails upstream of the writer (a UDF raises, an executor's input is cut), the writer's
+  input can simply end, indistinguishable from its real end, and the attempt commits
+  what it got before Spark marks it failed.
+
+Readers with ``isolation.level=read_committed`` then see every row once. It holds for a
+deterministic query (a retried task must produce the same rows, in the same order) on
+a broker with transactions; the marker groups of a batch write are deleted once the job commits,
+those of a streaming query are kept (a replay after a restart needs them).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -26,6 +52,7 @@ from aiokafka_lite.spark._compat import HAS_STREAM_ARROW_WRITER
 from aiokafka_lite.spark._runtime import run_async
 from aiokafka_lite.spark.options import WriteOptions
 from aiokafka_lite.spark.schema import WriteColumns
+from aiokafka_lite.structs import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +68,55 @@ class KafkaCommitMessage(WriterCommitMessage):
 
     records: int = 0
     per_partition: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: Exactly-once: the task's marker group (None otherwise, or when it wrote nothing).
+    marker_group: str | None = None
+    #: Exactly-once: the task found its rows committed by an earlier attempt.
+    already_committed: bool = False
+
+
+#: A marker offset holds the micro-batch above these bits and the rows committed below.
+_ROW_BITS = 32
+
+
+@dataclass(frozen=True)
+class _TaskTransaction:
+    """Who an exactly-once task is: its transactional id (also its marker group's name)
+    and its micro-batch's number in the marker (batch id + 1; 1 for a batch write)."""
+
+    transactional_id: str
+    batch: int
+
+    def marker(self, rows: int) -> int:
+        if not 0 <= rows < 1 << _ROW_BITS:
+            raise errors.IllegalStateError(
+                f"aiokafka_lite data source: an exactly-once task writes fewer than 2**32 "
+                f"rows, this one {rows}"
+            )
+        return (self.batch << _ROW_BITS) | rows
+
+
+def _task_transaction(opts: WriteOptions, write_id: str) -> _TaskTransaction:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        raise errors.IllegalStateError(
+            "aiokafka_lite data source: exactlyOnce=true writes only inside a Spark task"
+        )
+    if opts.streaming:
+        # Set by Spark's micro-batch execution for every task of a batch; the query id
+        # is kept in the checkpoint, so a restarted query has the same one.
+        query = context.getLocalProperty("sql.streaming.queryId")
+        batch = context.getLocalProperty("streaming.sql.batchId")
+        if not query or batch is None:
+            raise errors.IllegalStateError(
+                "aiokafka_lite data source: exactlyOnce=true needs micro-batch streaming "
+                "(no query or batch id in this task; continuous processing is not supported)"
+            )
+        key, marker = query, int(batch) + 1
+    else:
+        key, marker = write_id, 1
+    return _TaskTransaction(f"{opts.transactional_id_prefix}-{key}-{context.partitionId()}", marker)
 
 
 def _column(batch: pa.RecordBatch, name: str | None, *, as_bytes: bool = False) -> list[Any] | None:
@@ -151,6 +227,14 @@ class _PartitionBatches:
         for tp, builder in list(self._open.items()):
             await self._send(tp, builder)
 
+    def raise_first_error(self) -> None:
+        """Raise the first delivery error so far (counting the delivered batches)."""
+        error = self.first_error(prune=True)
+        if error is not None:
+            raise errors.KafkaError(
+                f"aiokafka_lite data source: a delivery failed: {error!r}"
+            ) from error
+
     def first_error(self, *, prune: bool) -> BaseException | None:
         """The first delivery error so far; drops delivered batches when ``prune``."""
         kept = []
@@ -174,78 +258,202 @@ class _PartitionBatches:
         return None
 
 
+def _row_topic(opts: WriteOptions, topics: list[Any] | None, i: int) -> str:
+    topic = opts.topic if opts.topic is not None else topics[i] if topics else None
+    if topic is None:
+        raise errors.IllegalStateError(
+            "aiokafka_lite data source: a row has a null topic and no topic option is set"
+        )
+    return str(topic)
+
+
+async def _send_rows(
+    opts: WriteOptions,
+    columns: WriteColumns,
+    batches: Iterator[pa.RecordBatch],
+    router: _PartitionBatches,
+    skip: int = 0,
+) -> int:
+    """Send the rows after the first ``skip``; return how many rows the input had."""
+    add = router.add
+    total = 0
+    for batch in batches:
+        rows = batch.num_rows
+        total += rows
+        if total <= skip:
+            continue
+        if total - rows < skip:
+            batch = batch.slice(skip - (total - rows))
+            rows = batch.num_rows
+        if rows == 0:
+            continue
+        values = _column(batch, columns.value, as_bytes=True)
+        assert values is not None
+        keys = _column(batch, columns.key, as_bytes=True) or [None] * rows
+        topics = _column(batch, columns.topic)
+        parts = _column(batch, columns.partition) or [None] * rows
+        headers = _column(batch, columns.headers) or [None] * rows
+        for i in range(rows):
+            await add(
+                _row_topic(opts, topics, i), keys[i], values[i], parts[i], _headers(headers[i])
+            )
+        router.raise_first_error()
+    await router.send_open()
+    return total
+
+
+async def _await_deliveries(
+    router: _PartitionBatches, message: KafkaCommitMessage, timeout_s: float
+) -> None:
+    """Wait for every batch's acknowledgement; raise on a failed or missing one."""
+    pending = [fut for fut, _, _ in router.sent if not fut.done()]
+    if pending:
+        await asyncio.wait(pending, timeout=timeout_s)
+    unfinished = sum(1 for fut, _, _ in router.sent if not fut.done())
+    if unfinished:
+        raise errors.KafkaTimeoutError(
+            f"aiokafka_lite data source: {unfinished} batch(es) not acknowledged "
+            f"within {timeout_s:.0f} s"
+        )
+    router.raise_first_error()
+    message.records = sum(message.per_partition.values())
+    if message.records != router.records:
+        raise errors.IllegalStateError(
+            f"aiokafka_lite data source: {router.records} record(s) sent but "
+            f"{message.records} acknowledged"
+        )
+
+
 async def _produce(
-    opts: WriteOptions, columns: WriteColumns, batches: Iterator[pa.RecordBatch]
+    opts: WriteOptions, columns: WriteColumns, batches: Iterator[pa.RecordBatch], write_id: str
 ) -> KafkaCommitMessage:
     from aiokafka_lite.producer import Producer
 
     kwargs = opts.client.producer_kwargs()
     kwargs.setdefault("max_batch_size", WRITE_BATCH_BYTES)
+    task: _TaskTransaction | None = None
+    if opts.exactly_once:
+        task = _task_transaction(opts, write_id)
+        kwargs["transactional_id"] = task.transactional_id
     producer = Producer(**kwargs)
     timeout_s = producer.config.delivery_timeout_ms / 1000 + 10
+    # (With a transactional id, start() fences every earlier attempt of this task.)
     await wait_for(producer.start(), producer.config.request_timeout_ms / 1000 + 10)
     message = KafkaCommitMessage()
     router = _PartitionBatches(producer, message)
-
-    def check(prune: bool = True) -> None:
-        error = router.first_error(prune=prune)
-        if error is not None:
-            raise errors.KafkaError(
-                f"aiokafka_lite data source: a delivery failed: {error!r}"
-            ) from error
-
     try:
-        add = router.add
-        for batch in batches:
-            rows = batch.num_rows
-            if rows == 0:
-                continue
-            values = _column(batch, columns.value, as_bytes=True)
-            assert values is not None
-            keys = _column(batch, columns.key, as_bytes=True) or [None] * rows
-            topics = _column(batch, columns.topic)
-            fixed_topic = opts.topic
-            parts = _column(batch, columns.partition) or [None] * rows
-            headers = _column(batch, columns.headers) or [None] * rows
-            for i in range(rows):
-                topic = fixed_topic if fixed_topic is not None else topics[i] if topics else None
-                if topic is None:
-                    raise errors.IllegalStateError(
-                        "aiokafka_lite data source: a row has a null topic and no topic "
-                        "option is set"
-                    )
-                await add(topic, keys[i], values[i], parts[i], _headers(headers[i]))
-            check()
-        await router.send_open()
-        await producer.flush(timeout=timeout_s)
-        pending = [fut for fut, _, _ in router.sent if not fut.done()]
-        if pending:
-            await asyncio.wait(pending, timeout=timeout_s)
-        unfinished = sum(1 for fut, _, _ in router.sent if not fut.done())
-        if unfinished:
-            raise errors.KafkaTimeoutError(
-                f"aiokafka_lite data source: {unfinished} batch(es) not acknowledged "
-                f"within {timeout_s:.0f} s"
-            )
-        check()
-        message.records = sum(message.per_partition.values())
-        if message.records != router.records:
-            raise errors.IllegalStateError(
-                f"aiokafka_lite data source: {router.records} record(s) sent but "
-                f"{message.records} acknowledged"
-            )
+        if task is None:
+            await _send_rows(opts, columns, batches, router)
+            await producer.flush(timeout=timeout_s)
+        else:
+            batches, marker_topic = _first_topic(opts, columns, batches)
+            if marker_topic is None:
+                return message  # no rows: nothing to commit
+            marker = TopicPartition(marker_topic, 0)
+            message.marker_group = task.transactional_id
+            done = await _rows_committed(opts, task, marker, timeout_s)
+            if done:
+                log.info(
+                    "%s: %s row(s) committed by an earlier attempt; not written again",
+                    task.transactional_id,
+                    "all" if done < 0 else done,
+                )
+            if done < 0:
+                message.already_committed = True
+                return message  # (the query moved past this batch: every row is in)
+            await producer.begin_transaction()
+            try:
+                total = await _send_rows(opts, columns, batches, router, skip=done)
+                if total <= done:
+                    message.already_committed = True
+                    await _abort_quietly(producer, timeout_s)
+                    return message
+                await producer.send_offsets_to_transaction(
+                    {marker: task.marker(total)}, task.transactional_id, timeout=timeout_s
+                )
+                await producer.commit_transaction(timeout=timeout_s)
+            except BaseException:
+                await _abort_quietly(producer, timeout_s)
+                raise
+        await _await_deliveries(router, message, timeout_s)
         return message
     finally:
         await producer.stop(timeout=timeout_s)
 
 
-def write_batches(
+def _first_topic(
     opts: WriteOptions, columns: WriteColumns, batches: Iterator[pa.RecordBatch]
+) -> tuple[Iterator[pa.RecordBatch], str | None]:
+    """The batches (none consumed) and the topic of the first row (None: no rows)."""
+    for batch in batches:
+        if batch.num_rows:
+            topic = _row_topic(opts, _column(batch.slice(0, 1), columns.topic), 0)
+            return itertools.chain([batch], batches), topic
+    return iter(()), None
+
+
+async def _rows_committed(
+    opts: WriteOptions, task: _TaskTransaction, marker: TopicPartition, timeout_s: float
+) -> int:
+    """How many of this task's rows earlier attempts committed (-1: the query is past
+    this batch, so all). Read stable: a transaction still completing is waited for."""
+    from aiokafka_lite.admin import AdminClient
+
+    admin = AdminClient(**opts.client.admin_kwargs())
+    await wait_for(admin.start(), timeout_s)
+    try:
+        offsets = await admin.list_consumer_group_offsets(
+            task.transactional_id,
+            partitions=[marker],
+            require_stable=True,
+            timeout_ms=int(timeout_s * 1000),
+        )
+    finally:
+        await admin.close()
+    committed = offsets.get(marker)
+    if committed is None or committed.offset < 0:
+        return 0
+    batch = committed.offset >> _ROW_BITS
+    if batch < task.batch:
+        return 0  # an earlier micro-batch's marker
+    if batch > task.batch:
+        return -1
+    return committed.offset & ((1 << _ROW_BITS) - 1)
+
+
+async def _abort_quietly(producer: Any, timeout_s: float) -> None:
+    if producer.transaction_state in (None, "uninitialized", "ready", "fatal_error"):
+        return
+    try:
+        await producer.abort_transaction(timeout=timeout_s)
+    except Exception:  # the task fails with the first error; a fenced or dead producer
+        log.debug("aborting the task's transaction failed", exc_info=True)
+
+
+async def _delete_marker_groups(opts: WriteOptions, groups: list[str]) -> None:
+    from aiokafka_lite.admin import AdminClient
+
+    admin = AdminClient(**opts.client.admin_kwargs())
+    await wait_for(admin.start(), 60)
+    try:
+        await admin.delete_consumer_groups(groups)
+    finally:
+        await admin.close()
+
+
+def write_batches(
+    opts: WriteOptions,
+    columns: WriteColumns,
+    batches: Iterator[pa.RecordBatch],
+    write_id: str = "",
 ) -> KafkaCommitMessage:
-    """The synchronous write Spark calls in a task (bounded by the delivery timeout)."""
+    """The synchronous write Spark calls in a task (bounded by the delivery timeout).
+
+    ``write_id`` names a batch write (made on the driver, the same in every task); an
+    exactly-once batch write needs it."""
     # The whole task's rows go through one producer; the bound is generous since the
     # producer bounds each record's delivery itself (delivery.timeout.ms).
-    return run_async(_produce(opts, columns, batches), 24 * 3600, "writing to Kafka")
+    return run_async(_produce(opts, columns, batches, write_id), 24 * 3600, "writing to Kafka")
 
 
 def _log_commit(messages: Sequence[WriterCommitMessage | None], what: str) -> None:
@@ -269,12 +477,25 @@ class KafkaBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: WriteOptions, columns: WriteColumns) -> None:
         self.opts = opts
         self.columns = columns
+        #: Made here, on the driver: every task of this write gets the same.
+        self.write_id = uuid.uuid4().hex
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        return write_batches(self.opts, self.columns, iterator)
+        return write_batches(self.opts, self.columns, iterator, self.write_id)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         _log_commit(messages, "write")
+        groups = [
+            m.marker_group
+            for m in messages
+            if isinstance(m, KafkaCommitMessage) and m.marker_group is not None
+        ]
+        if groups:
+            # The job is committed: no attempt of its tasks can run again.
+            try:
+                run_async(_delete_marker_groups(self.opts, groups), 90, "deleting marker groups")
+            except Exception as exc:  # the write is done; the groups expire on their own
+                log.warning("could not delete the write's %d marker groups: %s", len(groups), exc)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         _log_abort(messages, "write")
@@ -296,6 +517,7 @@ class KafkaStreamWriter(_StreamWriterBase):
     def write(self, iterator: Iterator[Any]) -> KafkaCommitMessage:
         if not HAS_STREAM_ARROW_WRITER:
             iterator = _rows_to_batches(iterator)
+        # (Exactly-once tasks are named by the query id and batch id Spark gives them.)
         return write_batches(self.opts, self.columns, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

@@ -287,3 +287,25 @@ def test_parsed_options_pickle() -> None:
     # The TLS context is built in the task, from the options.
     ctx = again.client.consumer_kwargs()["ssl_context"]
     assert ctx.check_hostname is False
+
+
+def test_exactly_once_options() -> None:
+    plain = parse_write_options({**BS, "topic": "t"}, streaming=False)
+    assert not plain.exactly_once and plain.transactional_id_prefix == "aiokafka-lite-spark"
+    opts = parse_write_options(
+        {**BS, "topic": "t", "exactlyonce": "TRUE", "transactionalIdPrefix": "pipeline.a-1"},
+        streaming=True,
+    )
+    assert opts.exactly_once and opts.transactional_id_prefix == "pipeline.a-1"
+    for options, match in (
+        ({"exactlyOnce": "yes"}, "exactlyOnce must be true or false"),
+        ({"transactionalIdPrefix": "two words"}, "transactionalIdPrefix"),
+        ({"transactionalIdPrefix": ""}, "transactionalIdPrefix"),
+        (
+            {"exactlyOnce": "true", "kafka.enable.idempotence": "false"},
+            "needs the idempotent producer",
+        ),
+        ({"kafka.transactional.id": "x"}, "set exactlyOnce=true"),
+    ):
+        with pytest.raises(errors.KafkaConfigurationError, match=match):
+            parse_write_options({**BS, "topic": "t", **options}, streaming=False)
