@@ -21,12 +21,13 @@ SYSTEM_TOOLS := kcat socat tmux openssl
 
 .DEFAULT_GOAL := help
 
-.PHONY: help install system-tools test test-noida lint broker bench bench-quick bench-micro demo compat chaos fuzz soak clean distclean
+.PHONY: help install system-tools test test-noida test-spark-cluster lint broker bench bench-quick bench-micro demo compat chaos fuzz soak clean distclean
 
 help:
 	@echo "make install     create $(VENV) and install aiokafka_lite with its dev extras (+ kcat, socat, tmux, openssl, java)"
 	@echo "make test        the whole test suite on the auto-picked broker, on \$$TEST_WORKERS ($(TEST_WORKERS)) workers"
 	@echo "make test-noida  the integration tests (but chaos) against noida-db's Kafka service"
+	@echo "make test-spark-cluster  the Spark tests on a standalone cluster (master + 2 workers) and the exactly-once sink's"
 	@echo "make lint        ruff check, ruff format --check, mypy"
 	@echo "make broker      an embedded Tansu broker in the foreground on port \$$PORT ($(PORT))"
 	@echo "make bench       the benchmarks vs aiokafka and confluent-kafka: workloads, memory, latency,"
@@ -84,6 +85,11 @@ endef
 # Every test (there is no `slow` marker: the long runs are make chaos, soak, fuzz, bench).
 test: $(STAMP)
 	$(call run_pytest_phases,$(PY),,)
+
+# A standalone Spark cluster (master and two workers from pyspark's bin/spark-class, on
+# 127.0.0.1) and the exactly-once sink's failure tests; make test runs them too.
+test-spark-cluster: $(STAMP)
+	$(PY) -m pytest tests/integration/test_spark_cluster.py tests/integration/test_spark_exactly_once.py $(PYTEST_ARGS)
 
 # The chaos tests always build their own Tansu behind a fault proxy (Tansu can advertise
 # the proxy's address); the default suite runs them already.

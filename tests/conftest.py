@@ -28,7 +28,14 @@ INTEGRATION_DIR = TESTS / "integration"
 
 
 #: Test files that keep the CPU busy (Spark's JVM, the chaos scenarios' traffic).
-CPU_HEAVY = {"test_chaos.py", "test_spark.py", "test_spark_demo.py", "test_spark_discovery.py"}
+CPU_HEAVY = {
+    "test_chaos.py",
+    "test_spark.py",
+    "test_spark_demo.py",
+    "test_spark_discovery.py",
+    "test_spark_exactly_once.py",
+    "test_spark_cluster.py",
+}
 
 
 def xdist_scope(nodeid: str) -> str:

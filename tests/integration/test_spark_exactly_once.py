@@ -84,8 +84,9 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
-def read_all(bootstrap: str, topic: str, *, committed: bool) -> list[str]:
-    """Every value in ``topic`` (read_committed or not), from the start to the end."""
+def read_all(bootstrap: str, topic: str, *, committed: bool, quiet: float = 1.0) -> list[str]:
+    """Every value in ``topic`` (read_committed or not), from the start to its end (no
+    new record for ``quiet`` seconds once caught up)."""
 
     async def run() -> list[str]:
         consumer = Consumer(
@@ -113,7 +114,7 @@ def read_all(bootstrap: str, topic: str, *, committed: bool) -> list[str]:
                     end = consumer.last_stable_offset(tp)
                     if end is None or await consumer.position(tp) < end:
                         caught_up = False
-                if caught_up and time.monotonic() - quiet_since > 1.0:
+                if caught_up and time.monotonic() - quiet_since >= quiet:
                     return values
             raise AssertionError(f"{topic}: not read to its end within 60 s")
         finally:

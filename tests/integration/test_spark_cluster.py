@@ -1,0 +1,178 @@
+"""The data source on a standalone Spark cluster: a master and two workers started from
+the installed pyspark (tests/integration/_spark_cluster.py), executors in JVMs of their
+own with their own Python workers, on 127.0.0.1.
+
+The exactly-once sink is checked where a real cluster differs from local mode: an
+executor process killed (SIGKILL) in the middle of a write, its tasks run again on the
+other executor. Broker: noida-db (started here) or ``KAFKA_BOOTSTRAP_SERVERS``, as in
+test_spark_exactly_once.py (Tansu's read_committed returns aborted records).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark.sql.datasource")
+pytest.importorskip("pyarrow")
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from aiokafka_lite.spark import FORMAT, KafkaDataSource
+from tests.integration._spark_cluster import StandaloneCluster, standalone_cluster
+from tests.integration.test_spark_exactly_once import PARTITIONS, ids, read_all
+
+pytestmark = [
+    pytest.mark.timeout(420),
+    pytest.mark.spark_cluster,
+    pytest.mark.requires_tool(
+        "java", install="Spark needs Java 17+: apt-get install openjdk-17-jre-headless"
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def eos_bootstrap() -> Iterator[str]:
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if external:
+        yield external
+        return
+    from aiokafka_lite.testing import kafka_broker
+
+    with kafka_broker("noida") as handle:
+        yield handle.bootstrap_servers
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    with standalone_cluster(tmp_path_factory.mktemp("spark-cluster"), workers=2) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def spark(cluster: StandaloneCluster) -> Iterator[SparkSession]:
+    # The driver's own Python workers (data source planning) start from this variable.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (
+        SparkSession.builder.master(cluster.master_url)
+        .appName("aiokafka_lite-cluster")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.pyspark.driver.python", sys.executable)
+        .config("spark.executor.memory", "512m")
+        .config("spark.cores.max", "2")
+        .config("spark.task.maxFailures", "4")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    session.dataSource.register(KafkaDataSource)
+    yield session
+    session.stop()
+
+
+def test_write_and_read_back_on_the_cluster(
+    spark: SparkSession,
+    cluster: StandaloneCluster,
+    eos_bootstrap: str,
+    topic_name: str,
+    create_topic: Any,
+) -> None:
+    create_topic(topic_name, PARTITIONS, bootstrap=eos_bootstrap)
+    n = 30_000
+    (
+        spark.range(n)
+        .selectExpr("cast(cast(id as string) as binary) as value")
+        .repartition(4)
+        .write.format(FORMAT)
+        .mode("append")
+        .option("kafka.bootstrap.servers", eos_bootstrap)
+        .option("topic", topic_name)
+        .option("exactlyOnce", "true")
+        .save()
+    )
+    assert len(cluster.executor_pids()) == 2  # the tasks ran in executors of their own
+    back = (
+        spark.read.format(FORMAT)
+        .option("kafka.bootstrap.servers", eos_bootstrap)
+        .option("subscribe", topic_name)
+        .option("kafka.isolation.level", "read_committed")
+        .load()
+        .select(F.col("value").cast("string").alias("v"))
+    )
+    values = [r["v"] for r in back.collect()]
+    assert len(values) == n and len(set(values)) == n
+
+
+@pytest.mark.parametrize("exactly_once", [True, False], ids=["exactly-once", "at-least-once"])
+def test_an_executor_killed_mid_write(
+    spark: SparkSession,
+    cluster: StandaloneCluster,
+    eos_bootstrap: str,
+    topic_name: str,
+    create_topic: Any,
+    exactly_once: bool,
+) -> None:
+    create_topic(topic_name, PARTITIONS, bootstrap=eos_bootstrap)
+    n = 40_000
+
+    def slow(value: str) -> str:
+        time.sleep(0.0003)  # ~6 s of work per task: time to kill an executor inside it
+        return value
+
+    slow_udf = F.udf(slow, "string")
+    df = (
+        spark.range(n)
+        .repartition(4)
+        .select(
+            F.concat(slow_udf(F.col("id").cast("string")), F.lit(":" + "x" * 200))
+            .cast("binary")
+            .alias("value")
+        )
+    )
+    killed: list[int] = []
+
+    def kill_when_writing() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            # Some rows in the topic: the tasks are writing.
+            if len(read_all(eos_bootstrap, topic_name, committed=False, quiet=0.0)) > 1000:
+                killed.append(cluster.kill_an_executor())
+                return
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=kill_when_writing, daemon=True)
+    killer.start()
+    (
+        df.write.format(FORMAT)
+        .mode("append")
+        .option("kafka.bootstrap.servers", eos_bootstrap)
+        .option("kafka.batch.size", "16384")
+        .option("topic", topic_name)
+        .option("exactlyOnce", str(exactly_once).lower())
+        .save()
+    )
+    killer.join(60)
+    assert killed, "no executor was killed while the tasks wrote"
+
+    seen = ids(read_all(eos_bootstrap, topic_name, committed=True))
+    in_log = ids(read_all(eos_bootstrap, topic_name, committed=False))
+    print(
+        f"{'exactly-once' if exactly_once else 'at-least-once'}: {n} rows, executor "
+        f"{killed[0]} killed; read_committed {sum(seen.values())} ({len(seen)} distinct), "
+        f"in the log {sum(in_log.values())}"
+    )
+    assert set(seen) == set(range(n)), "rows lost"
+    if exactly_once:
+        assert max(seen.values()) == 1
+    else:
+        assert sum(seen.values()) > n  # the killed tasks' rows, again
