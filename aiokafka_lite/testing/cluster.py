@@ -343,7 +343,8 @@ class SimulatedCluster:
                 raise ValueError(f"node {to_node} is stopped; it cannot lead")
             p = self._partition(topic, partition)
             if to_node not in p.replicas:
-                victim = next(r for r in reversed(p.replicas) if r != p.leader)
+                others = [r for r in p.replicas if r != p.leader]
+                victim = others[-1] if others else p.leader
                 p.replicas[p.replicas.index(victim)] = to_node
             if p.leader != to_node:
                 self._set_leader(topic, partition, p, to_node)

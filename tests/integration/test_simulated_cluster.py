@@ -343,3 +343,26 @@ async def test_transactions_while_the_coordinator_moves(
     assert sorted(values) == sorted(b"%d" % i for i in range(total))  # each once
     for p in range(partitions):  # and in order per partition
         assert got[p] == [b"%d" % i for i in range(p, total, partitions)]
+
+
+async def test_add_partitions_to_txn_follows_the_coordinator(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """The coordinator moves between begin_transaction() and the first record: the
+    AddPartitionsToTxn answer is NOT_COORDINATOR per partition, and the producer must
+    find the new coordinator and add the partition there (it used to wait forever)."""
+    create_topic(topic_name, 2)
+    txn_id = f"txn-{topic_name}"
+    async with simulated(bootstrap_servers) as cluster:
+        async with Producer(
+            bootstrap_servers=cluster.bootstrap_servers, transactional_id=txn_id, **FAST
+        ) as producer:
+            for i in range(3):
+                current = cluster.coordinator("transaction", txn_id)
+                await producer.begin_transaction()
+                cluster.move_coordinator("transaction", txn_id, current % 3 + 1)
+                await producer.send(topic_name, b"%d" % i, partition=i % 2)
+                await producer.commit_transaction(timeout=10)
+        assert cluster.stats.errors["NOT_COORDINATOR"] >= 3
+    got = await read_all(bootstrap_servers, topic_name, 2, 3, isolation_level="read_committed")
+    assert got == {0: [b"0", b"2"], 1: [b"1"]}
