@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -26,6 +27,8 @@ from aiokafka_lite.consumer import Consumer
 from aiokafka_lite.producer import Producer
 from aiokafka_lite.structs import TopicPartition
 from aiokafka_lite.testing import SimulatedCluster
+
+log = logging.getLogger(__name__)
 
 #: Short timeouts and backoffs: a client notices a move and recovers well within a test.
 FAST: dict[str, Any] = {
@@ -115,6 +118,7 @@ async def test_idempotent_producer_while_leaders_move(
                 await producer.flush(30)
             results = [f.result() for f in futures]  # raises if a record failed
         stats = cluster.stats
+    log.info("producer: %d records, %d move rounds, %s", len(results), len(moves), stats)
     assert len(moves) >= 2, moves
     # The client met the moves (requests at a node that no longer led) and recovered.
     assert stats.errors.get("NOT_LEADER_OR_FOLLOWER", 0) > 0, stats
@@ -181,6 +185,12 @@ async def test_consumer_while_leaders_move_and_a_broker_restarts(
                 got[tp.partition].extend(r.value for r in records)
         stats = cluster.stats
         assert cluster.running_nodes == [1, 2, 3]
+    log.info(
+        "consumer: %d records, %d rounds, %s",
+        sum(map(len, got.values())),
+        len(moves),
+        stats,
+    )
     assert stats.connections_cut > 0
     assert got == expected  # every record once, in order per partition
 
@@ -270,6 +280,14 @@ async def test_consumer_group_while_the_coordinator_moves(
                 await c.commit(timeout_ms=5000)
         stats = cluster.stats
         assert cluster.coordinator("group", group) in nodes
+    log.info(
+        "group: %d records, %d read, %d moves, %d rebalances, %s",
+        total,
+        sum(seen.values()),
+        len(moves),
+        rebalances,
+        stats,
+    )
     assert len(moves) >= 4 and stats.coordinator_moves >= 4
     assert stats.errors.get("NOT_COORDINATOR", 0) > 0, stats
     # Nothing lost; the duplicates few (only records read again after a commit lost in
@@ -333,6 +351,13 @@ async def test_transactions_while_the_coordinator_moves(
                         await asyncio.sleep(0.05)
                     await asyncio.sleep(0.05)
         stats = cluster.stats
+    log.info(
+        "transactions: %d x %d records, %d moves, %s",
+        transactions,
+        per_transaction,
+        len(moves),
+        stats,
+    )
     assert len(moves) >= 3, moves  # ~2.5 s of transactions, a move every 0.4 s
     assert stats.errors.get("NOT_COORDINATOR", 0) > 0, stats
     total = transactions * per_transaction
