@@ -40,13 +40,23 @@ FAST: dict[str, Any] = {
 
 
 @contextlib.asynccontextmanager
-async def simulated(bootstrap_servers: str, **kwargs: Any) -> AsyncIterator[SimulatedCluster]:
-    """A 3-node SimulatedCluster in front of the session broker (skipped on a real
-    multi-broker cluster: the fronts stand for one broker)."""
+async def simulated(
+    bootstrap_servers: str, *, threaded: bool = False, **kwargs: Any
+) -> AsyncIterator[SimulatedCluster]:
+    """A 3-node SimulatedCluster in front of the session broker, on the test's event loop
+    or (``threaded``) in a thread of its own; skipped on a real multi-broker cluster (the
+    fronts stand for one broker)."""
     async with AdminClient(bootstrap_servers=bootstrap_servers) as admin:
         described = await admin.describe_cluster()
     if len(described.brokers) != 1:
         pytest.skip("the simulated cluster stands in front of a one-broker cluster")
+    if threaded:
+        cluster = SimulatedCluster(bootstrap_servers, **kwargs).start_in_thread()
+        try:
+            yield cluster
+        finally:
+            await asyncio.to_thread(cluster.close)
+        return
     async with SimulatedCluster(bootstrap_servers, **kwargs) as cluster:
         yield cluster
 
@@ -378,7 +388,8 @@ async def test_add_partitions_to_txn_follows_the_coordinator(
     find the new coordinator and add the partition there (it used to wait forever)."""
     create_topic(topic_name, 2)
     txn_id = f"txn-{topic_name}"
-    async with simulated(bootstrap_servers) as cluster:
+    # (The cluster in its own thread here: the controls are called across threads.)
+    async with simulated(bootstrap_servers, threaded=True) as cluster:
         async with Producer(
             bootstrap_servers=cluster.bootstrap_servers, transactional_id=txn_id, **FAST
         ) as producer:

@@ -15,7 +15,7 @@ import pytest
 from aiokafka_lite.protocol import api
 from aiokafka_lite.protocol.api import ApiKey
 from aiokafka_lite.testing import SimulatedCluster
-from aiokafka_lite.testing.cluster import (
+from aiokafka_lite.testing._cluster_requests import (
     COORDINATOR_LOAD_IN_PROGRESS,
     FENCED_LEADER_EPOCH,
     NOT_COORDINATOR,
