@@ -19,6 +19,7 @@ from typing import Any, Final, Literal
 from aiokafka_lite.errors import DecodeError, UnsupportedVersionError
 from aiokafka_lite.protocol import api
 from aiokafka_lite.protocol.api import ApiKey, RequestHeader
+from aiokafka_lite.testing import _leader_epoch_api as epoch_api
 from aiokafka_lite.testing.probe import _connect_host
 
 logger = logging.getLogger("aiokafka_lite.testing")
@@ -55,6 +56,25 @@ _TXN_APIS: Final = frozenset(
         ApiKey.END_TXN,
     }
 )
+
+
+#: (min, max) version of each API whose frames the fronts read: what they can decode.
+_READ_VERSIONS: Final[dict[int, tuple[int, int]]] = {
+    **{
+        int(key): (api.request_spec(key).min_version, api.SUPPORTED_VERSIONS[key][1])
+        for key in (
+            ApiKey.PRODUCE,
+            ApiKey.FETCH,
+            ApiKey.LIST_OFFSETS,
+            ApiKey.METADATA,
+            ApiKey.FIND_COORDINATOR,
+            ApiKey.DESCRIBE_CLUSTER,
+            *_GROUP_APIS,
+            *_TXN_APIS,
+        )
+    },
+    epoch_api.API_KEY: (epoch_api.REQUEST.min_version, epoch_api.REQUEST.max_version),
+}
 
 
 @dataclass
@@ -140,10 +160,14 @@ class _FrontLogic:
     def _on_request(self, node: int, frame: bytes) -> _Action:
         header = api.peek_request_header(frame)
         key = header.api_key
-        name = api.api_name(key)
+        name = "OffsetForLeaderEpoch" if key == epoch_api.API_KEY else api.api_name(key)
         self._stats.requests[name] = self._stats.requests.get(name, 0) + 1
+        if key == ApiKey.API_VERSIONS:
+            return _Action(forward=frame, post=self._cap_api_versions(header))
         if key == ApiKey.METADATA:
             return _Action(forward=frame, post=self._rewrite_metadata(header))
+        if key == epoch_api.API_KEY:
+            return self._offsets_for_leader_epoch(node, frame)
         if key == ApiKey.FIND_COORDINATOR:
             try:
                 _, request = api.decode_request(frame)
@@ -457,6 +481,74 @@ class _FrontLogic:
 
     def _encode(self, header: RequestHeader, body: Mapping[str, Any]) -> bytes:
         return api.encode_response(header.api_key, header.api_version, header.correlation_id, body)
+
+    def _cap_api_versions(self, header: RequestHeader) -> Callable[[bytes], bytes]:
+        """The broker's API versions, but the APIs whose frames the fronts read only in
+        the versions the protocol layer knows (an API none of whose versions it knows is
+        left out): a client never sends a frame the fronts cannot police."""
+
+        def rewrite(frame: bytes) -> bytes:
+            _, body = api.decode_response(header.api_key, header.api_version, frame)
+            if body.get("error_code"):
+                return frame
+            kept = []
+            for entry in body["api_keys"]:
+                known = _READ_VERSIONS.get(entry["api_key"])
+                if known is not None:
+                    lo = max(entry["min_version"], known[0])
+                    hi = min(entry["max_version"], known[1])
+                    if lo > hi:
+                        continue
+                    entry["min_version"], entry["max_version"] = lo, hi
+                kept.append(entry)
+            body["api_keys"] = kept
+            return self._encode(header, body)
+
+        return rewrite
+
+    def _offsets_for_leader_epoch(self, node: int, frame: bytes) -> _Action:
+        try:
+            header, body = epoch_api.decode_request(frame)
+        except (DecodeError, UnsupportedVersionError, ValueError):
+            return _Action(forward=frame)
+        version = header.api_version
+        refused: list[tuple[str, int, int]] = []
+        kept_topics: list[dict[str, Any]] = []
+        for topic in body["topics"]:
+            kept = []
+            for part in topic["partitions"]:
+                epoch = part.get("current_leader_epoch", -1)
+                code = self._check_partition(node, topic["topic"], part["partition"], epoch)
+                if code:
+                    refused.append((topic["topic"], part["partition"], code))
+                else:
+                    kept.append({**part, "current_leader_epoch": -1})
+            if kept:
+                kept_topics.append({**topic, "partitions": kept})
+
+        def errors() -> list[dict[str, Any]]:
+            by_topic: dict[str, list[dict[str, Any]]] = {}
+            for t, i, code in refused:
+                by_topic.setdefault(t, []).append(
+                    {"error_code": code, "partition": i, "leader_epoch": -1, "end_offset": -1}
+                )
+            return [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
+
+        correlation_id = header.correlation_id
+        if not kept_topics:
+            body = {"throttle_time_ms": 0, "topics": errors()}
+            return _Action(local=epoch_api.encode_response(version, correlation_id, body))
+        if not refused:
+            forward = epoch_api.encode_request(header, {**body, "topics": kept_topics})
+            return _Action(forward=forward)
+
+        def merge(response_frame: bytes) -> bytes:
+            _, response = epoch_api.decode_response(version, response_frame)
+            response["topics"].extend(errors())
+            return epoch_api.encode_response(version, correlation_id, response)
+
+        forward = epoch_api.encode_request(header, {**body, "topics": kept_topics})
+        return _Action(forward=forward, post=merge)
 
     def _rewrite_metadata(self, header: RequestHeader) -> Callable[[bytes], bytes]:
         def rewrite(frame: bytes) -> bytes:

@@ -402,3 +402,47 @@ async def test_add_partitions_to_txn_follows_the_coordinator(
         assert cluster.stats.errors["NOT_COORDINATOR"] >= 3
     got = await read_all(bootstrap_servers, topic_name, 2, 3, isolation_level="read_committed")
     assert got == {0: [b"0", b"2"], 1: [b"1"]}
+
+
+def test_another_client_through_the_fixture(
+    simulated_cluster: SimulatedCluster, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """The ``simulated_cluster`` fixture (in its own thread) serves any client: here
+    librdkafka's idempotent producer (confluent-kafka, synchronous) while leaders move."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    partitions, n = 3, 900
+    create_topic(topic_name, partitions)
+    cluster = simulated_cluster
+    delivered: list[tuple[int, int, bytes]] = []
+    failed: list[Any] = []
+
+    def report(err: Any, msg: Any) -> None:
+        if err is not None:
+            failed.append(err)
+        else:
+            delivered.append((msg.partition(), msg.offset(), msg.value()))
+
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "retry.backoff.ms": 50,
+            "topic.metadata.refresh.interval.ms": 60000,
+        }
+    )
+    for i in range(n):
+        producer.produce(topic_name, b"%d" % i, partition=i % partitions, on_delivery=report)
+        if i % 300 == 150:
+            producer.flush(10)
+            cluster.move_leaders(topic=topic_name)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    assert failed == []
+    stats = cluster.stats
+    log.info("librdkafka: %d records, %s", n, stats)
+    assert stats.leader_moves >= 2 * partitions
+    assert stats.errors.get("NOT_LEADER_OR_FOLLOWER", 0) > 0, stats
+    for p in range(partitions):
+        mine = [(offset, value) for q, offset, value in delivered if q == p]
+        assert mine == [(k, b"%d" % i) for k, i in enumerate(range(p, n, partitions))]

@@ -520,3 +520,68 @@ async def test_a_partition_with_every_replica_stopped_has_no_leader() -> None:
         cluster.start_broker(2)
         await asyncio.sleep(0)
         assert cluster.leader(TOPIC, 0) == 2
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+async def test_offsets_for_leader_epoch_policed_per_partition(
+    cluster: SimulatedCluster, version: int
+) -> None:
+    from aiokafka_lite.testing import _leader_epoch_api as epoch_api
+
+    e0 = cluster.leader_epoch(TOPIC, 0)
+    header = api.RequestHeader(23, version, 7, "test")
+    parts = [
+        {"partition": 0, "current_leader_epoch": e0, "leader_epoch": 0},
+        {"partition": 1, "current_leader_epoch": -1, "leader_epoch": 0},
+    ]
+    frame = epoch_api.encode_request(header, {"topics": [{"topic": TOPIC, "partitions": parts}]})
+    action = cluster._on_request(1, frame)  # leads 0, not 1
+    assert action.forward is not None and action.post is not None
+    _, forwarded = epoch_api.decode_request(action.forward)
+    assert [p["partition"] for p in forwarded["topics"][0]["partitions"]] == [0]
+    broker = epoch_api.encode_response(
+        version,
+        7,
+        {
+            "topics": [
+                {
+                    "topic": TOPIC,
+                    "partitions": [
+                        {"error_code": 0, "partition": 0, "leader_epoch": 0, "end_offset": 9}
+                    ],
+                }
+            ]
+        },
+    )
+    _, merged = epoch_api.decode_response(version, action.post(broker))
+    got = {(p["partition"], p["error_code"]) for t in merged["topics"] for p in t["partitions"]}
+    assert got == {(0, 0), (1, NOT_LEADER_OR_FOLLOWER)}
+    parts[0]["current_leader_epoch"] = e0 - 1  # stale (sent from v2 on)
+    frame = epoch_api.encode_request(header, {"topics": [{"topic": TOPIC, "partitions": parts}]})
+    action = cluster._on_request(3, frame)
+    assert action.local is not None
+    _, body = epoch_api.decode_response(version, action.local)
+    expected = FENCED_LEADER_EPOCH if version >= 2 else NOT_LEADER_OR_FOLLOWER
+    assert codes(body) == [expected, NOT_LEADER_OR_FOLLOWER]
+
+
+async def test_api_versions_capped_to_what_the_fronts_can_read(cluster: SimulatedCluster) -> None:
+    action = cluster._on_request(1, request(ApiKey.API_VERSIONS, 3, {}))
+    assert action.post is not None
+    broker_keys = [
+        {"api_key": ApiKey.PRODUCE, "min_version": 0, "max_version": 99},
+        {"api_key": ApiKey.FETCH, "min_version": 0, "max_version": 99},
+        {"api_key": 23, "min_version": 0, "max_version": 9},
+        {"api_key": ApiKey.CREATE_TOPICS, "min_version": 0, "max_version": 99},  # not read
+        {"api_key": ApiKey.HEARTBEAT, "min_version": 50, "max_version": 60},  # none known
+    ]
+    broker = api.encode_response(
+        ApiKey.API_VERSIONS, 3, 7, {"error_code": 0, "api_keys": broker_keys}
+    )
+    body = response(ApiKey.API_VERSIONS, 3, action.post(broker))
+    assert {e["api_key"]: (e["min_version"], e["max_version"]) for e in body["api_keys"]} == {
+        ApiKey.PRODUCE: (api.request_spec(ApiKey.PRODUCE).min_version, 11),
+        ApiKey.FETCH: (4, api.SUPPORTED_VERSIONS[ApiKey.FETCH][1]),
+        23: (0, 4),
+        ApiKey.CREATE_TOPICS: (0, 99),
+    }
