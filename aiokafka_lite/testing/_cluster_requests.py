@@ -565,7 +565,7 @@ class _FrontLogic:
             for topic in body["topics"]:
                 name = topic.get("name")
                 topic_id = topic.get("topic_id")
-                if name and topic_id is not None:
+                if name and topic_id is not None and topic_id.int:  # (noida-db: all zero)
                     self._topic_names[topic_id] = name
                 if topic.get("error_code") or not name:
                     continue
