@@ -288,6 +288,9 @@ async def test_consumer_group_while_the_coordinator_moves(
             await asyncio.gather(*readers)
             for c in consumers:
                 await c.commit(timeout_ms=5000)
+            # All leave at once (one by one, each leave starts a rebalance that the next
+            # one's LeaveGroup waits behind).
+            await asyncio.gather(*(c.stop() for c in consumers))
         stats = cluster.stats
         assert cluster.coordinator("group", group) in nodes
     log.info(
