@@ -258,7 +258,7 @@ class SimulatedCluster(_FrontLogic):
         self._check_node(to_node)
 
         def move() -> int:
-            if not self._fronts[to_node].running:
+            if not self._up(to_node):
                 raise ValueError(f"node {to_node} is stopped; it cannot lead")
             p = self._partition(topic, partition)
             if to_node not in p.replicas:
@@ -310,7 +310,7 @@ class SimulatedCluster(_FrontLogic):
         wait = self.load_seconds if load_seconds is None else load_seconds
 
         def move() -> None:
-            if not self._fronts[to_node].running:
+            if not self._up(to_node):
                 raise ValueError(f"node {to_node} is stopped; it cannot coordinate")
             if key is None:
                 self._kind_default[kind] = to_node
@@ -444,6 +444,11 @@ class SimulatedCluster(_FrontLogic):
         placement.node = node
         placement.loading_until = time.monotonic() + wait if wait > 0 else 0.0
         self._stats.coordinator_moves += 1
+
+    def _up(self, node: int) -> bool:
+        """Whether ``node`` may lead or coordinate: running, or the cluster not started
+        yet (a leader map set up before the start)."""
+        return self._loop is None or self._fronts[node].running
 
     def _is_running(self, node: int) -> bool:
         return self._fronts[node].running

@@ -585,3 +585,13 @@ async def test_api_versions_capped_to_what_the_fronts_can_read(cluster: Simulate
         23: (0, 4),
         ApiKey.CREATE_TOPICS: (0, 99),
     }
+
+
+async def test_the_map_can_be_set_up_before_the_start() -> None:
+    cluster = SimulatedCluster("127.0.0.1:9", node_ids=[7, 8])
+    assert cluster.move_leader(TOPIC, 0, 8) == 1
+    cluster.move_coordinator("group", None, 7)
+    async with cluster:
+        assert (cluster.leader(TOPIC, 0), cluster.leader_epoch(TOPIC, 0)) == (8, 1)
+        assert cluster.coordinator("group", "any") == 7
+        assert cluster.running_nodes == [7, 8]
