@@ -422,8 +422,9 @@ async def test_add_partitions_to_txn_follows_the_coordinator(
     find the new coordinator and add the partition there (it used to wait forever)."""
     create_topic(topic_name, 2)
     txn_id = f"txn-{topic_name}"
-    # (The cluster in its own thread here: the controls are called across threads.)
-    async with simulated(bootstrap_servers, threaded=True) as cluster:
+    # (The cluster in its own thread here: the controls are called across threads. The
+    # new coordinator answers COORDINATOR_LOAD_IN_PROGRESS for 0.3 s after each move.)
+    async with simulated(bootstrap_servers, threaded=True, load_seconds=0.3) as cluster:
         async with Producer(
             bootstrap_servers=cluster.bootstrap_servers, transactional_id=txn_id, **FAST
         ) as producer:
@@ -433,7 +434,9 @@ async def test_add_partitions_to_txn_follows_the_coordinator(
                 cluster.move_coordinator("transaction", txn_id, current % 3 + 1)
                 await producer.send(topic_name, b"%d" % i, partition=i % 2)
                 await producer.commit_transaction(timeout=10)
-        assert cluster.stats.errors["NOT_COORDINATOR"] >= 3
+        stats = cluster.stats
+        assert stats.errors["NOT_COORDINATOR"] >= 3
+        assert stats.errors["COORDINATOR_LOAD_IN_PROGRESS"] >= 3, stats
     got = await read_all(bootstrap_servers, topic_name, 2, 3, isolation_level="read_committed")
     assert got == {0: [b"0", b"2"], 1: [b"1"]}
 
