@@ -482,6 +482,8 @@ static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t n
     if (out == NULL)
         return NULL;
     Cursor c = {(const unsigned char *)PyBytes_AS_STRING(buf), pos, end};
+    PyObject *last_ts = NULL;
+    int64_t last_ts_delta = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t length, ts_delta, offset_delta, klen, vlen;
         Cursor whole = c;
@@ -555,8 +557,18 @@ static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t n
             continue;
         }
         PyObject *offset_obj = add_int(base_offset, offset_delta);
-        PyObject *ts_obj = log_append == Py_None ? add_int(base_ts, ts_delta)
-                                                 : Py_NewRef(log_append);
+        PyObject *ts_obj;
+        if (log_append != Py_None) {
+            ts_obj = Py_NewRef(log_append);
+        } else if (last_ts != NULL && ts_delta == last_ts_delta) {
+            ts_obj = Py_NewRef(last_ts); /* records of one millisecond share their int */
+        } else {
+            ts_obj = add_int(base_ts, ts_delta);
+            if (ts_obj != NULL) {
+                Py_XSETREF(last_ts, Py_NewRef(ts_obj));
+                last_ts_delta = ts_delta;
+            }
+        }
         PyObject *ksize = PyLong_FromSsize_t((Py_ssize_t)klen);
         PyObject *vsize = PyLong_FromSsize_t((Py_ssize_t)vlen);
         PyObject *rec = rec_type->tp_alloc(rec_type, 0);
@@ -596,6 +608,10 @@ static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t n
             ksize,             vsize,               headers,         Py_NewRef(epoch)};
         for (int f = 0; f < RECORD_FIELDS; f++) /* the slots are NULL: no reference lost */
             *(PyObject **)((char *)rec + record_offsets[f]) = fields[f];
+        /* Every field is a str, bytes, int, None or an untracked tuple of such: the record
+         * can be in no cycle until something else is stored in it, and record_setattr
+         * tracks it again then (as CPython does with a dict of atomic values). */
+        PyObject_GC_UnTrack(rec);
         int failed = PyList_Append(out, rec);
         Py_DECREF(rec);
         if (failed < 0)
@@ -606,8 +622,10 @@ static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t n
                      count);
         goto fail;
     }
+    Py_XDECREF(last_ts);
     return out;
 fail:
+    Py_XDECREF(last_ts);
     Py_DECREF(out);
     return NULL;
 }
@@ -652,6 +670,77 @@ static PyObject *murmur2(PyObject *module, PyObject *arg) {
     return PyLong_FromLong((long)(int32_t)h);
 }
 
+/* --- records the collector need not walk --------------------------------------------
+ * decode_v2 leaves its records untracked by the cyclic collector: walking hundreds of
+ * thousands of records that cannot be in a cycle was a third of the consumer's CPU. One
+ * becomes trackable again as soon as anything that could lead back to it is stored in it:
+ * an attribute set to a container or an object (a deserialized dict, a framework's
+ * attribute), or its __dict__ handed out (see structs.py). */
+
+/* What CPython's dicts test to decide whether holding a value makes them trackable. */
+static int may_be_tracked(PyObject *value) {
+    return PyObject_IS_GC(value) && (!PyTuple_CheckExact(value) || PyObject_GC_IsTracked(value));
+}
+
+/* The record type's __setattr__ (a method, so object.__setattr__ still applies to it). */
+static PyObject *record_setattr(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "__setattr__(name, value)");
+        return NULL;
+    }
+    if (!PyObject_GC_IsTracked(self) && may_be_tracked(args[1]))
+        PyObject_GC_Track(self);
+    if (PyObject_GenericSetAttr(self, args[0], args[1]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef record_setattr_def = {
+    "__setattr__", (PyCFunction)(void (*)(void))record_setattr, METH_FASTCALL,
+    "Set an attribute; a record that may now be in a cycle is tracked again."};
+
+static PyObject *track(PyObject *module, PyObject *obj) {
+    if (PyObject_IS_GC(obj) && !PyObject_GC_IsTracked(obj))
+        PyObject_GC_Track(obj);
+    Py_RETURN_NONE;
+}
+
+/* --- frames ------------------------------------------------------------------------
+ * A response larger than the connection's read buffer (a fetch: megabytes) is read in
+ * place into the bytes object it ends up as: allocated uninitialized (the kernel commits
+ * its pages as data arrives, so memory still grows with the bytes received, whatever size
+ * the peer claimed), written through a view of its memory while nothing else holds it,
+ * then handed over. Without it the frame was zero-filled parts joined into a new bytes:
+ * two more passes over every byte and fresh pages for each. */
+
+static PyObject *new_frame(PyObject *module, PyObject *arg) {
+    Py_ssize_t size = PyLong_AsSsize_t(arg);
+    if (size == -1 && PyErr_Occurred())
+        return NULL;
+    if (size <= 0) {
+        PyErr_SetString(PyExc_ValueError, "a frame has a positive size");
+        return NULL;
+    }
+    return PyBytes_FromStringAndSize(NULL, size);
+}
+
+static PyObject *frame_view(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyBytes_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "frame_view(frame: bytes, start: int)");
+        return NULL;
+    }
+    PyObject *frame = args[0];
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred())
+        return NULL;
+    if (start < 0 || start > PyBytes_GET_SIZE(frame)) {
+        PyErr_SetString(PyExc_ValueError, "start outside the frame");
+        return NULL;
+    }
+    return PyMemoryView_FromMemory(PyBytes_AS_STRING(frame) + start,
+                                   PyBytes_GET_SIZE(frame) - start, PyBUF_WRITE);
+}
+
 /* --- the module --------------------------------------------------------------------- */
 
 static PyObject *set_record_type(PyObject *module, PyObject *args) {
@@ -671,6 +760,21 @@ static PyObject *set_record_type(PyObject *module, PyObject *args) {
             return NULL;
         }
     }
+    PyTypeObject *type = (PyTypeObject *)record_type;
+    if (!(type->tp_flags & Py_TPFLAGS_HAVE_GC)) {
+        PyErr_SetString(PyExc_TypeError, "the record type is not a collected type");
+        return NULL;
+    }
+    if (type->tp_setattro != PyObject_GenericSetAttr) {
+        PyErr_SetString(PyExc_TypeError, "the record type has its own __setattr__");
+        return NULL;
+    }
+    PyObject *setattr = PyDescr_NewMethod(type, &record_setattr_def);
+    if (setattr == NULL || PyObject_SetAttrString(record_type, "__setattr__", setattr) < 0) {
+        Py_XDECREF(setattr);
+        return NULL;
+    }
+    Py_DECREF(setattr);
     Py_XSETREF(ConsumerRecordType, Py_NewRef(record_type));
     Py_XSETREF(CorruptRecordError, Py_NewRef(error));
     Py_RETURN_NONE;
@@ -690,6 +794,14 @@ static PyMethodDef module_methods[] = {
     {"decode_v2", (PyCFunction)(void (*)(void))decode_v2, METH_FASTCALL,
      "decode_v2(buf, pos, end, count, base_offset, base_ts, log_append_time, topic, "
      "partition, timestamp_type, leader_epoch, min_offset) -> list of ConsumerRecord"},
+    {"track", track, METH_O,
+     "track(obj): let the cyclic collector see obj again (a record decode_v2 built)"},
+    {"new_frame", new_frame, METH_O,
+     "new_frame(size) -> an uninitialized bytes object of that size, to be filled through "
+     "frame_view before anything else sees it"},
+    {"frame_view", (PyCFunction)(void (*)(void))frame_view, METH_FASTCALL,
+     "frame_view(frame, start) -> a writable view of frame[start:] (it does not keep the "
+     "frame alive: the caller does)"},
     {"murmur2", murmur2, METH_O, "murmur2(data) -> signed 32-bit hash, as Kafka's Java client"},
     {NULL}};
 

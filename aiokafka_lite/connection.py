@@ -41,6 +41,7 @@ from typing import Any, Final
 
 from aiokafka_lite import errors
 from aiokafka_lite._aio import wait_for
+from aiokafka_lite.accel import speedups
 from aiokafka_lite.protocol import api, bodies
 from aiokafka_lite.protocol.api import Api, RequestT, ResponseT
 from aiokafka_lite.sasl import OAuthBearerMechanism, PlainMechanism, SaslMechanism, ScramMechanism
@@ -65,6 +66,11 @@ _INT32_MAX: Final = 2**31 - 1
 #: The read buffer. A frame larger than it is read into parts of its own. A read asks
 #: the socket for at least _MIN_READ bytes.
 _READ_BUFFER_SIZE: Final = 256 * 1024
+# Large frames read in place (see _KafkaProtocol), where the compiled hot path is built.
+_new_frame: Callable[[int], bytes] | None = None
+_frame_view: Callable[[bytes, int], memoryview]
+if speedups is not None:
+    _new_frame, _frame_view = speedups.new_frame, speedups.frame_view
 _MIN_READ: Final = 64 * 1024
 
 #: The largest response a connection accepts unless told otherwise (librdkafka's
@@ -193,10 +199,12 @@ class _KafkaProtocol(asyncio.BufferedProtocol):
     ``Protocol`` asyncio allocates a 256 KiB bytes object for every read and shrinks it
     to what came: three memory-map system calls per read, and one more copy.)
 
-    A frame larger than the buffer is read into parts of its own, each allocated once the
-    one before is full and as large as everything received so far (at most what the
-    frame still lacks): memory grows with the bytes that arrive, and the parts are
-    joined into the frame at the end (the one copy a frame cut from the buffer gets too).
+    A frame larger than the buffer is read on its own. With the compiled hot path it is
+    read in place into the ``bytes`` object handed over (``_speedups.new_frame``: its
+    pages are committed as the data arrives). Without it, into parts of its own, each
+    allocated once the one before is full and as large as everything received so far (at
+    most what the frame still lacks), joined into the frame at the end. Either way memory
+    grows with the bytes that arrive, whatever size the peer claimed.
     A size prefix outside ``4..max_frame_size`` goes to the connection, which closes.
     """
 
@@ -214,9 +222,14 @@ class _KafkaProtocol(asyncio.BufferedProtocol):
         self._part = bytearray()
         self._part_fill = 0
         self._missing = 0
+        # A large frame being read in place (compiled path), and how much of it is filled.
+        self._frame: bytes | None = None
+        self._frame_fill = 0
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return _frame_view(self._frame, self._frame_fill)
         if self._parts is not None:
             return memoryview(self._part)[self._part_fill :]
         # The buffer is only moved or resized here: the transport still holds the view it
@@ -243,6 +256,9 @@ class _KafkaProtocol(asyncio.BufferedProtocol):
         return memoryview(buf)[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self._frame is not None:
+            self._frame_updated(nbytes)
+            return
         if self._parts is not None:
             self._part_updated(nbytes)
             return
@@ -283,7 +299,12 @@ class _KafkaProtocol(asyncio.BufferedProtocol):
             self._start = pos
 
     def _start_parts(self, head: bytes, size: int) -> None:
-        # A frame larger than the buffer: what came of it so far is the first part.
+        # A frame larger than the buffer: what came of it so far is its start.
+        if _new_frame is not None:
+            self._frame = frame = _new_frame(size)
+            _frame_view(frame, 0)[: len(head)] = head
+            self._frame_fill = len(head)
+            return
         self._parts = [head]
         self._missing = size - len(head)
         self._part = bytearray(min(self._missing, max(_READ_BUFFER_SIZE, len(head))))
@@ -308,6 +329,14 @@ class _KafkaProtocol(asyncio.BufferedProtocol):
         self._part = bytearray()
         self._conn._on_frame(b"".join(parts))
 
+    def _frame_updated(self, nbytes: int) -> None:
+        frame = self._frame
+        self._frame_fill += nbytes
+        if self._conn.closed or frame is None or self._frame_fill < len(frame):
+            return
+        self._frame = None
+        self._conn._on_frame(frame)
+
     def eof_received(self) -> bool:
         return False  # close the transport; connection_lost follows
 
@@ -323,6 +352,7 @@ class _KafkaProtocol(asyncio.BufferedProtocol):
         self._frame_size = -1
         self._parts = None
         self._part = bytearray()
+        self._frame = None
         if not self.lost.done():
             self.lost.set_result(None)
         self._conn._on_connection_lost(exc)

@@ -8,9 +8,9 @@ works the same here), with a few fields added at the end where Kafka has more to
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
     from aiokafka_lite.errors import KafkaError
@@ -129,8 +129,38 @@ class _OpenRecord:
     __slots__ = ("__dict__",)
 
 
+_instance_dict = _OpenRecord.__dict__["__dict__"]
+
+
+def _no_tracking(record: object) -> None:
+    """What :data:`track_record` is without the compiled decoder: its records are
+    ordinary, tracked objects."""
+
+
+#: The compiled decoder leaves the records it builds untracked by the cyclic collector
+#: (they hold only str, bytes, ints and tuples of those) and sets this to the function
+#: that tracks one again, for when something that could refer back to it is stored in it.
+track_record: Callable[[object], None] = _no_tracking
+
+
+class _TrackedDict(_OpenRecord):
+    # A record's ``__dict__`` handed out can be filled with anything: the record is
+    # tracked first. (Attribute assignment is covered by the compiled ``__setattr__``.)
+    __slots__ = ()
+
+    @property
+    def __dict__(self) -> dict[str, Any]:
+        track_record(self)
+        return _instance_dict.__get__(self)  # type: ignore[no-any-return]
+
+    @__dict__.setter
+    def __dict__(self, value: dict[str, Any]) -> None:
+        track_record(self)
+        _instance_dict.__set__(self, value)
+
+
 @dataclass(slots=True)
-class ConsumerRecord(_OpenRecord, Generic[KT, VT]):
+class ConsumerRecord(_TrackedDict, Generic[KT, VT]):
     """One record read from a partition.
 
     A dataclass with aiokafka's fields (and ``leader_epoch``), slotted: the record

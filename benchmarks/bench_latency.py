@@ -21,6 +21,8 @@ Two measurements per client (ours, aiokafka, confluent-kafka), each in a fresh p
 Every client runs with its own defaults otherwise (idempotence: ours on with acks=all as
 the Java client, aiokafka and confluent-kafka off; fetch waits 500 ms).
 
+Each client's turn in each round gets a fresh broker (unless ``--bootstrap`` names one):
+a broker's latency drifts as its log grows, which would charge whoever runs later.
 The broker is noida-db by default: Tansu's fetch long-poll does not wake when new data
 arrives, so on Tansu (``--broker tansu``) end-to-end latency is the broker's fetch wait,
 not the client's. Reported per client: p50, p90, p99, p99.9 and the max of each round,
@@ -330,12 +332,17 @@ def run(args: argparse.Namespace) -> int:
             "note: on Tansu the fetch long-poll does not wake on new data; e2e measures the broker"
         )
     out = h.results_dir(args.out, args.quick)
-    with h.broker(args.bootstrap, args.broker) as handle:
-        results["broker"] = handle.kind
-        bootstrap = handle.bootstrap_servers
-        for rnd in range(repeat):
-            order = clients[rnd % len(clients) :] + clients[: rnd % len(clients)]
-            for client in order:
+    results["broker_per_run"] = not args.bootstrap
+    for rnd in range(repeat):
+        order = clients[rnd % len(clients) :] + clients[: rnd % len(clients)]
+        for client in order:
+            # A fresh broker for each client's turn (unless --bootstrap names one): a
+            # broker's latency drifts as its log grows (noida-db's e2e p99 went from
+            # ~10 ms to over 100 ms across one shared run, for every client alike), so
+            # sharing one would charge whoever runs later.
+            with h.broker(args.bootstrap, args.broker) as handle:
+                results["broker"] = handle.kind
+                bootstrap = handle.bootstrap_servers
                 for mode in ("ack", "e2e"):
                     topic = f"bench-latency-{mode}-{uuid.uuid4().hex[:8]}"
                     h.create_topic(bootstrap, topic, PARTITIONS)

@@ -8,6 +8,7 @@ must be (the install compiles it).
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import astuple
 from typing import Any
@@ -182,3 +183,80 @@ def test_murmur2_known_values() -> None:
     assert murmur2(b"foobar") == -790332482
     assert murmur2(b"a-little-bit-long-string") == -985981536
     assert murmur2(b"") == 275646681
+
+
+def _decoded_records(count: int = 3) -> list[ConsumerRecord[Any, Any]]:
+    builder = RecordBatchBuilder()
+    for i in range(count):
+        builder.append(1000 + i, b"k%d" % i, b"v" * 600, [("trace-id", b"x" * 16), ("n", None)])
+    blob = builder.build()
+    return speedups.decode_v2(blob, 61, len(blob), count, 0, 1000, None, "t", 0, 0, -1, 0)  # type: ignore[no-any-return]
+
+
+def test_decoded_records_are_left_to_refcounting_until_they_could_be_in_a_cycle() -> None:
+    records = _decoded_records()
+    # Only str, bytes, ints and tuples of those: nothing for the cyclic collector to walk.
+    assert not any(gc.is_tracked(r) for r in records)
+    assert not any(gc.is_tracked(r.headers) or gc.is_tracked(r.headers[0]) for r in records)
+    first, second, third = records
+    first.value = "text"  # what a deserializer gives: still nothing that could refer back
+    first.key = None
+    assert not gc.is_tracked(first)
+    first.value = {"a": 1}  # a container: it could come to hold the record
+    assert gc.is_tracked(first)
+    second.note = 1  # a new attribute: the instance dict holds an int, nothing to walk
+    assert not gc.is_tracked(second)
+    second.consumer = type("Consumer", (), {})()  # a framework's (FastStream sets one)
+    assert gc.is_tracked(second)
+    assert not gc.is_tracked(third)
+    vars(third)  # the instance dict handed out can be filled with anything
+    assert gc.is_tracked(third)
+    object.__setattr__(_decoded_records(1)[0], "x", 1)  # object's own setattr still applies
+
+
+@pytest.mark.parametrize(
+    "make_cycle",
+    [
+        lambda r: setattr(r, "value", [r]),
+        lambda r: setattr(r, "me", r),
+        lambda r: vars(r).__setitem__("me", r),
+        lambda r: setattr(r, "headers", [("h", r)]),
+    ],
+    ids=["value", "attribute", "instance-dict", "headers"],
+)
+def test_a_record_in_a_cycle_is_still_collected(make_cycle: Any) -> None:
+    class Sentinel:
+        freed = 0
+
+        def __del__(self) -> None:
+            Sentinel.freed += 1
+
+    record = _decoded_records(1)[0]
+    record.sentinel = Sentinel()
+    make_cycle(record)
+    del record
+    gc.collect()
+    assert Sentinel.freed == 1
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs Linux's /proc")
+def test_a_frame_read_in_place_commits_memory_as_it_arrives() -> None:
+    # What a peer's size prefix can make the connection allocate (connection.py reads a
+    # large frame in place): address space, not memory, until the bytes come.
+    before = _resident_bytes()
+    frame = speedups.new_frame(256 << 20)
+    assert type(frame) is bytes and len(frame) == 256 << 20
+    assert _resident_bytes() - before < 16 << 20
+    chunk = bytes(range(256)) * 4096
+    speedups.frame_view(frame, 0)[: len(chunk)] = chunk
+    speedups.frame_view(frame, 100 << 20)[: len(chunk)] = chunk
+    assert _resident_bytes() - before < 16 << 20
+    assert frame[: len(chunk)] == chunk and frame[100 << 20 : (100 << 20) + len(chunk)] == chunk
+    with pytest.raises(ValueError):
+        speedups.frame_view(frame, len(frame) + 1)
+    assert len(speedups.frame_view(frame, len(frame))) == 0

@@ -21,6 +21,7 @@ from typing import Any
 
 from crc32c import crc32c
 
+from aiokafka_lite import structs
 from aiokafka_lite.accel import speedups
 from aiokafka_lite.errors import CorruptRecordError
 from aiokafka_lite.protocol.codecs import DEFAULT_MAX_DECOMPRESSED_SIZE
@@ -97,10 +98,11 @@ def decode_v2_records(
     through :func:`_decode_each`.
 
     The cyclic garbage collector is paused while one batch is decoded (when it was
-    enabled): the records are new tuples that stay alive, so the collections their
-    allocation triggers (a young one every 700 allocations, older ones in proportion)
-    find nothing to free; they took about 40% of the consumer's time on batches of
-    thousands of records. One collection runs after the batch instead.
+    enabled): the records and their header tuples are new objects that stay alive, so
+    the collections their allocation triggers (a young one every 700 allocations, older
+    ones in proportion) find nothing to free. One collection runs after the batch
+    instead. (The compiled decoder also leaves its records untracked, so that later
+    collections do not walk them either: see ``_speedups.c``.)
     """
     if count < 0 or count * 7 > end - pos:
         raise CorruptRecordError(f"record count {count} does not fit in {end - pos} bytes")
@@ -180,6 +182,7 @@ def _decode_v2(
 _decode_batch: Callable[..., list[ConsumerRecord[Any, Any]]] = _decode_v2
 if speedups is not None:
     speedups.set_record_type(ConsumerRecord, CorruptRecordError)
+    structs.track_record = speedups.track
     _decode_batch = speedups.decode_v2
 
 
