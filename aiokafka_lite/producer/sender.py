@@ -306,11 +306,7 @@ class Sender:
             # Nothing is sent while partitions are being added (a batch must not reach a
             # partition before the coordinator knows it is in the transaction), but the
             # loop goes on expiring batches meanwhile: the exchange has its own task.
-            add = self._add_task = asyncio.get_running_loop().create_task(
-                txn.add_pending_partitions(_monotonic() + self.request_timeout_ms / 1000),
-                name="aiokafka-lite-add-partitions-to-txn",
-            )
-            add.add_done_callback(self._wake_when_done)
+            add = self._start_add_partitions(txn)
         if add is not None:
             if not add.done():
                 return math.inf  # woken when it is done
@@ -319,7 +315,20 @@ class Sender:
             if add.cancelled() or failure is not None:
                 log.warning("AddPartitionsToTxn failed: %s", failure or "cancelled")
                 return self.retry_backoff
+            if txn.pending_partitions and not txn.has_error:
+                # Some partitions were refused for now (NOT_COORDINATOR, CONCURRENT_
+                # TRANSACTIONS, ...; the exchange already waited its backoff): ask again
+                # now, or their batches would wait for a wakeup that never comes.
+                self._start_add_partitions(txn)
         return None
+
+    def _start_add_partitions(self, txn: TransactionManager) -> asyncio.Task[None]:
+        add = self._add_task = asyncio.get_running_loop().create_task(
+            txn.add_pending_partitions(_monotonic() + self.request_timeout_ms / 1000),
+            name="aiokafka-lite-add-partitions-to-txn",
+        )
+        add.add_done_callback(self._wake_when_done)
+        return add
 
     def _wake_when_done(self, task: asyncio.Task[None]) -> None:
         self.wakeup()

@@ -478,7 +478,11 @@ class TransactionManager:
                         self.pending_partitions.discard(tp)
                         continue
                     error = _fenced(errors.error_for_code(code, f"AddPartitionsToTxn {tp}"))
-                    if isinstance(error, _RETRY_LATER) or error.retriable:
+                    if isinstance(error, _COORDINATOR_MOVED):
+                        # Per partition, as Kafka answers it: find the coordinator again.
+                        self.coordinator = None
+                        retry.append(error)
+                    elif isinstance(error, _RETRY_LATER) or error.retriable:
                         retry.append(error)
                     else:
                         self.set_abortable(error)

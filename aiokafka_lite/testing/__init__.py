@@ -11,6 +11,9 @@
   connections, latency, black holes, refused connections, connections cut after
   N bytes). :func:`proxied_broker` starts a broker that advertises the proxy's
   address, so every client connection goes through the proxy (``proxy.py``).
+* :class:`SimulatedCluster` plays a cluster of several brokers (3 by default) in front
+  of one real broker, and breaks it on command: moves partition leaders and group or
+  transaction coordinators, stops and starts brokers (``cluster.py``).
 * ``aiokafka_lite.testing.pytest_plugin`` holds pytest fixtures built on these
   (the session broker, topic names, a proxied broker, ``expect_deviation``). It is
   not imported from here, so this package needs no pytest; load it with
@@ -27,6 +30,12 @@ from aiokafka_lite.testing.broker import (
     EmbeddedBroker,
     noida_binary,
     tansu_binary,
+)
+from aiokafka_lite.testing.cluster import (
+    ClusterStats,
+    CoordinatorKind,
+    SimulatedCluster,
+    simulated_cluster,
 )
 from aiokafka_lite.testing.probe import (
     BrokerError,
@@ -68,12 +77,15 @@ __all__ = [
     "BrokerError",
     "BrokerHandle",
     "BrokerStartError",
+    "ClusterStats",
+    "CoordinatorKind",
     "Direction",
     "EmbeddedBroker",
     "FaultProxy",
     "ProxiedBroker",
     "ProxyHook",
     "ProxyStats",
+    "SimulatedCluster",
     "async_probe_api_versions",
     "docker_available",
     "find_free_port",
@@ -83,5 +95,6 @@ __all__ = [
     "probe_api_versions",
     "proxied_broker",
     "resolve_broker_kind",
+    "simulated_cluster",
     "tansu_binary",
 ]

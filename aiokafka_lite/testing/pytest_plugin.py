@@ -13,6 +13,9 @@ Fixtures:
 * ``topic_name``: a unique, valid topic name for the test.
 * ``proxied_broker``: ``(proxy, bootstrap)`` for a fresh Tansu behind a
   :class:`~aiokafka_lite.testing.FaultProxy` running in its own thread.
+* ``simulated_cluster``: a :class:`~aiokafka_lite.testing.SimulatedCluster` of 3 nodes in
+  front of the session broker, running in its own thread: leaders, coordinators and
+  brokers to move and stop (the session broker must be a single broker).
 * ``expect_deviation``: a broker's known deviation from Kafka's documented behaviour,
   as a strict xfail limited to the statements that show it and to the failure they
   show (see :class:`BrokerDeviation`).
@@ -36,6 +39,7 @@ from typing import NoReturn
 
 import pytest
 
+from aiokafka_lite.testing.cluster import SimulatedCluster
 from aiokafka_lite.testing.proxy import FaultProxy, proxied_broker
 from aiokafka_lite.testing.session import BrokerHandle, kafka_broker
 
@@ -88,6 +92,16 @@ def proxied_broker_fixture() -> Iterator[tuple[FaultProxy, str]]:
     """
     with proxied_broker() as (proxy, bootstrap):
         yield proxy, bootstrap
+
+
+@pytest.fixture(name="simulated_cluster")
+def simulated_cluster_fixture(bootstrap_servers: str) -> Iterator[SimulatedCluster]:
+    """A 3-node :class:`~aiokafka_lite.testing.SimulatedCluster` in front of the session
+    broker (which must be one broker), running in its own thread, so the fixture serves
+    sync and async tests alike. Connect clients to ``cluster.bootstrap_servers``.
+    """
+    with SimulatedCluster(bootstrap_servers) as cluster:
+        yield cluster
 
 
 # --- known broker deviations ---------------------------------------------------------

@@ -26,12 +26,15 @@ PUBLIC_NAMES = [
     "BrokerError",
     "BrokerHandle",
     "BrokerStartError",
+    "ClusterStats",
+    "CoordinatorKind",
     "Direction",
     "EmbeddedBroker",
     "FaultProxy",
     "ProxiedBroker",
     "ProxyHook",
     "ProxyStats",
+    "SimulatedCluster",
     "async_probe_api_versions",
     "docker_available",
     "find_free_port",
@@ -41,6 +44,7 @@ PUBLIC_NAMES = [
     "probe_api_versions",
     "proxied_broker",
     "resolve_broker_kind",
+    "simulated_cluster",
     "tansu_binary",
 ]
 
