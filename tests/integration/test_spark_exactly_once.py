@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -285,3 +286,60 @@ def test_a_micro_batch_replayed_after_a_restart(
         assert max(seen.values()) == 1
     else:
         assert sum(seen.values()) > n
+
+
+def test_brokers_going_down_mid_transaction(
+    spark: SparkSession, eos_bootstrap: str, topic_name: str, create_topic: Any
+) -> None:
+    """Three simulated brokers in front of the real one (aiokafka_lite.testing's
+    SimulatedCluster); while the tasks write, one broker at a time goes down: every
+    connection to it is cut in the middle of the tasks' transactions, and its partition
+    leaderships and coordinators move to the others. Then it comes back."""
+    from aiokafka_lite.testing import SimulatedCluster
+
+    create_topic(topic_name, PARTITIONS, bootstrap=eos_bootstrap)
+    n = 20_000
+    with SimulatedCluster(eos_bootstrap, brokers=3) as cluster:
+        stops: list[int] = []
+
+        def break_brokers() -> None:
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and len(stops) < 4:
+                written = len(read_all(eos_bootstrap, topic_name, committed=False, quiet=0.0))
+                if written > 1000 * (len(stops) + 1):
+                    node = cluster.node_ids[len(stops) % 3]
+                    cluster.stop_broker(node)
+                    stops.append(node)
+                    time.sleep(0.5)
+                    cluster.start_broker(node)
+                time.sleep(0.1)
+
+        def slow(value: str) -> str:
+            time.sleep(0.0003)
+            return value
+
+        slow_udf = F.udf(slow, "string")
+        df = (
+            spark.range(n)
+            .repartition(4)
+            .select(
+                F.concat(slow_udf(F.col("id").cast("string")), F.lit(":" + "x" * 200))
+                .cast("binary")
+                .alias("value")
+            )
+        )
+        breaker = threading.Thread(target=break_brokers, daemon=True)
+        breaker.start()
+        write(df, cluster.bootstrap_servers, topic_name, exactly_once=True)
+        breaker.join(90)
+        stats = cluster.stats
+    seen = ids(read_all(eos_bootstrap, topic_name, committed=True))
+    in_log = ids(read_all(eos_bootstrap, topic_name, committed=False))
+    print(
+        f"exactly-once through brokers going down ({stops}, {stats}): {n} rows, "
+        f"read_committed {sum(seen.values())} ({len(seen)} distinct), in the log "
+        f"{sum(in_log.values())}"
+    )
+    assert stops, "no broker went down while the tasks wrote"
+    assert set(seen) == set(range(n)), "rows lost"
+    assert max(seen.values()) == 1
