@@ -1,6 +1,12 @@
-"""A standalone Spark cluster on 127.0.0.1 for tests: a master and workers started from
-the installed pyspark's own ``bin/spark-class``, each in its own JVM, so that executors
-(and their Python workers) run in processes of their own, as on a real cluster.
+"""A standalone Spark cluster on 127.0.0.1 for tests and benchmarks: a master and workers
+started from the installed pyspark's own ``bin/spark-class``, each in its own JVM, so
+that executors (and their Python workers) run in processes of their own, as on a real
+cluster. Needs pyspark and Java; nothing here imports pyspark until a cluster starts.
+
+::
+
+    with standalone_cluster(tmp_dir, workers=2) as cluster:
+        spark = SparkSession.builder.master(cluster.master_url).getOrCreate()
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ def _free_port() -> int:
 
 
 def _spark_class() -> str:
-    import pyspark
+    import pyspark  # type: ignore[import-not-found,unused-ignore]
 
     return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
 

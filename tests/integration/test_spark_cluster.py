@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from aiokafka_lite.spark import FORMAT, KafkaDataSource
-from tests.integration._spark_cluster import StandaloneCluster, standalone_cluster
+from aiokafka_lite.testing.spark_cluster import StandaloneCluster, standalone_cluster
 from tests.integration.test_spark_exactly_once import PARTITIONS, ids, read_all
 
 pytestmark = [
