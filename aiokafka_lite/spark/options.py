@@ -69,6 +69,18 @@ def _to_int(name: str, text: str, *, minimum: int = 0) -> int:
     return value
 
 
+_DURATION = re.compile(r"\s*(\d+)\s*(ms|s|m|h|d)?\s*", re.IGNORECASE)
+_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _to_duration_ms(name: str, text: str) -> int:
+    """A duration as Spark writes them (``15m``, ``30s``, ``500ms``; a bare number is ms)."""
+    found = _DURATION.fullmatch(text)
+    if found is None:
+        raise _fail(f"option {name} must be a duration such as 15m, 30s or 500ms, got {text!r}")
+    return int(found.group(1)) * _DURATION_MS[(found.group(2) or "ms").lower()]
+
+
 def _to_bool(name: str, text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("true", "false"):
@@ -242,6 +254,10 @@ class ReadOptions:
     include_headers: bool = False
     fail_on_data_loss: bool = True
     max_offsets_per_trigger: int | None = None
+    #: ``minOffsetsPerTrigger``: a micro-batch waits until this many new offsets are
+    #: there, or until ``max_trigger_delay_ms`` has passed since the last one.
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
     min_partitions: int | None = None
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
@@ -277,6 +293,8 @@ READ_OPTION_NAMES = {
         "endingTimestamp",
         "startingOffsetsByTimestampStrategy",
         "maxOffsetsPerTrigger",
+        "minOffsetsPerTrigger",
+        "maxTriggerDelay",
         "includeHeaders",
         "failOnDataLoss",
         "minPartitions",
@@ -291,7 +309,7 @@ WRITE_OPTION_NAMES = {
 #: only name the query; accepted and ignored.
 SPARK_OPTION_NAMES = {name.lower(): name for name in ("checkpointLocation", "path", "queryName")}
 
-_STREAMING_ONLY = {"maxoffsetspertrigger"}
+_STREAMING_ONLY = {"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"}
 _BATCH_ONLY = {"endingoffsets", "endingtimestamp"}
 
 
@@ -515,6 +533,25 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
         if "maxoffsetspertrigger" in opts
         else None
     )
+    min_per_trigger = (
+        _to_int("minOffsetsPerTrigger", opts["minoffsetspertrigger"], minimum=1)
+        if "minoffsetspertrigger" in opts
+        else None
+    )
+    if (
+        min_per_trigger is not None
+        and max_per_trigger is not None
+        and min_per_trigger > max_per_trigger
+    ):
+        raise _fail(
+            f"option minOffsetsPerTrigger ({min_per_trigger}) is above maxOffsetsPerTrigger "
+            f"({max_per_trigger})"
+        )
+    max_delay_ms = (
+        _to_duration_ms("maxTriggerDelay", opts["maxtriggerdelay"])
+        if "maxtriggerdelay" in opts
+        else ReadOptions.max_trigger_delay_ms
+    )
     min_partitions = (
         _to_int("minPartitions", opts["minpartitions"], minimum=1)
         if "minpartitions" in opts
@@ -534,6 +571,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
         include_headers=_to_bool("includeHeaders", opts.get("includeheaders", "false")),
         fail_on_data_loss=_to_bool("failOnDataLoss", opts.get("failondataloss", "true")),
         max_offsets_per_trigger=max_per_trigger,
+        min_offsets_per_trigger=min_per_trigger,
+        max_trigger_delay_ms=max_delay_ms,
         min_partitions=min_partitions,
         max_records_per_partition=max_records,
         poll_timeout_ms=_to_int(

@@ -282,6 +282,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._session: _DriverSession | None = None
         self._target: Offsets | None = None
         self._last_end: Offsets | None = None
+        #: When the last micro-batch with new offsets was planned (minOffsetsPerTrigger).
+        self._last_batch_at = time.monotonic()
         self._latest: Offsets | None = None
 
     # The reader is pickled into the tasks: only the options go along.
@@ -366,6 +368,17 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
         else:
             ends = latest
+        if opts.min_offsets_per_trigger is not None and self._target is None:
+            # Too little new data, and not waited maxTriggerDelay yet: no new batch (as
+            # Spark's Kafka source; never with Trigger.AvailableNow, which would wait on).
+            new_offsets = sum(max(end - full_starts[tp], 0) for tp, end in ends.items())
+            waited = time.monotonic() - self._last_batch_at
+            if new_offsets < opts.min_offsets_per_trigger and (
+                waited * 1000 < opts.max_trigger_delay_ms
+            ):
+                ends = {tp: min(end, full_starts[tp]) for tp, end in ends.items()}
+            elif new_offsets:
+                self._last_batch_at = time.monotonic()
         self._last_end = ends
         return to_json(ends)
 

@@ -13,6 +13,7 @@ The test about ``latest`` asserts Kafka's semantics and is a strict xfail on Tan
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import threading
 import time
@@ -697,3 +698,53 @@ def test_batch_read_of_a_missing_topic_is_empty_and_creates_nothing(
             await client.close()
 
     assert not asyncio.run(exists())
+
+
+def test_min_offsets_per_trigger_waits_for_data_or_max_trigger_delay(
+    spark: SparkSession, bootstrap_servers: str, topic_name: str, create_topic: Any
+) -> None:
+    create_topic(topic_name, 1)
+    produce(bootstrap_servers, topic_name, 3, 1, seal=True)
+    query = (
+        stream(
+            spark,
+            bootstrap_servers,
+            subscribe=topic_name,
+            startingOffsets="earliest",
+            minOffsetsPerTrigger="10",
+            maxTriggerDelay="4s",
+        )
+        .select(F.col("value").cast("string").alias("value"))
+        .writeStream.format("memory")
+        .queryName(topic_name.replace("-", "_"))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    table = topic_name.replace("-", "_")
+    try:
+
+        def rows() -> int:
+            return int(spark.sql(f"select count(*) as n from {table}").collect()[0]["n"])
+
+        time.sleep(1.5)
+        assert rows() == 0  # 3 new offsets < 10, and 4 s have not passed
+        produce(bootstrap_servers, topic_name, 10, 1, seal=True)
+        deadline = time.monotonic() + 20
+        while rows() < 13 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert rows() == 13  # 13 >= 10: one batch took them all
+        last_batch = time.monotonic()
+        produce(bootstrap_servers, topic_name, 2, 1, seal=True)
+        while rows() < 15 and time.monotonic() - last_batch < 20:
+            time.sleep(0.2)
+        assert rows() == 15
+        # The 2 were held back until maxTriggerDelay (4 s) had passed since the batch
+        # before: the start times of the two batches with rows, as Spark reports them.
+        batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
+        assert [p["numInputRows"] for p in batches] == [13, 2]
+        started = [
+            datetime.datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")) for p in batches
+        ]
+        assert (started[1] - started[0]).total_seconds() >= 3.9
+    finally:
+        query.stop()

@@ -309,3 +309,19 @@ def test_exactly_once_options() -> None:
     ):
         with pytest.raises(errors.KafkaConfigurationError, match=match):
             parse_write_options({**BS, "topic": "t", **options}, streaming=False)
+
+
+def test_min_offsets_per_trigger_and_max_trigger_delay() -> None:
+    opts = read(streaming=True, subscribe="t", minOffsetsPerTrigger="100", maxTriggerDelay="30s")
+    assert (opts.min_offsets_per_trigger, opts.max_trigger_delay_ms) == (100, 30_000)
+    assert read(streaming=True, subscribe="t").max_trigger_delay_ms == 15 * 60 * 1000
+    assert read(streaming=True, subscribe="t", maxTriggerDelay="250").max_trigger_delay_ms == 250
+    for options, match in (
+        ({"maxTriggerDelay": "soon"}, "maxTriggerDelay must be a duration"),
+        (
+            {"minOffsetsPerTrigger": "10", "maxOffsetsPerTrigger": "5"},
+            "minOffsetsPerTrigger .* is above maxOffsetsPerTrigger",
+        ),
+    ):
+        with pytest.raises(errors.ConfigurationError, match=match):
+            read(streaming=True, subscribe="t", **options)
