@@ -21,6 +21,7 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from aiokafka_lite import errors
@@ -292,14 +293,24 @@ async def _lost_writes(size: Size, broker: EmbeddedBroker, started: float) -> Sc
     )
     await producer.start()
     sent: list[tuple[bytes, RecordFuture]] = []
+    ack_at: dict[bytes, float] = {}
     stop = asyncio.Event()
+
+    def on_ack(value: bytes) -> Callable[[RecordFuture], None]:
+        def done(fut: RecordFuture) -> None:
+            if not fut.cancelled() and fut.exception() is None:
+                ack_at[value] = time.time()
+
+        return done
 
     async def stream() -> None:
         i = 0
         while not stop.is_set():
             for _ in range(100):
                 value = b"%09d" % i
-                sent.append((value, await producer.send(topic, value, partition=i % 2)))
+                fut = await producer.send(topic, value, partition=i % 2)
+                fut.add_done_callback(on_ack(value))
+                sent.append((value, fut))
                 i += 1
             await asyncio.sleep(0.01)
 
@@ -307,8 +318,10 @@ async def _lost_writes(size: Size, broker: EmbeddedBroker, started: float) -> Sc
     try:
         await asyncio.sleep(size.lost_writes_seconds)
         await asyncio.to_thread(broker.kill)  # SIGKILL: no flush, no goodbye
+        killed_at = time.time()
         await asyncio.sleep(3.0)
         await broker.start_async()  # on the same data directory
+        up_at = time.time()
         await asyncio.sleep(size.lost_writes_seconds)
     finally:
         stop.set()
@@ -346,6 +359,10 @@ async def _lost_writes(size: Size, broker: EmbeddedBroker, started: float) -> Sc
     duplicated = sum(c - 1 for c in in_log.values())
     failed = [v for (v, _), r in zip(sent, results, strict=True) if isinstance(r, BaseException)]
     failed_written = [v for v in failed if v in in_log]
+    # The question: what a SIGKILL and a restart on the same disk keep.
+    before_kill = [v for v in acked if ack_at.get(v, up_at) < killed_at]
+    after_restart = [v for v in acked if ack_at.get(v, 0.0) >= up_at]
+    resumed = min((ack_at[v] for v in after_restart), default=None)
     failures = []
     if silent:
         failures.append(f"{len(silent)} acknowledged records lost without an error")
@@ -353,6 +370,8 @@ async def _lost_writes(size: Size, broker: EmbeddedBroker, started: float) -> Sc
         failures.append(f"{duplicated} records in the log twice")
     if other_errors:
         failures.append(f"sends failed otherwise: {other_errors[:2]}")
+    if resumed is None:
+        failures.append("the producer acknowledged nothing after the restart")
     if failed_written:
         failures.append(f"{len(failed_written)} records reported failed are in the log")
     return ScenarioResult(
@@ -374,6 +393,14 @@ async def _lost_writes(size: Size, broker: EmbeddedBroker, started: float) -> Sc
         failures=failures,
         details={
             "acknowledged": len(acked),
+            "acknowledged_before_the_kill": len(before_kill),
+            "of_those_in_the_log_after_the_restart": sum(1 for v in before_kill if v in in_log),
+            "acknowledged_after_the_restart": len(after_restart),
+            "of_those_in_the_log": sum(1 for v in after_restart if v in in_log),
+            "producer_acknowledged_again_after_s": (
+                None if resumed is None else round(resumed - up_at, 2)
+            ),
+            "down_s": round(up_at - killed_at, 2),
             "acknowledged_then_lost_by_the_broker": len(broker_lost),
             "loss_reports": len(reports),
             "records_failed_with_the_report": sum(

@@ -6,7 +6,10 @@
 Each scenario runs on a fresh embedded Tansu broker behind the fault proxy, or, with
 ``--bootstrap-servers`` (default ``$KAFKA_BOOTSTRAP_SERVERS``), on that cluster: one
 proxy per broker, our client routed through them (plaintext listeners; topics, groups
-and transactional ids named uniquely per run).
+and transactional ids named uniquely per run). The ``cluster-*`` scenarios put a
+simulated cluster of three brokers (``SimulatedCluster``, in a child process at full
+size) in front of the one broker instead of the proxy; given ``--bootstrap-servers``,
+that must be a single broker.
 
 Columns: scenario, records sent, records verified, lost, duplicated, max recovery time.
 Exit status 1 when a scenario broke its promise (details printed under the table).
@@ -25,14 +28,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests.chaos.cluster_scenarios import CLUSTER_SCENARIOS
 from tests.chaos.delivery import DELIVERY_EMBEDDED_ONLY, DELIVERY_SCENARIOS
 from tests.chaos.scenarios import DEFAULT_SCENARIOS as _FIRST_SCENARIOS
 from tests.chaos.scenarios import EMBEDDED_ONLY as _FIRST_EMBEDDED_ONLY
 from tests.chaos.scenarios import SCENARIOS as _FIRST_SCENARIO_MAP
 from tests.chaos.scenarios import SIZES, ScenarioResult
 
-SCENARIOS = {**_FIRST_SCENARIO_MAP, **DELIVERY_SCENARIOS}
-DEFAULT_SCENARIOS = (*_FIRST_SCENARIOS, *DELIVERY_SCENARIOS)
+SCENARIOS = {**_FIRST_SCENARIO_MAP, **DELIVERY_SCENARIOS, **CLUSTER_SCENARIOS}
+DEFAULT_SCENARIOS = (*_FIRST_SCENARIOS, *DELIVERY_SCENARIOS, *CLUSTER_SCENARIOS)
 EMBEDDED_ONLY = (*_FIRST_EMBEDDED_ONLY, *DELIVERY_EMBEDDED_ONLY)
 
 _ROOT = Path(__file__).resolve().parents[2]

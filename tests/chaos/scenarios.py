@@ -44,6 +44,7 @@ from aiokafka_lite.testing import EmbeddedBroker, find_free_port
 from tests.chaos.proxy import ALL_MODES, DROP_MODES, ProxySet, RemoteFaultProxy
 from tests.chaos.verify import (
     Counts,
+    RawRecord,
     committed_view,
     count_sequences,
     count_values,
@@ -85,6 +86,25 @@ class Size:
     delivery_records: int = 50_000
     #: The lost-writes scenario streams this long before the kill and after the restart.
     lost_writes_seconds: float = 5.0
+    #: The simulated-cluster scenarios (tests/chaos/cluster_scenarios.py): records the
+    #: idempotent producer sends while leaders move, spread over this long, a leader
+    #: move round every ~cluster_move_s (+-50 %), and a broker stopped for one round in
+    #: every cluster_stop_every.
+    cluster_records: int = 200_000
+    cluster_seconds: float = 40.0
+    cluster_move_s: float = 2.0
+    cluster_stop_every: int = 4
+    #: How long the broker with the group coordinator stays down, and the records/s
+    #: written meanwhile (straight to the broker).
+    cluster_down_s: float = 20.0
+    cluster_group_rate: int = 400
+    #: The transactional copy's coordinators move every ~cluster_txn_move_s; each new
+    #: coordinator answers COORDINATOR_LOAD_IN_PROGRESS for cluster_load_s.
+    cluster_txn_move_s: float = 3.0
+    cluster_load_s: float = 1.0
+    #: The simulated cluster in a thread of the client's process (short runs) rather
+    #: than in a child process of its own.
+    cluster_in_process: bool = False
 
 
 SIZES = {
@@ -111,6 +131,15 @@ SIZES = {
         restart_recovery_s=25,
         delivery_records=6_000,
         lost_writes_seconds=1.5,
+        cluster_records=12_000,
+        cluster_seconds=6.0,
+        cluster_move_s=0.7,
+        cluster_stop_every=3,
+        cluster_down_s=3.0,
+        cluster_group_rate=300,
+        cluster_txn_move_s=1.0,
+        cluster_load_s=0.5,
+        cluster_in_process=True,
     ),
 }
 
@@ -301,9 +330,32 @@ async def scenario_idempotent(
             finished = time.time()
             proxy.stop_chaos()
         faults = [t for t, _ in proxy.fault_log() if started <= t <= finished]
-        send_errors = [r for r in results if isinstance(r, BaseException)]
         peer = await asyncio.to_thread(read_confluent, bootstrap, topic, range(partitions))
         ours = await read_ours(bootstrap, topic, range(partitions))
+    recoveries = recovery_times(faults, acks)
+    result = judge_idempotent("1 idempotent producer", sent, results, peer, ours)
+    result.max_recovery_s = round(max(recoveries), 2) if recoveries else None
+    result.faults = len(faults)
+    result.seconds = finished - started
+    return result
+
+
+def judge_idempotent(
+    name: str,
+    sent: dict[int, list[bytes]],
+    results: list[Any],
+    peer: dict[int, list[tuple[int, bytes | None]]],
+    ours: dict[int, list[tuple[int, bytes | None]]],
+) -> ScenarioResult:
+    """An idempotent producer's run: ``sent[p]`` the values sent to partition ``p`` in
+    send order, sent round-robin (record ``i`` to partition ``i % len(sent)``);
+    ``results`` the outcome of each send (RecordMetadata or the exception), in send order;
+    ``peer`` and ``ours`` the log as confluent-kafka and our consumer read it. Each record
+    must be in the log exactly once, in send order per partition, every send must succeed
+    and every acknowledged offset must be the record's real one (-1 is counted apart)."""
+    partitions = len(sent)
+    n = sum(len(v) for v in sent.values())
+    send_errors = [r for r in results if isinstance(r, BaseException)]
     # values in the order they were sent (partitions interleaved)
     order = [sent[i % partitions][i // partitions] for i in range(n)]
     acked: dict[tuple[int, int], bytes] = {}
@@ -327,17 +379,16 @@ async def scenario_idempotent(
     ]
     wrong_offsets = len(wrong)
     c_peer, c_ours = count_sequences(peer, sent), count_sequences(ours, sent)
-    recoveries = recovery_times(faults, acks)
     result = ScenarioResult(
-        name="1 idempotent producer",
+        name=name,
         sent=n,
         verified=c_peer.verified,
         lost=max(c_peer.lost, c_ours.lost),
         duplicated=max(c_peer.duplicated, c_ours.duplicated),
         duplicates_promised_zero=True,
-        max_recovery_s=round(max(recoveries), 2) if recoveries else None,
-        faults=len(faults),
-        seconds=finished - started,
+        max_recovery_s=None,
+        faults=0,
+        seconds=0.0,
         details={
             "send_errors": len(send_errors),
             "send_error_examples": [repr(e) for e in send_errors[:3]],
@@ -382,188 +433,247 @@ async def _committed_offsets(
             await asyncio.sleep(0.2)
 
 
-async def scenario_transactional(
-    size: Size, *, bootstrap_servers: str | None = None
-) -> ScenarioResult:
-    partitions, n = 6, size.txn_records
-    name = _namer(bootstrap_servers)
-    source, sink, group = name("chaos-txn-in"), name("chaos-txn-out"), name("chaos-txn-group")
-    transactional_id = name("chaos-txn-1")
-    replication = _replication(bootstrap_servers)
-    inputs = {p: [b"in-%d-%06d" % (p, i) for i in range(n // partitions)] for p in range(6)}
-    expected = [b"out:" + v for vals in inputs.values() for v in vals]
-    total = sum(len(v) for v in inputs.values())
+@dataclass(frozen=True)
+class TxnNames:
+    """Topics, group and transactional id of a consume-transform-produce run."""
+
+    source: str
+    sink: str
+    group: str
+    transactional_id: str
+
+
+@dataclass
+class TxnRun:
+    """What a consume-transform-produce run did (see :func:`copy_in_transactions`)."""
+
+    started: float
+    finished: float
+    commits: list[float]
+    failed: dict[str, int]
+    producers_made: int
+    slowest: dict[str, tuple[float, float]]
+    idle_states: list[str]
+
+
+def txn_inputs(size: Size, partitions: int = 6) -> dict[int, list[bytes]]:
+    per = size.txn_records // partitions
+    return {p: [b"in-%d-%06d" % (p, i) for i in range(per)] for p in range(partitions)}
+
+
+async def copy_in_transactions(
+    bootstrap: str,
+    names: TxnNames,
+    partitions: int,
+    total: int,
+    *,
+    start_faults: Callable[[], None],
+    stop_faults: Callable[[], None],
+) -> TxnRun:
+    """Copy ``names.source`` (``total`` records over ``partitions``) to ``names.sink`` in
+    transactions of up to 50 records with ``send_offsets_to_transaction``, aborting one
+    transaction in five on purpose (after writing its output) and redoing the batch from
+    the committed offsets. ``start_faults`` is called once the consumer has its
+    partitions, ``stop_faults`` when the copy is done (or failed)."""
+    source, sink, group = names.source, names.sink, names.group
     tps = [TopicPartition(source, p) for p in range(partitions)]
     commits: list[float] = []
     failed: defaultdict[str, int] = defaultdict(int)
     producers_made = 0
 
-    def make_producer(bootstrap: str) -> Producer:
+    def make_producer() -> Producer:
         nonlocal producers_made
         producers_made += 1
         return Producer(
             bootstrap_servers=bootstrap,
-            transactional_id=transactional_id,
+            transactional_id=names.transactional_id,
             request_timeout_ms=10_000,
             delivery_timeout_ms=60_000,
             max_block_ms=30_000,
             transaction_timeout_ms=30_000,
         )
 
-    with fault_cluster(bootstrap_servers) as proxy:
-        bootstrap = proxy.address
-        for topic in (source, sink):
-            await asyncio.to_thread(create_topic, bootstrap, topic, partitions, replication)
-        await _produce_plain(bootstrap, source, inputs)
-        started = time.time()
-        deadline = time.monotonic() + 60 + total / 20
-        consumer = Consumer(
-            source,
-            bootstrap_servers=bootstrap,
-            group_id=group,
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            max_poll_records=50,
-            # Tansu answers a JoinGroup after about half the session timeout: 10 s (as in
-            # the group scenario) makes the join ~5 s rather than ~15 s, and a heartbeat
-            # every second keeps the member in through the faults
-            session_timeout_ms=10_000,
-            heartbeat_interval_ms=1_000,
-            request_timeout_ms=10_000,
-        )
-        producer = make_producer(bootstrap)
-        await consumer.start()
-        await producer.start()
-        # The faults start once the pipeline runs: a group join waits seconds for the
-        # coordinator (Kafka's initial rebalance delay is 3 s, Tansu's join ~5 s), longer
-        # than connections live with a drop every ~200 ms.
-        await consumer.wait_for_assignment(timeout_ms=60_000)
-        proxy.start_chaos(200, DROP_MODES, seed=size.seed + 1)
-        next_report = time.monotonic() + 5
-        attempt = 0
-        # diagnostics: the longest wait per step (seconds, from s), and what the consumer's
-        # health() said while getmany returned nothing for more than 2 s
-        slowest: dict[str, tuple[float, float]] = {}
-        idle_since = 0.0
-        idle_states: set[str] = set()
+    started = time.time()
+    deadline = time.monotonic() + 60 + total / 20
+    consumer = Consumer(
+        source,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_poll_records=50,
+        # Tansu answers a JoinGroup after about half the session timeout: 10 s (as in
+        # the group scenario) makes the join ~5 s rather than ~15 s, and a heartbeat
+        # every second keeps the member in through the faults
+        session_timeout_ms=10_000,
+        heartbeat_interval_ms=1_000,
+        request_timeout_ms=10_000,
+    )
+    producer = make_producer()
+    await consumer.start()
+    await producer.start()
+    # The faults start once the pipeline runs: a group join waits seconds for the
+    # coordinator (Kafka's initial rebalance delay is 3 s, Tansu's join ~5 s), longer
+    # than connections live with a drop every ~200 ms.
+    await consumer.wait_for_assignment(timeout_ms=60_000)
+    start_faults()
+    next_report = time.monotonic() + 5
+    attempt = 0
+    # diagnostics: the longest wait per step (seconds, from s), and what the consumer's
+    # health() said while getmany returned nothing for more than 2 s
+    slowest: dict[str, tuple[float, float]] = {}
+    idle_since = 0.0
+    idle_states: set[str] = set()
 
-        def slow(step: str, since: float) -> None:
-            took = time.time() - since
-            if took > slowest.get(step, (0.0, 0.0))[0]:
-                slowest[step] = (round(took, 2), round(since - started, 1))
+    def slow(step: str, since: float) -> None:
+        took = time.time() - since
+        if took > slowest.get(step, (0.0, 0.0))[0]:
+            slowest[step] = (round(took, 2), round(since - started, 1))
 
-        try:
-            while True:
-                if time.monotonic() > deadline:
-                    raise TimeoutError("the transactional pipeline did not finish in time")
-                if time.monotonic() >= next_report:
-                    next_report += 5
-                    log.info(
-                        "transactional: %d committed, failures %s, assignment %d, state %s",
-                        len(commits),
-                        dict(failed),
-                        len(consumer.assignment()),
-                        producer.transaction_state,
-                    )
-                batch = await consumer.getmany(timeout_ms=500)
-                if not batch:
-                    idle_since = idle_since or time.time()
-                    if time.time() - idle_since > 2:
-                        health = consumer.health()
-                        idle_states.add(str(health.group_state.value))
-                        idle_states.update(health.problems[:2])
-                    committed = await _committed_offsets(consumer, tps, deadline)
-                    if sum(committed.values()) >= total:
-                        break
-                    continue
-                if idle_since:
-                    slow("no records (getmany empty)", idle_since)
-                    idle_since = 0.0
-                attempt += 1
-                txn_started = time.time()
+    try:
+        while True:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the transactional pipeline did not finish in time")
+            if time.monotonic() >= next_report:
+                next_report += 5
+                log.info(
+                    "transactional: %d committed, failures %s, assignment %d, state %s",
+                    len(commits),
+                    dict(failed),
+                    len(consumer.assignment()),
+                    producer.transaction_state,
+                )
+            batch = await consumer.getmany(timeout_ms=500)
+            if not batch:
+                idle_since = idle_since or time.time()
+                if time.time() - idle_since > 2:
+                    health = consumer.health()
+                    idle_states.add(str(health.group_state.value))
+                    idle_states.update(health.problems[:2])
+                committed = await _committed_offsets(consumer, tps, deadline)
+                if sum(committed.values()) >= total:
+                    break
+                continue
+            if idle_since:
+                slow("no records (getmany empty)", idle_since)
+                idle_since = 0.0
+            attempt += 1
+            txn_started = time.time()
+            try:
+                await producer.begin_transaction()
+                for tp, recs in batch.items():
+                    for rec in recs:
+                        value = b"out:" + (rec.value or b"")
+                        await producer.send(sink, value, partition=tp.partition)
+                offsets = {tp: recs[-1].offset + 1 for tp, recs in batch.items()}
+                await producer.send_offsets_to_transaction(offsets, group)
+                if attempt % 5 == 0:
+                    # the application gives up on one batch in five after writing its
+                    # output: the transaction is aborted and the batch redone
+                    await producer.flush()
+                    raise _AppAbort()
+                slow("begin..send_offsets_to_transaction", txn_started)
+                commit_started = time.time()
+                await producer.commit_transaction()
+                commits.append(time.time())
+                slow("commit_transaction", commit_started)
+            except (errors.KafkaError, _AppAbort) as exc:
+                failed[type(exc).__name__] += 1
                 try:
-                    await producer.begin_transaction()
-                    for tp, recs in batch.items():
-                        for rec in recs:
-                            value = b"out:" + (rec.value or b"")
-                            await producer.send(sink, value, partition=tp.partition)
-                    offsets = {tp: recs[-1].offset + 1 for tp, recs in batch.items()}
-                    await producer.send_offsets_to_transaction(offsets, group)
-                    if attempt % 5 == 0:
-                        # the application gives up on one batch in five after writing its
-                        # output: the transaction is aborted and the batch redone
-                        await producer.flush()
-                        raise _AppAbort()
-                    slow("begin..send_offsets_to_transaction", txn_started)
-                    commit_started = time.time()
-                    await producer.commit_transaction()
-                    commits.append(time.time())
-                    slow("commit_transaction", commit_started)
-                except (errors.KafkaError, _AppAbort) as exc:
-                    failed[type(exc).__name__] += 1
-                    try:
-                        if producer.transaction_state == "fatal_error":
-                            raise errors.KafkaError("the producer is in a fatal state") from exc
-                        if producer.transaction_state not in ("ready", None):
-                            await producer.abort_transaction(timeout=30)
-                    except errors.KafkaError as abort_exc:
-                        failed[f"abort:{type(abort_exc).__name__}"] += 1
-                        await producer.stop()
-                        producer = make_producer(bootstrap)
-                        while True:  # a new producer fences the old one and resumes
-                            try:
-                                await producer.start()
-                                break
-                            except errors.KafkaError:
-                                if time.monotonic() > deadline:
-                                    raise
-                                await producer.stop()
-                                producer = make_producer(bootstrap)
-                    # rewind to what the group committed: the aborted work is redone
-                    committed = await _committed_offsets(consumer, tps, deadline)
-                    for tp in consumer.assignment():
-                        consumer.seek(tp, committed.get(tp, 0))
-        finally:
-            finished = time.time()
-            proxy.stop_chaos()
-            await producer.stop()
-            await consumer.stop()
-        faults = [t for t, _ in proxy.fault_log() if started <= t <= finished]
-        raw = await read_raw(bootstrap, sink, range(partitions))
-        marker_view = committed_view(raw)
-        served_peer = await asyncio.to_thread(
-            read_confluent, bootstrap, sink, range(partitions), isolation="read_committed"
-        )
-        served_ours = await read_ours(
-            bootstrap, sink, range(partitions), isolation="read_committed"
-        )
+                    if producer.transaction_state == "fatal_error":
+                        raise errors.KafkaError("the producer is in a fatal state") from exc
+                    if producer.transaction_state not in ("ready", None):
+                        await producer.abort_transaction(timeout=30)
+                except errors.KafkaError as abort_exc:
+                    failed[f"abort:{type(abort_exc).__name__}"] += 1
+                    await producer.stop()
+                    producer = make_producer()
+                    while True:  # a new producer fences the old one and resumes
+                        try:
+                            await producer.start()
+                            break
+                        except errors.KafkaError:
+                            if time.monotonic() > deadline:
+                                raise
+                            await producer.stop()
+                            producer = make_producer()
+                # rewind to what the group committed: the aborted work is redone
+                committed = await _committed_offsets(consumer, tps, deadline)
+                for tp in consumer.assignment():
+                    consumer.seek(tp, committed.get(tp, 0))
+    finally:
+        finished = time.time()
+        stop_faults()
+        await producer.stop()
+        await consumer.stop()
+    return TxnRun(
+        started=started,
+        finished=finished,
+        commits=commits,
+        failed=dict(failed),
+        producers_made=producers_made,
+        slowest=slowest,
+        idle_states=sorted(idle_states)[:8],
+    )
+
+
+@dataclass
+class TxnOutput:
+    """The output topic read back: raw (markers included), the view computed from the
+    markers, and read_committed as the broker serves it to confluent-kafka and to ours."""
+
+    raw: dict[int, list[RawRecord]]
+    marker_view: dict[int, list[tuple[int, bytes | None]]]
+    served_peer: dict[int, list[tuple[int, bytes | None]]]
+    served_ours: dict[int, list[tuple[int, bytes | None]]]
+
+
+async def read_txn_output(bootstrap: str, sink: str, partitions: int) -> TxnOutput:
+    raw = await read_raw(bootstrap, sink, range(partitions))
+    served_peer = await asyncio.to_thread(
+        read_confluent, bootstrap, sink, range(partitions), isolation="read_committed"
+    )
+    served_ours = await read_ours(bootstrap, sink, range(partitions), isolation="read_committed")
+    return TxnOutput(raw, committed_view(raw), served_peer, served_ours)
+
+
+def judge_txn(
+    name: str,
+    run: TxnRun,
+    output: TxnOutput,
+    inputs: dict[int, list[bytes]],
+    fault_times: list[float],
+) -> ScenarioResult:
+    """Each input's output exactly once in the view the transaction markers give; the
+    read_committed view as served must agree between confluent-kafka and ours."""
 
     def values(log_: dict[int, list[tuple[int, bytes | None]]]) -> list[bytes | None]:
         return [v for recs in log_.values() for _, v in recs]
 
-    c_markers = count_values(values(marker_view), expected)
-    c_peer = count_values(values(served_peer), expected)
-    c_ours = count_values(values(served_ours), expected)
-    aborted = sum(1 for recs in raw.values() for r in recs if r.control == "ABORT")
-    recoveries = recovery_times(faults, commits)
+    expected = [b"out:" + v for vals in inputs.values() for v in vals]
+    c_markers = count_values(values(output.marker_view), expected)
+    c_peer = count_values(values(output.served_peer), expected)
+    c_ours = count_values(values(output.served_ours), expected)
+    aborted = sum(1 for recs in output.raw.values() for r in recs if r.control == "ABORT")
+    recoveries = recovery_times(fault_times, run.commits)
     result = ScenarioResult(
-        name="2 transactional copy",
-        sent=total,
+        name=name,
+        sent=len(expected),
         verified=c_markers.verified,
         lost=c_markers.lost,
         duplicated=c_markers.duplicated,
         duplicates_promised_zero=True,
         max_recovery_s=round(max(recoveries), 2) if recoveries else None,
-        faults=len(faults),
-        seconds=finished - started,
+        faults=len(fault_times),
+        seconds=run.finished - run.started,
         details={
-            "transactions_committed": len(commits),
-            "transaction_failures": dict(failed),
+            "transactions_committed": len(run.commits),
+            "transaction_failures": run.failed,
             "abort_markers": aborted,
-            "producers_created": producers_made,
-            "slowest_steps": slowest,
-            "consumer_health_while_idle": sorted(idle_states)[:8],
+            "producers_created": run.producers_made,
+            "slowest_steps": run.slowest,
+            "consumer_health_while_idle": run.idle_states,
             "marker_view": c_markers.__dict__,
             "read_committed_confluent": c_peer.__dict__,
             "read_committed_ours": c_ours.__dict__,
@@ -579,12 +689,43 @@ async def scenario_transactional(
             f"read_committed differs between our consumer {c_ours.__dict__} and "
             f"confluent-kafka {c_peer.__dict__}"
         )
+    return result
+
+
+async def scenario_transactional(
+    size: Size, *, bootstrap_servers: str | None = None
+) -> ScenarioResult:
+    partitions = 6
+    name = _namer(bootstrap_servers)
+    names = TxnNames(
+        name("chaos-txn-in"), name("chaos-txn-out"), name("chaos-txn-group"), name("chaos-txn-1")
+    )
+    replication = _replication(bootstrap_servers)
+    inputs = txn_inputs(size, partitions)
+    total = sum(len(v) for v in inputs.values())
+    with fault_cluster(bootstrap_servers) as proxy:
+        bootstrap = proxy.address
+        for topic in (names.source, names.sink):
+            await asyncio.to_thread(create_topic, bootstrap, topic, partitions, replication)
+        await _produce_plain(bootstrap, names.source, inputs)
+        run = await copy_in_transactions(
+            bootstrap,
+            names,
+            partitions,
+            total,
+            start_faults=lambda: proxy.start_chaos(200, DROP_MODES, seed=size.seed + 1),
+            stop_faults=proxy.stop_chaos,
+        )
+        faults = [t for t, _ in proxy.fault_log() if run.started <= t <= run.finished]
+        output = await read_txn_output(bootstrap, names.sink, partitions)
+    result = judge_txn("2 transactional copy", run, output, inputs, faults)
     if bootstrap_servers and not read_committed_matches_markers(result):
         # On the embedded Tansu this is a known broker deviation (a strict xfail in
         # test_chaos.py); a cluster of yours must serve read_committed as the markers say.
+        d = result.details
         result.failures.append(
-            f"read_committed as served ({c_ours.__dict__}) differs from the view the "
-            f"transaction markers give ({c_markers.__dict__})"
+            f"read_committed as served ({d['read_committed_ours']}) differs from the view "
+            f"the transaction markers give ({d['marker_view']})"
         )
     return result
 
@@ -645,6 +786,8 @@ class _GroupLog:
             tuple[float, int, str, dict[int, int | None], str, float, float, float]
         ] = []
         self.commit_failures: defaultdict[str, int] = defaultdict(int)
+        #: Records processed whose commit failed (each may be consumed again).
+        self.commit_failed_records = 0
         self.member_errors: list[str] = []
         self.restarts = 0
         self.crashes = 0
@@ -665,9 +808,16 @@ class _Listener(ConsumerRebalanceListener):
 
 
 async def _member_loop(
-    member: int, state: _Member, bootstrap: str, topic: str, group: str, glog: _GroupLog
+    member: int,
+    state: _Member,
+    bootstrap: str,
+    topic: str,
+    group: str,
+    glog: _GroupLog,
+    options: dict[str, Any] | None = None,
 ) -> None:
-    consumer = Consumer(**_member_options(bootstrap, group, member))
+    settings = {**_member_options(bootstrap, group, member), **(options or {})}
+    consumer = Consumer(**settings)
     state.consumer = consumer
     try:
         while True:  # starting can fail under faults: retry like an application would
@@ -677,7 +827,7 @@ async def _member_loop(
             except errors.KafkaError as exc:
                 glog.member_errors.append(f"member {member} start: {exc!r}")
                 await consumer.stop()
-                consumer = state.consumer = Consumer(**_member_options(bootstrap, group, member))
+                consumer = state.consumer = Consumer(**settings)
                 await asyncio.sleep(0.5)
         consumer.subscribe([topic], listener=_Listener(member, glog))
         while True:
@@ -704,6 +854,7 @@ async def _member_loop(
                     await consumer.commit(offsets, timeout_ms=10_000)
                 except errors.KafkaError as exc:
                     glog.commit_failures[type(exc).__name__] += 1
+                    glog.commit_failed_records += sum(len(recs) for recs in batch.values())
                 else:
                     done = time.time()
                     for tp, off in offsets.items():
@@ -1014,6 +1165,7 @@ def _judge_group(
             "restarts": glog.restarts,
             "crashes": glog.crashes,
             "commit_failures": dict(glog.commit_failures),
+            "commit_failed_records": glog.commit_failed_records,
             "member_errors": glog.member_errors[:5],
             "health_samples": len(glog.health),
             "settle_seconds": round(settled - chaos_end, 1),
