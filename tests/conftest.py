@@ -13,8 +13,9 @@ markers that sort tests by kind (see ``pytest_collection_modifyitems``).
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +162,18 @@ def create_topic(request: pytest.FixtureRequest) -> Callable[..., str]:
         return create_topic_with_admin(bootstrap, name, partitions, config=config, timeout=timeout)
 
     return create
+
+
+@pytest.fixture(scope="module")
+def eos_bootstrap() -> Iterator[str]:
+    """A broker whose read_committed fetches leave aborted transactions out, for the
+    Spark exactly-once tests: ``KAFKA_BOOTSTRAP_SERVERS``, else a noida-db of the
+    module's own (Tansu 0.6.0's read_committed returns aborted records)."""
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if external:
+        yield external
+        return
+    from aiokafka_lite.testing import kafka_broker
+
+    with kafka_broker("noida") as handle:
+        yield handle.bootstrap_servers

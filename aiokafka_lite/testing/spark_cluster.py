@@ -44,11 +44,19 @@ class StandaloneCluster:
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def executor_pids(self) -> list[int]:
-        """The executor JVMs running now (children of the workers)."""
-        out = subprocess.run(
-            ["pgrep", "-f", "CoarseGrainedExecutorBackend"], capture_output=True, text=True
-        ).stdout
-        return [int(pid) for pid in out.split()]
+        """The executor JVMs running now (started by the workers), from ``/proc``."""
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+                cwd = os.readlink(entry / "cwd")  # an executor runs in its worker's work dir
+            except OSError:  # gone meanwhile, or not ours to read
+                continue
+            if b"CoarseGrainedExecutorBackend" in cmdline and cwd.startswith(str(self.workdir)):
+                pids.append(int(entry.name))
+        return sorted(pids)
 
     def kill_an_executor(self) -> int:
         """SIGKILL one executor JVM (its Python workers die with their pipes); its pid."""

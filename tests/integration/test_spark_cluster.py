@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from aiokafka_lite.spark import FORMAT, KafkaDataSource
 from aiokafka_lite.testing.spark_cluster import StandaloneCluster, standalone_cluster
-from tests.integration.test_spark_exactly_once import PARTITIONS, ids, read_all
+from tests.integration.test_spark_exactly_once import PARTITIONS, ids, read_all, slow_rows
 
 pytestmark = [
     pytest.mark.timeout(420),
@@ -36,18 +36,6 @@ pytestmark = [
         "java", install="Spark needs Java 17+: apt-get install openjdk-17-jre-headless"
     ),
 ]
-
-
-@pytest.fixture(scope="module")
-def eos_bootstrap() -> Iterator[str]:
-    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if external:
-        yield external
-        return
-    from aiokafka_lite.testing import kafka_broker
-
-    with kafka_broker("noida") as handle:
-        yield handle.bootstrap_servers
 
 
 @pytest.fixture(scope="module")
@@ -125,20 +113,7 @@ def test_an_executor_killed_mid_write(
     create_topic(topic_name, PARTITIONS, bootstrap=eos_bootstrap)
     n = 40_000
 
-    def slow(value: str) -> str:
-        time.sleep(0.0003)  # ~6 s of work per task: time to kill an executor inside it
-        return value
-
-    slow_udf = F.udf(slow, "string")
-    df = (
-        spark.range(n)
-        .repartition(4)
-        .select(
-            F.concat(slow_udf(F.col("id").cast("string")), F.lit(":" + "x" * 200))
-            .cast("binary")
-            .alias("value")
-        )
-    )
+    df = slow_rows(spark, n)
     killed: list[int] = []
 
     def kill_when_writing() -> None:

@@ -53,19 +53,6 @@ PARTITIONS = 3
 
 
 @pytest.fixture(scope="module")
-def eos_bootstrap() -> Iterator[str]:
-    """A broker whose read_committed fetches leave aborted transactions out."""
-    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if external:
-        yield external
-        return
-    from aiokafka_lite.testing import kafka_broker
-
-    with kafka_broker("noida") as handle:
-        yield handle.bootstrap_servers
-
-
-@pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
@@ -129,6 +116,26 @@ def rows(spark: SparkSession, n: int = ROWS) -> DataFrame:
     return spark.range(n).selectExpr(
         "cast(id as string) as key",
         "cast(concat(cast(id as string), ':', repeat('x', 200)) as binary) as value",
+    )
+
+
+def slow_rows(spark: SparkSession, n: int) -> DataFrame:
+    """``n`` rows of ~200 bytes in 4 partitions, each made with a short sleep (a task
+    takes seconds: time to break something while it writes)."""
+
+    def slow(value: str) -> str:
+        time.sleep(0.0003)
+        return value
+
+    slow_udf = F.udf(slow, "string")
+    return (
+        spark.range(n)
+        .repartition(4)
+        .select(
+            F.concat(slow_udf(F.col("id").cast("string")), F.lit(":" + "x" * 200))
+            .cast("binary")
+            .alias("value")
+        )
     )
 
 
@@ -314,20 +321,7 @@ def test_brokers_going_down_mid_transaction(
                     cluster.start_broker(node)
                 time.sleep(0.1)
 
-        def slow(value: str) -> str:
-            time.sleep(0.0003)
-            return value
-
-        slow_udf = F.udf(slow, "string")
-        df = (
-            spark.range(n)
-            .repartition(4)
-            .select(
-                F.concat(slow_udf(F.col("id").cast("string")), F.lit(":" + "x" * 200))
-                .cast("binary")
-                .alias("value")
-            )
-        )
+        df = slow_rows(spark, n)
         breaker = threading.Thread(target=break_brokers, daemon=True)
         breaker.start()
         write(df, cluster.bootstrap_servers, topic_name, exactly_once=True)
