@@ -70,8 +70,6 @@ class KafkaCommitMessage(WriterCommitMessage):
     per_partition: dict[tuple[str, int], int] = field(default_factory=dict)
     #: Exactly-once: the task's marker group (None otherwise, or when it wrote nothing).
     marker_group: str | None = None
-    #: Exactly-once: the task found its rows committed by an earlier attempt.
-    already_committed: bool = False
 
 
 #: A marker offset holds the micro-batch above these bits and the rows committed below.
@@ -359,13 +357,11 @@ async def _produce(
                     "all" if done < 0 else done,
                 )
             if done < 0:
-                message.already_committed = True
                 return message  # (the query moved past this batch: every row is in)
             await producer.begin_transaction()
             try:
                 total = await _send_rows(opts, columns, batches, router, skip=done)
                 if total <= done:
-                    message.already_committed = True
                     await _abort_quietly(producer, timeout_s)
                     return message
                 await producer.send_offsets_to_transaction(

@@ -27,7 +27,12 @@ from pyspark.sql import functions as F
 
 from aiokafka_lite.spark import FORMAT, KafkaDataSource
 from aiokafka_lite.testing.spark_cluster import StandaloneCluster, standalone_cluster
-from tests.integration.test_spark_exactly_once import PARTITIONS, ids, read_all, slow_rows
+from tests.integration.test_spark_exactly_once import (
+    PARTITIONS,
+    check_read_back,
+    read_all,
+    slow_rows,
+)
 
 pytestmark = [
     pytest.mark.timeout(420),
@@ -139,15 +144,10 @@ def test_an_executor_killed_mid_write(
     killer.join(60)
     assert killed, "no executor was killed while the tasks wrote"
 
-    seen = ids(read_all(eos_bootstrap, topic_name, committed=True))
-    in_log = ids(read_all(eos_bootstrap, topic_name, committed=False))
-    print(
-        f"{'exactly-once' if exactly_once else 'at-least-once'}: {n} rows, executor "
-        f"{killed[0]} killed; read_committed {sum(seen.values())} ({len(seen)} distinct), "
-        f"in the log {sum(in_log.values())}"
+    check_read_back(
+        eos_bootstrap,
+        topic_name,
+        n,
+        exactly_once=exactly_once,
+        what=f"executor {killed[0]} killed",
     )
-    assert set(seen) == set(range(n)), "rows lost"
-    if exactly_once:
-        assert max(seen.values()) == 1
-    else:
-        assert sum(seen.values()) > n  # the killed tasks' rows, again

@@ -139,6 +139,24 @@ def slow_rows(spark: SparkSession, n: int) -> DataFrame:
     )
 
 
+def check_read_back(bootstrap: str, topic: str, n: int, *, exactly_once: bool, what: str) -> None:
+    """Rows ``0..n-1`` all there for a read_committed reader: each once with the
+    exactly-once sink, some twice with the at-least-once one (what the failure sent
+    again)."""
+    seen = ids(read_all(bootstrap, topic, committed=True))
+    in_log = ids(read_all(bootstrap, topic, committed=False))
+    print(
+        f"{'exactly-once' if exactly_once else 'at-least-once'}: {what}: {n} rows, "
+        f"read_committed {sum(seen.values())} ({len(seen)} distinct), "
+        f"in the log {sum(in_log.values())}"
+    )
+    assert set(seen) == set(range(n)), "rows lost"
+    if exactly_once:
+        assert max(seen.values()) == 1
+    else:
+        assert sum(seen.values()) > n
+
+
 def write(df: DataFrame, bootstrap: str, topic: str, *, exactly_once: bool) -> None:
     (
         df.write.format(FORMAT)
@@ -184,21 +202,11 @@ def test_a_task_failing_mid_write_is_retried(
     df = rows(spark).repartition(4).select(fail("key").alias("key"), "value")
     write(df, bootstrap_servers, topic_name, exactly_once=exactly_once)
 
-    seen = ids(read_all(bootstrap_servers, topic_name, committed=True))
-    in_log = ids(read_all(bootstrap_servers, topic_name, committed=False))
-    print(
-        f"{'exactly-once' if exactly_once else 'at-least-once'}: {ROWS} rows, "
-        f"read_committed {sum(seen.values())} ({len(seen)} distinct), "
-        f"in the log {sum(in_log.values())}"
+    # Exactly-once: the failed attempt's rows were aborted, or (its input cut short looks
+    # like its end to the writer) committed and skipped by the retry.
+    check_read_back(
+        bootstrap_servers, topic_name, ROWS, exactly_once=exactly_once, what="a task failed"
     )
-    assert set(seen) == set(range(ROWS)), "rows lost"
-    if exactly_once:
-        # The failed attempt's rows were aborted, or (its input cut short looks like its
-        # end to the writer) committed and skipped by the retry: each row once.
-        assert max(seen.values()) == 1
-    else:
-        # The failed attempt's rows went out before it died, and again with the retry.
-        assert sum(seen.values()) > ROWS
 
 
 def test_exactly_once_options_are_checked(spark: SparkSession, eos_bootstrap: str) -> None:
@@ -283,16 +291,9 @@ def test_a_micro_batch_replayed_after_a_restart(
     (last.parent / f".{last.name}.crc").unlink(missing_ok=True)  # (Hadoop's checksum file)
     run_query()  # the restarted query runs that batch again
 
-    seen = ids(read_all(bootstrap_servers, sink, committed=True))
-    print(
-        f"{'exactly-once' if exactly_once else 'at-least-once'}: {n} rows in, replayed batch "
-        f"{last.name}, read_committed {sum(seen.values())} ({len(seen)} distinct)"
+    check_read_back(
+        bootstrap_servers, sink, n, exactly_once=exactly_once, what=f"batch {last.name} replayed"
     )
-    assert set(seen) == set(range(n)), "rows lost"
-    if exactly_once:
-        assert max(seen.values()) == 1
-    else:
-        assert sum(seen.values()) > n
 
 
 def test_brokers_going_down_mid_transaction(
@@ -327,13 +328,11 @@ def test_brokers_going_down_mid_transaction(
         write(df, cluster.bootstrap_servers, topic_name, exactly_once=True)
         breaker.join(90)
         stats = cluster.stats
-    seen = ids(read_all(eos_bootstrap, topic_name, committed=True))
-    in_log = ids(read_all(eos_bootstrap, topic_name, committed=False))
-    print(
-        f"exactly-once through brokers going down ({stops}, {stats}): {n} rows, "
-        f"read_committed {sum(seen.values())} ({len(seen)} distinct), in the log "
-        f"{sum(in_log.values())}"
-    )
     assert stops, "no broker went down while the tasks wrote"
-    assert set(seen) == set(range(n)), "rows lost"
-    assert max(seen.values()) == 1
+    check_read_back(
+        eos_bootstrap,
+        topic_name,
+        n,
+        exactly_once=True,
+        what=f"brokers {stops} went down ({stats})",
+    )
