@@ -10,6 +10,13 @@ seconds it prints records/s produced (acknowledged) and consumed, the consumer's
 this process's RSS, the consumer's mean and longest Fetch round trip (how long the
 broker took to answer), the broker's CPU (embedded broker only) and the load average.
 
+With ``--slow-ms MS`` our clients reach the broker through a fault proxy (a child
+process; :class:`tests.chaos.proxy.ProxySet`, so any broker works) that, in cycles of
+``--slow-on`` seconds out of every ``--slow-on + --slow-off``, delays every chunk by ``MS``
+in each direction: acknowledgements slow down, the producer's backlog fills
+``buffer_memory`` and ``send()`` waits, then the backlog drains. The samples say which
+were slowed. The peer goes straight to the broker.
+
 A peer consumer (confluent-kafka, in a child process, its own group; ``--no-peer`` to
 skip) reads the same topic at the same time: when our consumer slows down, the peer's
 rate over the same seconds tells whether the broker stopped serving (both slow, long
@@ -21,11 +28,12 @@ It fails (exit status 1) when:
 * memory: RSS rose above the RSS before the clients started plus ``buffer_memory`` (the
   producer's bound) plus ``max_buffer_bytes`` (the consumer's prefetch bound) plus
   ``--margin-mb``; or RSS kept growing after the warm-up by more than ``--margin-mb``;
-* throughput decayed: over the last third of the run, the acknowledged or the consumed
-  rate is below ``--min-rate-ratio`` (default 0.8) of the first third's, or below that
-  ratio of the target rate (the message gives the peer's rate and the Fetch round trip
-  over the same samples: when the peer was as slow, the broker did not serve faster, but
-  the run still fails, since the rate was not reached);
+* throughput decayed: over the last third of the run (of its samples not slowed by
+  ``--slow-ms``), the acknowledged or the consumed rate is below ``--min-rate-ratio``
+  (default 0.8) of the first third's, or below that ratio of the target rate (the
+  message gives the peer's rate and the Fetch round trip over the same samples: when the
+  peer was as slow, the broker did not serve faster, but the run still fails, since the
+  rate was not reached);
 * our consumer fell behind the peer: its last-third rate is below ``--min-rate-ratio``
   of the peer's over the same samples;
 * records went missing: the consumer did not read every acknowledged record by the end,
@@ -58,6 +66,7 @@ import psutil  # type: ignore[import-untyped]
 
 from aiokafka_lite.consumer import Consumer
 from aiokafka_lite.producer import Producer
+from tests.chaos.proxy import ProxySet
 
 PARTITIONS = 6
 MIB = 1024 * 1024
@@ -78,6 +87,8 @@ class Sample:
     peer_consumed_per_s: float | None = None
     broker_cpu_pct: float | None = None
     load_1m: float | None = None
+    #: True when the proxy delayed traffic during (part of) this sample's interval.
+    slowed: bool = False
 
 
 @dataclass
@@ -88,6 +99,9 @@ class Soak:
     buffer_memory: int
     max_buffer_bytes: int
     margin_mib: float
+    slow_ms: float = 0.0
+    slow_on_s: float = 0.0
+    slow_off_s: float = 0.0
     rss_before_mib: float = 0.0
     rss_limit_mib: float = 0.0
     samples: list[Sample] = field(default_factory=list)
@@ -169,7 +183,12 @@ class CpuMeter:
             return None
 
 
-async def run(args: argparse.Namespace, bootstrap: str, broker_pid: int | None = None) -> Soak:
+async def run(
+    args: argparse.Namespace,
+    bootstrap: str,
+    broker_pid: int | None = None,
+    proxies: ProxySet | None = None,
+) -> Soak:
     soak = Soak(
         duration_s=args.duration,
         rate=args.rate,
@@ -177,6 +196,9 @@ async def run(args: argparse.Namespace, bootstrap: str, broker_pid: int | None =
         buffer_memory=args.buffer_memory,
         max_buffer_bytes=args.max_buffer_bytes,
         margin_mib=args.margin_mb,
+        slow_ms=args.slow_ms if proxies is not None else 0.0,
+        slow_on_s=args.slow_on if proxies is not None else 0.0,
+        slow_off_s=args.slow_off if proxies is not None else 0.0,
     )
     topic = f"soak-{int(time.time())}"
     # Already there: fine.
@@ -236,7 +258,22 @@ async def run(args: argparse.Namespace, bootstrap: str, broker_pid: int | None =
             batches = await consumer.getmany(timeout_ms=200, max_records=5000)
             counts["consumed"] += sum(len(recs) for recs in batches.values())
 
+    slowed = {"now": False, "since_sample": False}
+
+    async def slow_cycles() -> None:
+        # Normal first (the warm-up), then slowed and normal in turn.
+        assert proxies is not None
+        while not stop.is_set():
+            await asyncio.sleep(args.slow_off)
+            await asyncio.to_thread(proxies.set_latency, args.slow_ms)
+            slowed["now"] = slowed["since_sample"] = True
+            await asyncio.sleep(args.slow_on)
+            await asyncio.to_thread(proxies.set_latency, 0.0)
+            slowed["now"] = False
+
     tasks = [asyncio.create_task(produce()), asyncio.create_task(consume())]
+    if proxies is not None:
+        tasks.append(asyncio.create_task(slow_cycles()))
     began = time.monotonic()
     last = (began, 0, 0)
     last_rtt = (0, 0.0)
@@ -259,7 +296,9 @@ async def run(args: argparse.Namespace, bootstrap: str, broker_pid: int | None =
                 producer_buffer_mib=round(producer.metrics()["buffer_memory_used"] / MIB, 1),
                 broker_cpu_pct=broker_cpu.sample(),
                 load_1m=round(os.getloadavg()[0], 2),
+                slowed=slowed["since_sample"],
             )
+            slowed["since_sample"] = slowed["now"]
             if fetch_stats is not None:
                 trips = fetch_stats.round_trips - last_rtt[0]
                 sample.fetches_per_s = round(trips / span, 1)
@@ -282,7 +321,8 @@ async def run(args: argparse.Namespace, bootstrap: str, broker_pid: int | None =
                 f"{_ms(sample.fetch_rtt_mean_ms)}/{_ms(sample.fetch_rtt_max_ms)} ms"
                 + (f"  peer {sample.peer_consumed_per_s:9,.0f}/s" if peer is not None else "")
                 + (f"  broker CPU {sample.broker_cpu_pct:.0f}%" if broker_pid else "")
-                + f"  load {sample.load_1m:.1f}",
+                + f"  load {sample.load_1m:.1f}"
+                + ("  (slowed)" if sample.slowed else ""),
                 flush=True,
             )
     finally:
@@ -290,6 +330,8 @@ async def run(args: argparse.Namespace, bootstrap: str, broker_pid: int | None =
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if proxies is not None:
+            proxies.set_latency(0.0)
         if peer is not None:
             soak.peer_consumed = peer.count
             await peer.stop()
@@ -330,7 +372,11 @@ def judge(soak: Soak, args: argparse.Namespace) -> None:
         soak.failures.append(
             f"RSS kept growing after the warm-up: +{growth:.0f} MiB (margin {args.margin_mb} MiB)"
         )
-    if len(samples) >= 3:
+    # With a slowed broker, the rates are judged on the samples it was not slowed in (a
+    # slowed broker is meant to be slower); memory on every sample.
+    rated = [s for s in samples if not s.slowed]
+    first, last = rated[: max(1, len(rated) // 3)], rated[-max(1, len(rated) // 3) :]
+    if len(rated) >= 3:
         peer_late: float | None = None
         peer_rates = [s.peer_consumed_per_s for s in last if s.peer_consumed_per_s is not None]
         if len(peer_rates) == len(last):
@@ -428,14 +474,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=True,
         help="run a confluent-kafka consumer on the same topic for comparison (default on)",
     )
-    parser.add_argument("--out", type=Path, default=h.RESULTS / "soak.png")
+    parser.add_argument(
+        "--slow-ms",
+        type=float,
+        default=0.0,
+        help="reach the broker through a fault proxy delaying each direction by this many "
+        "ms during the slowed part of each cycle (default 0: no proxy)",
+    )
+    parser.add_argument("--slow-on", type=float, default=45.0, help="slowed seconds per cycle")
+    parser.add_argument("--slow-off", type=float, default=75.0, help="normal seconds per cycle")
+    parser.add_argument("--out", type=Path, default=None, help="chart path (JSON beside it)")
     args = parser.parse_args(argv)
+    if args.out is None:
+        args.out = h.RESULTS / ("soak-slowed.png" if args.slow_ms else "soak.png")
     if args.interval * 3 > args.duration:
         args.interval = max(args.duration / 6, 0.5)
-    with h.broker(args.bootstrap, args.broker) as handle:
+    with h.broker(args.bootstrap, args.broker) as handle, contextlib.ExitStack() as stack:
         embedded = getattr(handle, "broker", None)
         broker_pid = embedded.pid if embedded is not None else None
-        soak = asyncio.run(run(args, handle.bootstrap_servers, broker_pid))
+        bootstrap = handle.bootstrap_servers
+        proxies = None
+        if args.slow_ms:
+            brokers = [
+                (host, int(port)) for host, port in (a.rsplit(":", 1) for a in bootstrap.split(","))
+            ]
+            proxies = stack.enter_context(ProxySet(brokers))
+        soak = asyncio.run(run(args, bootstrap, broker_pid, proxies))
     chart(soak, args.out)
     summary = asdict(soak)
     summary["broker"] = args.bootstrap or f"{args.broker} (embedded)"

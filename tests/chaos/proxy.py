@@ -398,6 +398,10 @@ class ProxySet:
         for proxy in self.proxies:
             proxy.refuse(on)
 
+    def set_latency(self, ms: float, jitter_ms: float = 0.0) -> None:
+        for proxy in self.proxies:
+            proxy.set_latency(ms, jitter_ms)
+
     def close(self) -> None:
         if self._unpatch is not None:
             self._unpatch()
