@@ -21,7 +21,7 @@ SYSTEM_TOOLS := kcat socat tmux openssl
 
 .DEFAULT_GOAL := help
 
-.PHONY: help install system-tools test test-noida test-spark-cluster lint broker bench bench-quick bench-micro demo compat chaos fuzz soak clean distclean
+.PHONY: help install system-tools test test-noida test-spark-cluster lint broker bench bench-quick bench-micro demo compat chaos fuzz soak many-clients clean distclean
 
 help:
 	@echo "make install     create $(VENV) and install aiokafka_lite with its dev extras (+ kcat, socat, tmux, openssl, java)"
@@ -38,6 +38,7 @@ help:
 	@echo "make chaos       the seven chaos scenarios at full size; prints the table (~10 min)"
 	@echo "make fuzz        fuzz the decoders for FUZZ_SECONDS (300) per target (~10 min on 2 cores)"
 	@echo "make soak        10-minute produce/consume soak; chart in benchmarks/results/"
+	@echo "make many-clients 200 producers + 200 group consumers in one event loop for 2 minutes"
 	@echo "make compat      FastStream 0.7.4's Kafka tests and aiokafka's examples: aiokafka vs the alias"
 	@echo "make clean       remove caches and build output (distclean: the venv too)"
 
@@ -155,6 +156,11 @@ fuzz: $(STAMP)
 SOAK_ARGS ?=
 soak: $(STAMP)
 	$(PY) benchmarks/soak.py $(SOAK_ARGS)
+
+# 200 producers and 200 consumers (20 groups) in one event loop; MANY_ARGS="--duration 30".
+MANY_ARGS ?=
+many-clients: $(STAMP)
+	$(PY) benchmarks/many_clients.py $(MANY_ARGS)
 
 clean:
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis .fuzz ./*.egg-info
