@@ -158,19 +158,18 @@ async def read_range(opts: ReadOptions, part: KafkaInputPartition) -> AsyncItera
                 continue
             last_progress = now
             at_log_end_since = None
-            add = builder.add
-            end = part.end
-            for rec in records:
-                offset = rec.offset
-                if offset < next_offset:
-                    continue
-                if offset >= end:
-                    next_offset = end
-                    break
-                key, value = rec.key, rec.value
-                add(key, value, offset, rec.timestamp, rec.timestamp_type, rec.headers)
-                batch_bytes += (len(key) if key else 0) + (len(value) if value else 0)
-                next_offset = offset + 1
+            # Records come in offset order; keep those in [next_offset, end).
+            lo, hi = 0, len(records)
+            while lo < hi and records[lo].offset < next_offset:
+                lo += 1
+            while hi > lo and records[hi - 1].offset >= part.end:
+                hi -= 1
+            if hi < len(records):
+                next_offset = part.end
+            if lo < hi:
+                wanted = records[lo:hi] if lo or hi < len(records) else records
+                batch_bytes += builder.add_records(wanted)
+                next_offset = max(next_offset, wanted[-1].offset + 1)
             if len(builder) >= ARROW_BATCH_ROWS or batch_bytes >= ARROW_BATCH_BYTES:
                 yield builder.build()
                 batch_bytes = 0

@@ -13,6 +13,8 @@ import pickle
 from collections.abc import AsyncIterator
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark.sql.datasource")
@@ -48,7 +50,7 @@ from aiokafka_lite.spark.schema import (  # noqa: E402
     check_write_schema,
     read_schema,
 )
-from aiokafka_lite.structs import TopicPartition  # noqa: E402
+from aiokafka_lite.structs import ConsumerRecord, TopicPartition  # noqa: E402
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 
@@ -159,10 +161,29 @@ def test_user_schema_is_refused() -> None:
         check_read_schema(read_schema(True), False)
 
 
+def _record(
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: list[tuple[str, bytes | None]],
+    timestamp: int = 0,
+    timestamp_type: int = 0,
+) -> ConsumerRecord[bytes, bytes]:
+    return ConsumerRecord(
+        "t", 2, offset, timestamp, timestamp_type, key, value, None,
+        -1 if key is None else len(key), -1 if value is None else len(value), headers,
+    )  # fmt: skip
+
+
 def test_record_batch_builder() -> None:
     builder = RecordBatchBuilder("t", 2, include_headers=True)
-    builder.add(b"k", b"v", 10, 1_700_000_000_123, 0, [("h", b"1"), ("n", None)])
-    builder.add(None, None, 12, 0, 1, [])
+    added = builder.add_records(
+        [
+            _record(10, b"k", b"v", [("h", b"1"), ("n", None)], 1_700_000_000_123),
+            _record(12, None, None, [], timestamp_type=1),
+        ]
+    )
+    assert added == 2
     batch = builder.build()
     assert len(builder) == 0
     assert batch.schema.equals(arrow_schema(True))
@@ -172,6 +193,49 @@ def test_record_batch_builder() -> None:
     assert rows[0]["timestamp"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=dt.UTC)
     assert rows[0]["headers"] == [{"key": "h", "value": b"1"}, {"key": "n", "value": None}]
     assert rows[1]["key"] is None and rows[1]["timestampType"] == 1 and rows[1]["headers"] == []
+
+
+_bytes_or_none = st.none() | st.binary(max_size=8)
+_headers = st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)), max_size=3)
+
+
+@given(
+    chunks=st.lists(
+        st.lists(
+            st.tuples(_bytes_or_none, _bytes_or_none, _headers),
+            max_size=6,
+        ),
+        max_size=4,
+    ),
+    include_headers=st.booleans(),
+)
+def test_record_batch_builder_keeps_every_record_in_order(
+    chunks: list[list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]]],
+    include_headers: bool,
+) -> None:
+    """Records added in any number of calls come out as one batch, each field in place
+    (headers flattened and rebuilt, empty lists and null values included)."""
+    builder = RecordBatchBuilder("t", 2, include_headers=include_headers)
+    expected = []
+    offset = 0
+    for chunk in chunks:
+        records = []
+        for key, value, headers in chunk:
+            records.append(_record(offset, key, value, headers, timestamp=offset * 7))
+            expected.append((offset, key, value, headers))
+            offset += 1
+        sizes = sum(len(k or b"") + len(v or b"") for k, v, _ in chunk)
+        assert builder.add_records(records) == sizes
+    batch = builder.build()
+    batch.validate(full=True)
+    assert batch.schema.equals(arrow_schema(include_headers))
+    rows = batch.to_pylist()
+    assert len(rows) == len(expected)
+    for row, (off, key, value, headers) in zip(rows, expected, strict=True):
+        assert (row["offset"], row["key"], row["value"], row["partition"]) == (off, key, value, 2)
+        assert row["timestamp"] == dt.datetime.fromtimestamp(off * 7 / 1000, dt.UTC)
+        if include_headers:
+            assert row["headers"] == [{"key": k, "value": v} for k, v in headers]
 
 
 def _write_schema(*fields: StructField) -> StructType:
