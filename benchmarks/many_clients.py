@@ -84,6 +84,10 @@ def chart(results: dict[str, Any], path: Path) -> None:
     lag.plot(t, [s["loop_lag_max_ms"] for s in samples], color="tab:purple")
     lag.set_ylabel("loop lag, max (ms)")
     lag.set_ylim(bottom=0)
+    cpu = lag.twinx()
+    cpu.plot(t, [s.get("cpu_pct", 0) for s in samples], color="tab:grey", linestyle=":")
+    cpu.set_ylabel("process CPU % (dotted)")
+    cpu.set_ylim(bottom=0)
     lag.set_xlabel("seconds")
     fig.text(0.01, 0.005, h.describe_run(results), fontsize=7, color="grey")
     h.save(fig, path, dpi=100)
@@ -148,7 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"({r.consumer_kib_each:.0f} KiB a consumer, {r.producer_kib_each:.0f} KiB a "
         f"producer), peak {r.rss_peak_mib:.0f}, limit {r.rss_limit_mib:.0f}\n"
         f"loop lag: max {r.loop_lag_max_ms:.0f} ms, median of the per-interval max "
-        f"{r.loop_lag_median_ms:.0f} ms; stop of every client {r.stop_s:.2f} s"
+        f"{r.loop_lag_median_ms:.0f} ms; this process's CPU (median) {r.cpu_pct_median:.0f}%"
+        f" of a core, {r.cpu_us_per_record:.0f} us a record\n"
+        f"stop of every client {r.stop_s:.2f} s"
     )
     print(f"wrote {path} and {path.with_suffix('.png')}")
     for failure in r.failures:

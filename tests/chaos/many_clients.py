@@ -100,11 +100,23 @@ class Sample:
     tasks: int
     fds: int
     loop_lag_max_ms: float
+    #: CPU time of the loop's thread during the worst probe window (0.1 s + its lag): near
+    #: the window's length, the loop was busy running this process's work; far below it,
+    #: the thread was runnable or blocked but not running (a starved machine).
+    loop_lag_cpu_ms: float
+    #: The longest garbage collection pause and the gen-2 collections in the interval.
+    gc_pause_max_ms: float
+    gc_full: int
+    #: Objects the garbage collector tracks (what a full collection walks).
+    gc_objects: int
     stalled: int
     not_stable: int
     unhealthy: int
     total_lag: int
     load_1m: float
+    #: This process's CPU over the interval (100 = one core: the loop's thread is busy
+    #: all the time; well below that with a long loop lag, the machine starved it).
+    cpu_pct: float = 0.0
     broker_cpu_pct: float | None = None
 
 
@@ -148,6 +160,9 @@ class RunResult:
     stall_examples: list[str] = field(default_factory=list)
     loop_lag_max_ms: float = 0.0
     loop_lag_median_ms: float = 0.0
+    cpu_pct_median: float = 0.0
+    #: CPU seconds of this process over the run (all threads) per record acknowledged.
+    cpu_us_per_record: float = 0.0
     acked_per_s_median: float = 0.0
     consumed_per_s_median: float = 0.0
     per_group: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -231,6 +246,7 @@ async def run(
     result.fds_before = _fds()
     result.rss_before_mib = _rss_mib()
     broker = psutil.Process(broker_pid) if broker_pid is not None else None
+    me_process = psutil.Process()
     if broker is not None:
         broker.cpu_percent(None)
 
@@ -299,16 +315,28 @@ async def run(
             if flushed.is_set() and counts["consumed"] >= counts["acked"]:
                 drained.set()
 
-    lag_max = [0.0]
+    lag_max = [0.0, 0.0]  # the worst lag, and the thread's CPU over that window
 
     async def probe() -> None:
         while not stop_probe.is_set():
-            t0 = loop.time()
+            t0, c0 = loop.time(), time.thread_time()
             await asyncio.sleep(0.1)
-            lag_max[0] = max(lag_max[0], loop.time() - t0 - 0.1)
+            lag = loop.time() - t0 - 0.1
+            if lag > lag_max[0]:
+                lag_max[0], lag_max[1] = lag, time.thread_time() - c0
+
+    gc_stats = {"started": 0.0, "max": 0.0, "full": 0}
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            gc_stats["started"] = time.perf_counter()
+        else:
+            gc_stats["max"] = max(gc_stats["max"], time.perf_counter() - gc_stats["started"])
+            gc_stats["full"] += info.get("generation") == 2
 
     started = time.monotonic()
     workers: list[asyncio.Task[None]] = []
+    gc.callbacks.append(on_gc)
     try:
         # --- start: consumers, until every group is stable; then producers ------------
         await _bounded([c.start for c in consumers], cfg.start_concurrency)
@@ -349,6 +377,8 @@ async def run(
         producing = [asyncio.create_task(produce(i, p)) for i, p in enumerate(producers)]
         workers += producing
         began = time.monotonic()
+        cpu_began = time.process_time()
+        me_process.cpu_percent(None)
         last = (began, 0, 0)
         while time.monotonic() - began < cfg.duration_s:
             await asyncio.sleep(min(cfg.interval_s, cfg.duration_s - (time.monotonic() - began)))
@@ -381,24 +411,32 @@ async def run(
                 tasks=len(asyncio.all_tasks()),
                 fds=_fds(),
                 loop_lag_max_ms=round(lag_max[0] * 1000, 1),
+                loop_lag_cpu_ms=round(lag_max[1] * 1000, 1),
+                gc_pause_max_ms=round(gc_stats["max"] * 1000, 1),
+                gc_full=int(gc_stats["full"]),
+                gc_objects=len(gc.get_objects()),
                 stalled=stalled,
                 not_stable=not_stable,
                 unhealthy=unhealthy,
                 total_lag=total_lag,
                 load_1m=round(os.getloadavg()[0], 2),
+                cpu_pct=round(float(me_process.cpu_percent(None)), 1),
             )
             if broker is not None:
                 with contextlib.suppress(psutil.Error):
                     sample.broker_cpu_pct = round(float(broker.cpu_percent(None)), 1)
-            lag_max[0] = 0.0
+            lag_max[0] = lag_max[1] = 0.0
+            gc_stats["max"] = gc_stats["full"] = 0
             last = (now, counts["acked"], counts["consumed"])
             result.samples.append(sample)
             log(
                 f"t={sample.t:6.1f}s acked {sample.acked_per_s:7,.0f}/s consumed "
                 f"{sample.consumed_per_s:7,.0f}/s lag {sample.total_lag:6,} RSS "
                 f"{sample.rss_mib:6.1f} MiB tasks {sample.tasks} fds {sample.fds} loop lag "
-                f"{sample.loop_lag_max_ms:5.0f} ms stalled {stalled} not stable {not_stable}"
-                f" unhealthy {unhealthy} load {sample.load_1m:.1f}"
+                f"{sample.loop_lag_max_ms:5.0f} ms (CPU {sample.loop_lag_cpu_ms:.0f}, gc "
+                f"{sample.gc_pause_max_ms:.0f}/{sample.gc_full}, {sample.gc_objects:,} objects)"
+                f" stalled {stalled} not stable {not_stable}"
+                f" unhealthy {unhealthy} CPU {sample.cpu_pct:.0f}% load {sample.load_1m:.1f}"
                 + (
                     f" broker CPU {sample.broker_cpu_pct:.0f}%"
                     if sample.broker_cpu_pct is not None
@@ -406,6 +444,9 @@ async def run(
                 )
             )
         result.run_s = round(time.monotonic() - began, 1)
+        result.cpu_us_per_record = round(
+            (time.process_time() - cpu_began) / max(counts["acked"], 1) * 1e6, 1
+        )
         result.rebalances_after_stable = sum(
             c.health().rebalance_count - before
             for c, before in zip(consumers, rebalances, strict=True)
@@ -428,6 +469,7 @@ async def run(
         result.tasks_running_peak = max((s.tasks for s in result.samples), default=0)
         result.fds_peak = max((s.fds for s in result.samples), default=0)
     finally:
+        gc.callbacks.remove(on_gc)
         stop_sending.set()
         stop_consuming.set()
         stop_probe.set()
@@ -543,6 +585,7 @@ def judge(result: RunResult, cfg: Config) -> None:
         result.not_stable_max = max(s.not_stable for s in samples)
         result.loop_lag_max_ms = max(s.loop_lag_max_ms for s in samples)
         result.loop_lag_median_ms = statistics.median(s.loop_lag_max_ms for s in samples)
+        result.cpu_pct_median = statistics.median(s.cpu_pct for s in samples)
         result.acked_per_s_median = statistics.median(s.acked_per_s for s in samples)
         result.consumed_per_s_median = statistics.median(s.consumed_per_s for s in samples)
     else:
