@@ -66,18 +66,15 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import itertools
 import logging
 import socket
 import struct
-import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from types import TracebackType
 from typing import Any, TypeVar
 
 from aiokafka_lite.testing._cluster_requests import (
@@ -88,6 +85,7 @@ from aiokafka_lite.testing._cluster_requests import (
     _Partition,
     _Placement,
 )
+from aiokafka_lite.testing._served import LoopServer, listen_socket
 from aiokafka_lite.testing.probe import BrokerError, _connect_host, _host_port
 
 __all__ = ["ClusterStats", "CoordinatorKind", "SimulatedCluster", "simulated_cluster"]
@@ -134,7 +132,7 @@ class _Front:
         self.conns: dict[int, _Conn] = {}
 
 
-class SimulatedCluster(_FrontLogic):
+class SimulatedCluster(_FrontLogic, LoopServer):
     """``brokers`` fronts (node ids ``node_ids``, default ``1..brokers``) that together
     play a Kafka cluster in front of the one real broker at ``upstream`` (``"host:port"``;
     the first of a bootstrap list). See the module docstring for what is real and what is
@@ -180,9 +178,7 @@ class SimulatedCluster(_FrontLogic):
         self._controller = ids[0]
         self._stats = ClusterStats()
         self._ids = itertools.count(1)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread: int | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__()
         self._handlers: set[asyncio.Task[None]] = set()
 
     # -- addresses, state, counters --
@@ -460,13 +456,10 @@ class SimulatedCluster(_FrontLogic):
 
     async def start(self) -> SimulatedCluster:
         """Start every front on the running event loop."""
-        if self._loop is not None:
-            raise BrokerError("simulated cluster already started")
-        self._loop = asyncio.get_running_loop()
-        self._loop_thread = threading.get_ident()
+        loop = self._bind_loop()
         try:
             for front in self._fronts.values():
-                self._serve(front, self._loop)
+                self._serve(front, loop)
             await asyncio.gather(*(f.serve_task for f in self._fronts.values() if f.serve_task))
         except BaseException:
             await self._shutdown()
@@ -483,16 +476,7 @@ class SimulatedCluster(_FrontLogic):
     def _serve(self, front: _Front, loop: asyncio.AbstractEventLoop) -> None:
         """Listen on the front's port now (connections queue in the kernel until the
         server task runs): the front is up when this returns."""
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host, front.port))
-            sock.listen(128)
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
+        sock = listen_socket(self.host, front.port)
         front.port = sock.getsockname()[1]
         front.sock = sock
         front.running = True
@@ -511,49 +495,6 @@ class SimulatedCluster(_FrontLogic):
 
         front.serve_task = loop.create_task(serve())
 
-    def start_in_thread(self) -> SimulatedCluster:
-        """Start on a private event loop in a daemon thread."""
-        started: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._thread = threading.Thread(
-            target=self._thread_main,
-            args=(started,),
-            name=f"SimulatedCluster-{id(self):x}",
-            daemon=True,
-        )
-        self._thread.start()
-        started.result()
-        return self
-
-    def _thread_main(self, started: concurrent.futures.Future[None]) -> None:
-        loop = asyncio.new_event_loop()
-        try:
-            try:
-                loop.run_until_complete(self.start())
-            except BaseException as exc:
-                started.set_exception(exc)
-                return
-            started.set_result(None)
-            loop.run_forever()
-            loop.run_until_complete(self._shutdown())
-        finally:
-            loop.close()
-
-    def _call(self, fn: Callable[[], _T]) -> _T:
-        """Run ``fn`` on the cluster's loop thread and return its result."""
-        loop = self._loop
-        if loop is None or self._loop_thread == threading.get_ident() or loop.is_closed():
-            return fn()
-        result: concurrent.futures.Future[_T] = concurrent.futures.Future()
-
-        def run() -> None:
-            try:
-                result.set_result(fn())
-            except BaseException as exc:
-                result.set_exception(exc)
-
-        loop.call_soon_threadsafe(run)
-        return result.result(timeout=30)
-
     async def _shutdown(self) -> None:
         for front in self._fronts.values():
             front.running = False
@@ -566,47 +507,8 @@ class SimulatedCluster(_FrontLogic):
         if handlers:
             await asyncio.gather(*handlers, return_exceptions=True)
 
-    async def aclose(self) -> None:
-        """Stop every front: close the listeners and abort every connection."""
-        if self._thread is not None:
-            await asyncio.to_thread(self.close)
-        elif self._loop is not None:
-            await self._shutdown()
-            self._loop = None
-
-    def close(self) -> None:
-        """Stop from synchronous code."""
-        thread, loop = self._thread, self._loop
-        if thread is not None and loop is not None:
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=30)
-            self._thread = None
-            self._loop = None
-        elif loop is not None:
-            raise BrokerError("started on an event loop: close with 'await cluster.aclose()'")
-
-    def __enter__(self) -> SimulatedCluster:
-        return self.start_in_thread()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> SimulatedCluster:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    def _close_from_sync(self) -> None:
+        raise BrokerError("started on an event loop: close with 'await cluster.aclose()'")
 
     # -- internals: connections --
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import itertools
 import logging
 import random
 import socket
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from types import TracebackType
@@ -17,8 +15,9 @@ from typing import Any, Literal, TypeVar
 
 from aiokafka_lite._aio import wait_for
 from aiokafka_lite.errors import ConfigurationError
+from aiokafka_lite.testing._served import LoopServer, listen_socket
 from aiokafka_lite.testing.broker import EmbeddedBroker
-from aiokafka_lite.testing.probe import BrokerError, _connect_host, _host_port, find_free_port
+from aiokafka_lite.testing.probe import _connect_host, _host_port, find_free_port
 
 logger = logging.getLogger("aiokafka_lite.testing")
 
@@ -70,7 +69,7 @@ class _Link:
 _EOF = object()
 
 
-class FaultProxy:
+class FaultProxy(LoopServer):
     """An asyncio TCP proxy from ``host:port`` to ``upstream_host:upstream_port``
     with controls to inject network faults.
 
@@ -117,9 +116,7 @@ class FaultProxy:
         self._refusing = False
         self._cut_after: dict[Direction, int] = {}
         self._hook: ProxyHook | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread: int | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__()
         self._server: asyncio.Server | None = None
         self._serve_task: asyncio.Task[None] | None = None
         self._flowing: asyncio.Event | None = None
@@ -162,16 +159,7 @@ class FaultProxy:
     # -- running --
 
     def _listen_socket(self) -> socket.socket:
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host, self.port))
-            sock.listen(128)
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
+        sock = listen_socket(self.host, self.port)
         self.port = sock.getsockname()[1]
         return sock
 
@@ -184,55 +172,12 @@ class FaultProxy:
 
     async def start(self) -> FaultProxy:
         """Start on the running event loop."""
-        if self._loop is not None:
-            raise BrokerError("proxy already started")
-        self._loop = asyncio.get_running_loop()
-        self._loop_thread = threading.get_ident()
+        self._bind_loop()
         self._flowing = asyncio.Event()
         self._flowing.set()
         await self._serve(self._listen_socket())
         logger.info("fault proxy %s -> %s:%d", self.address, self.upstream_host, self.upstream_port)
         return self
-
-    def start_in_thread(self) -> FaultProxy:
-        """Start on a private event loop in a daemon thread."""
-        started: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._thread = threading.Thread(
-            target=self._thread_main, args=(started,), name=f"FaultProxy-{id(self):x}", daemon=True
-        )
-        self._thread.start()
-        started.result()
-        return self
-
-    def _thread_main(self, started: concurrent.futures.Future[None]) -> None:
-        loop = asyncio.new_event_loop()
-        try:
-            try:
-                loop.run_until_complete(self.start())
-            except BaseException as exc:
-                started.set_exception(exc)
-                return
-            started.set_result(None)
-            loop.run_forever()
-            loop.run_until_complete(self._shutdown())
-        finally:
-            loop.close()
-
-    def _call(self, fn: Callable[[], _T]) -> _T:
-        """Run ``fn`` on the proxy's loop thread and return its result."""
-        loop = self._loop
-        if loop is None or self._loop_thread == threading.get_ident() or loop.is_closed():
-            return fn()
-        result: concurrent.futures.Future[_T] = concurrent.futures.Future()
-
-        def run() -> None:
-            try:
-                result.set_result(fn())
-            except BaseException as exc:
-                result.set_exception(exc)
-
-        loop.call_soon_threadsafe(run)
-        return result.result(timeout=30)
 
     def _close_now(self) -> None:
         if self._server is not None:
@@ -252,48 +197,9 @@ class FaultProxy:
         if handlers:
             await asyncio.gather(*handlers, return_exceptions=True)
 
-    async def aclose(self) -> None:
-        """Stop the proxy: close the listener and abort every connection."""
-        if self._thread is not None:
-            await asyncio.to_thread(self.close)
-        elif self._loop is not None:
-            await self._shutdown()
-            self._loop = None
-
-    def close(self) -> None:
-        """Stop the proxy from synchronous code."""
-        thread, loop = self._thread, self._loop
-        if thread is not None and loop is not None:
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=30)
-            self._thread = None
-            self._loop = None
-        elif loop is not None:
-            self._call(self._close_now)
-            self._loop = None
-
-    def __enter__(self) -> FaultProxy:
-        return self.start_in_thread()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> FaultProxy:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    def _close_from_sync(self) -> None:
+        self._call(self._close_now)
+        self._loop = None
 
     # -- controls --
 
