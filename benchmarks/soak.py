@@ -436,18 +436,30 @@ def chart(soak: Soak, path: Path) -> None:
         top.axhline(soak.rate, linestyle=":", color="grey", label="target")
     top.set_ylabel("records/s")
     top.set_ylim(bottom=0)
-    top.legend(loc="lower right")
+    top.legend(loc="upper left", fontsize="small")
+    slow = f", broker slowed {soak.slow_ms:.0f} ms each way in cycles" if soak.slow_ms else ""
     top.set_title(
-        f"aiokafka_lite soak: {soak.duration_s:.0f} s, {soak.value_size}-byte records "
+        f"aiokafka_lite soak: {soak.duration_s:.0f} s, {soak.value_size}-byte records{slow} "
         f"({'ok' if not soak.failures else 'FAILED'})"
     )
     bottom.plot(t, [s.rss_mib for s in soak.samples], color="tab:red", label="RSS")
+    bottom.plot(
+        t,
+        [s.producer_buffer_mib for s in soak.samples],
+        color="tab:purple",
+        label="producer's buffered records (buffer_memory's count)",
+    )
+    slowed = [s.t for s in soak.samples if s.slowed]
+    if slowed:
+        for ax in (top, bottom):
+            ax.scatter(slowed, [0] * len(slowed), marker="|", color="grey", label=None)
+        top.plot([], [], marker="|", linestyle="", color="grey", label="broker slowed")
     bottom.axhline(soak.rss_limit_mib, linestyle="--", color="tab:red", label="limit")
     bottom.axhline(soak.rss_before_mib, linestyle=":", color="grey", label="before start")
     bottom.set_ylabel("MiB")
     bottom.set_ylim(bottom=0)
     bottom.set_xlabel("seconds")
-    bottom.legend(loc="lower right")
+    bottom.legend(loc="upper left", fontsize="small")
     h.save(fig, path, dpi=100)
 
 
@@ -489,6 +501,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out = h.RESULTS / ("soak-slowed.png" if args.slow_ms else "soak.png")
     if args.interval * 3 > args.duration:
         args.interval = max(args.duration / 6, 0.5)
+    library, started = h.library_info(), time.strftime("%Y-%m-%d %H:%M:%S +0000", time.gmtime())
     with h.broker(args.bootstrap, args.broker) as handle, contextlib.ExitStack() as stack:
         embedded = getattr(handle, "broker", None)
         broker_pid = embedded.pid if embedded is not None else None
@@ -503,6 +516,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     chart(soak, args.out)
     summary = asdict(soak)
     summary["broker"] = args.bootstrap or f"{args.broker} (embedded)"
+    summary["library"] = library
+    summary["started"] = started
     summary["peak_rss_mib"] = max((s.rss_mib for s in soak.samples), default=None)
     args.out.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
     print(
