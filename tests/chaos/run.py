@@ -23,6 +23,7 @@ import dataclasses
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -124,6 +125,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(
             f"{', '.join(EMBEDDED_ONLY)}: need the embedded brokers (stopped, proxied or killed)"
         )
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    commit = subprocess.run(
+        ["git", "-C", str(_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    package_changes = subprocess.run(
+        ["git", "-C", str(_ROOT), "status", "--porcelain", "--", "aiokafka_lite"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     results = asyncio.run(_run(names, args.size, args.bootstrap_servers, args.seed))
     sys.stdout.write(table(results) + "\n")
     for r in results:
@@ -135,6 +145,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             {
                 "size": args.size,
                 "cluster": args.bootstrap_servers or "embedded tansu",
+                # What ran: the checkout's commit, and whether aiokafka_lite differed.
+                "commit": commit or None,
+                "package_changes": bool(package_changes),
+                "started": started,
+                "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "load_average_end": list(os.getloadavg()),
                 "results": [r.as_json() for r in results],
             },
             indent=2,
