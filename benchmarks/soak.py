@@ -434,6 +434,10 @@ def chart(soak: Soak, path: Path) -> None:
         )
     if soak.rate:
         top.axhline(soak.rate, linestyle=":", color="grey", label="target")
+    slowed = [s.t for s in soak.samples if s.slowed]
+    if slowed:
+        top.scatter(slowed, [0] * len(slowed), marker="|", color="grey", label="broker slowed")
+        bottom.scatter(slowed, [0] * len(slowed), marker="|", color="grey")
     top.set_ylabel("records/s")
     top.set_ylim(bottom=0)
     top.legend(loc="upper left", fontsize="small")
@@ -449,11 +453,6 @@ def chart(soak: Soak, path: Path) -> None:
         color="tab:purple",
         label="producer's buffered records (buffer_memory's count)",
     )
-    slowed = [s.t for s in soak.samples if s.slowed]
-    if slowed:
-        for ax in (top, bottom):
-            ax.scatter(slowed, [0] * len(slowed), marker="|", color="grey", label=None)
-        top.plot([], [], marker="|", linestyle="", color="grey", label="broker slowed")
     bottom.axhline(soak.rss_limit_mib, linestyle="--", color="tab:red", label="limit")
     bottom.axhline(soak.rss_before_mib, linestyle=":", color="grey", label="before start")
     bottom.set_ylabel("MiB")
