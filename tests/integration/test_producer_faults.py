@@ -380,3 +380,56 @@ async def test_records_expire_on_time_while_partitions_wait_to_join_the_transact
     finally:
         error, took = await _timed(producer.stop(timeout=1.0))
     assert error is None and took < 1.0 + SLACK, (error, took)
+
+
+async def test_a_backlog_behind_a_slow_broker_leaves_no_memory_behind(
+    proxied_broker: tuple[FaultProxy, str], topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """The soak's RSS follows the producer's backlog when the broker slows down. Here the
+    backlog is filled (acknowledgements delayed by the proxy, ``send()`` waiting on
+    ``buffer_memory``) and drained four times, a done-callback on every record as in the
+    soak: after each drain the Python heap must be back where it was, so what RSS keeps
+    is the allocator's, not records or futures held on to."""
+    import gc
+    import tracemalloc
+
+    proxy, bootstrap = proxied_broker
+    create_topic(topic_name, 3, bootstrap=bootstrap)
+    buffer_memory = 1 << 20
+    producer = Producer(
+        bootstrap_servers=bootstrap,
+        enable_idempotence=True,
+        linger_ms=5,
+        buffer_memory=buffer_memory,
+    )
+    await producer.start()
+    acked = 0
+
+    def on_done(fut: RecordFuture) -> None:
+        nonlocal acked
+        acked += fut.exception() is None
+
+    value = b"x" * 200
+    after_drain: list[int] = []
+    tracemalloc.start()
+    try:
+        for _ in range(4):
+            proxy.set_latency(100)
+            for i in range(10_000):
+                fut = await producer.send(topic_name, value, partition=i % 3)
+                fut.add_done_callback(on_done)
+            backlog = producer.metrics()["buffer_memory_used"]
+            proxy.set_latency(0)
+            assert backlog > buffer_memory // 2, "the slowed broker built no backlog"
+            await producer.flush(timeout=60)
+            gc.collect()
+            after_drain.append(tracemalloc.get_traced_memory()[0])
+    finally:
+        tracemalloc.stop()
+        proxy.set_latency(0)
+        await producer.stop()
+    assert acked == 40_000
+    # The first cycle warms caches (metadata, connections, pools); the later ones must
+    # not hold on to anything: each backlog was ~2 MiB of Python objects.
+    growth = max(after_drain[1:]) - after_drain[1]
+    assert growth < 256 * 1024, f"heap after each drain: {after_drain}"
