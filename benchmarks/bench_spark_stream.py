@@ -94,6 +94,7 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 import _harness as h
 import _workloads as w
+from bench_spark_write import write_confluent
 
 MODES = ("ours-at-least-once", "ours-exactly-once", "confluent-driver-loop")
 PARTITIONS = 8
@@ -369,43 +370,6 @@ def run_confluent(spark: Any, bootstrap: str, spec: dict[str, Any]) -> dict[str,
     )
     out_topic = spec["out_topic"]
 
-    def send_partition(rows: Any) -> None:
-        from confluent_kafka import Producer
-
-        producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "partitioner": "murmur2_random",
-            }
-        )
-        failed: list[Any] = []
-
-        def delivered(err: Any, _msg: Any) -> None:
-            if err is not None:
-                failed.append(err)
-
-        for row in rows:
-            headers: list[tuple[str, str | bytes | None]] = [
-                (x["key"], bytes(x["value"])) for x in row["headers"]
-            ]
-            while True:
-                try:
-                    producer.produce(
-                        out_topic,
-                        bytes(row["value"]),
-                        bytes(row["key"]),
-                        headers=headers,
-                        on_delivery=delivered,
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.01)
-            producer.poll(0)
-        if producer.flush(120) or failed:
-            raise RuntimeError(f"confluent-kafka: {len(failed)} deliveries failed")
-
     consumer: Any = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -439,7 +403,7 @@ def run_confluent(spark: Any, bootstrap: str, spec: dict[str, Any]) -> dict[str,
                             raise RuntimeError(str(m.error()))
                         rows.append((m.key(), m.value(), list(m.headers() or ())))
                     df = spark.createDataFrame(rows, schema).select("key", "value", "headers")
-                    df.foreachPartition(send_partition)
+                    write_confluent(df, bootstrap, out_topic, {"partitioner": "murmur2_random"})
                     consumer.commit(asynchronous=False)
                     durations.append((time.perf_counter() - t0) * 1000)
                     sizes.append(len(rows))

@@ -74,13 +74,19 @@ def write_ours(df: Any, bootstrap: str, topic: str, exactly_once: bool) -> None:
     )
 
 
-def write_confluent(df: Any, bootstrap: str, topic: str) -> None:
+def write_confluent(
+    df: Any, bootstrap: str, topic: str, config: dict[str, Any] | None = None
+) -> None:
+    """What a user writes without this library: confluent-kafka's producer in
+    ``foreachPartition`` (idempotent, linger 5 ms, plus ``config``), flushed at the end
+    of each partition; any failed delivery fails the task."""
+    settings = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
+    settings.update(config or {})
+
     def send_partition(rows: Any) -> None:
         from confluent_kafka import Producer
 
-        producer = Producer(
-            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
-        )
+        producer = Producer(settings)
         failed: list[Any] = []
 
         def delivered(err: Any, _msg: Any) -> None:
