@@ -32,7 +32,6 @@ import random
 import struct
 import threading
 import time
-import traceback
 import unittest.mock
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -40,6 +39,7 @@ from types import TracebackType
 from typing import Any
 
 from aiokafka_lite.testing import Direction, FaultProxy, find_free_port
+from tests.chaos.child import ChildProcess, serve
 
 __all__ = ["ALL_MODES", "DROP_MODES", "ProxySet", "RemoteFaultProxy"]
 
@@ -195,63 +195,33 @@ def _child_main(
     child.proxy.start_in_thread()
     child.proxy.set_hook(child.hook)
     conn.send(("ready", child.proxy.port))
-    while True:
-        try:
-            method, args = conn.recv()
-        except EOFError:
-            break
-        if method == "close":
-            child.stop_chaos()
-            child.proxy.close()
-            conn.send(("ok", None))
-            break
-        try:
-            target = getattr(child, method, None) or getattr(child.proxy, method)
-            result = target(*args)
-            conn.send(("ok", result))
-        except Exception as exc:
-            conn.send(("error", f"{exc!r}\n{traceback.format_exc()}"))
+
+    def close() -> None:
+        child.stop_chaos()
+        child.proxy.close()
+
+    serve(conn, lambda name: getattr(child, name, None) or getattr(child.proxy, name), close)
 
 
-class RemoteFaultProxy:
+class RemoteFaultProxy(ChildProcess):
     """Client side: ``host:port`` forwards to ``upstream``; methods run in the child."""
 
+    what = "fault proxy"
+
     def __init__(self, upstream_host: str, upstream_port: int, *, port: int | None = None) -> None:
+        super().__init__()
         self.upstream = (upstream_host, upstream_port)
         self.host = "127.0.0.1"
         self.port = find_free_port() if port is None else port
-        self._conn: multiprocessing.connection.Connection | None = None
-        self._proc: multiprocessing.process.BaseProcess | None = None
-        self._lock = threading.Lock()
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
     def start(self) -> RemoteFaultProxy:
-        ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe()
-        self._proc = ctx.Process(
-            target=_child_main, args=(child, self.upstream, self.port), daemon=True
-        )
-        self._proc.start()
-        self._conn = parent
-        if not parent.poll(30):
-            raise RuntimeError("fault proxy process did not start")
-        status, port = parent.recv()
-        assert status == "ready" and port == self.port, (status, port)
+        port = self._spawn(_child_main, (self.upstream, self.port), 30)
+        assert port == self.port, (port, self.port)
         return self
-
-    def call(self, method: str, *args: Any) -> Any:
-        assert self._conn is not None, "proxy not started"
-        with self._lock:
-            self._conn.send((method, args))
-            if not self._conn.poll(60):
-                raise RuntimeError(f"fault proxy did not answer {method}")
-            status, result = self._conn.recv()
-        if status != "ok":
-            raise RuntimeError(f"fault proxy {method} failed: {result}")
-        return result
 
     # -- controls (see FaultProxy) --
 
@@ -284,32 +254,6 @@ class RemoteFaultProxy:
 
     def stats(self) -> dict[str, int]:
         return dict(self.call("stats"))
-
-    def close(self) -> None:
-        if self._conn is not None:
-            try:
-                self.call("close")
-            except (RuntimeError, OSError, EOFError):
-                pass
-            self._conn.close()
-            self._conn = None
-        if self._proc is not None:
-            self._proc.join(10)
-            if self._proc.is_alive():
-                self._proc.kill()
-                self._proc.join()
-            self._proc = None
-
-    def __enter__(self) -> RemoteFaultProxy:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class ProxySet:

@@ -19,13 +19,12 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import os
-import threading
 import traceback
 from collections.abc import Iterator, Mapping
-from types import TracebackType
 from typing import Any, Protocol
 
 from aiokafka_lite.testing import ClusterStats, SimulatedCluster
+from tests.chaos.child import ChildProcess, serve
 
 __all__ = ["ClusterControl", "RemoteCluster", "cluster_for"]
 
@@ -79,70 +78,25 @@ def _child_main(
         conn.send(("error", f"{exc!r}\n{traceback.format_exc()}"))
         return
     conn.send(("ready", cluster.bootstrap_servers))
-    try:
-        while True:
-            try:
-                method, args, kwargs = conn.recv()
-            except EOFError:
-                break
-            if method == "close":
-                break
-            try:
-                if method in _PROPERTIES:
-                    result = getattr(cluster, method)
-                else:
-                    result = getattr(cluster, method)(*args, **kwargs)
-                conn.send(("ok", result))
-            except Exception as exc:
-                conn.send(("error", f"{exc!r}\n{traceback.format_exc()}"))
-    finally:
-        cluster.close()
-        with contextlib.suppress(OSError):
-            conn.send(("ok", None))
+    serve(conn, lambda name: getattr(cluster, name), cluster.close, _PROPERTIES)
 
 
-class RemoteCluster:
+class RemoteCluster(ChildProcess):
     """A ``SimulatedCluster(upstream, **options)`` running in a child process; the same
     operations (:class:`ClusterControl`), each a round trip on a pipe (a millisecond or
     so). Use it as a context manager."""
 
+    what = "simulated cluster"
+
     def __init__(self, upstream: str, **options: Any) -> None:
+        super().__init__()
         self.upstream = upstream
         self.options = options
-        self._conn: multiprocessing.connection.Connection | None = None
-        self._proc: multiprocessing.process.BaseProcess | None = None
-        self._lock = threading.Lock()
         self._bootstrap = ""
 
     def start(self) -> RemoteCluster:
-        ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe()
-        self._proc = ctx.Process(
-            target=_child_main, args=(child, self.upstream, self.options), daemon=True
-        )
-        self._proc.start()
-        self._conn = parent
-        if not parent.poll(60):
-            self.close()
-            raise RuntimeError("simulated cluster process did not start")
-        status, value = parent.recv()
-        if status != "ready":
-            self.close()
-            raise RuntimeError(f"simulated cluster process failed to start: {value}")
-        self._bootstrap = str(value)
+        self._bootstrap = str(self._spawn(_child_main, (self.upstream, self.options), 60))
         return self
-
-    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        conn = self._conn
-        assert conn is not None, "cluster not started"
-        with self._lock:
-            conn.send((method, args, kwargs))
-            if not conn.poll(60):
-                raise RuntimeError(f"simulated cluster did not answer {method}")
-            status, result = conn.recv()
-        if status != "ok":
-            raise RuntimeError(f"simulated cluster {method} failed: {result}")
-        return result
 
     # -- ClusterControl --
 
@@ -189,34 +143,6 @@ class RemoteCluster:
 
     def start_broker(self, node: int) -> None:
         self.call("start_broker", node)
-
-    # -- lifetime --
-
-    def close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(OSError, EOFError):
-                conn.send(("close", (), {}))
-                if conn.poll(30):
-                    conn.recv()
-            conn.close()
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            proc.join(10)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-
-    def __enter__(self) -> RemoteCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 @contextlib.contextmanager
