@@ -38,6 +38,28 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+class Relay:
+    """One client connection a server accepted and its connection to the real broker:
+    the tasks moving bytes between them and the handler that owns both."""
+
+    def __init__(self, relay_id: int, client: asyncio.StreamWriter) -> None:
+        self.id = relay_id
+        self.client = client
+        self.upstream: asyncio.StreamWriter | None = None
+        self.tasks: list[asyncio.Task[None]] = []
+        self.handler = asyncio.current_task()
+
+    def abort(self) -> None:
+        """Reset both connections and cancel the tasks (not the one calling)."""
+        for writer in (self.client, self.upstream):
+            if writer is not None:
+                writer.transport.abort()
+        current = asyncio.current_task()
+        for task in (*self.tasks, self.handler):
+            if task is not None and task is not current:
+                task.cancel()
+
+
 class LoopServer:
     """Base of a server with an async :meth:`start` (which calls :meth:`_bind_loop`
     first) and an async :meth:`_shutdown`; this adds the thread, the cross-thread

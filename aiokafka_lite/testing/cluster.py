@@ -85,7 +85,7 @@ from aiokafka_lite.testing._cluster_requests import (
     _Partition,
     _Placement,
 )
-from aiokafka_lite.testing._served import LoopServer, listen_socket
+from aiokafka_lite.testing._served import LoopServer, Relay, listen_socket
 from aiokafka_lite.testing.probe import BrokerError, _connect_host, _host_port
 
 __all__ = ["ClusterStats", "CoordinatorKind", "SimulatedCluster", "simulated_cluster"]
@@ -98,27 +98,14 @@ _I32 = struct.Struct(">i")
 _MAX_FRAME = 512 * 1024 * 1024
 
 
-class _Conn:
+class _Conn(Relay):
     """One client connection to a front and its connection to the real broker."""
 
     def __init__(self, conn_id: int, node: int, writer: asyncio.StreamWriter) -> None:
-        self.id = conn_id
+        super().__init__(conn_id, writer)
         self.node = node
-        self.client = writer
-        self.upstream: asyncio.StreamWriter | None = None
         self.slots: asyncio.Queue[asyncio.Future[bytes]] = asyncio.Queue()
         self.pending: dict[int, tuple[asyncio.Future[bytes], Callable[[bytes], bytes] | None]] = {}
-        self.tasks: list[asyncio.Task[None]] = []
-        self.handler = asyncio.current_task()
-
-    def abort(self) -> None:
-        for writer in (self.client, self.upstream):
-            if writer is not None:
-                writer.transport.abort()
-        current = asyncio.current_task()
-        for task in (*self.tasks, self.handler):
-            if task is not None and task is not current:
-                task.cancel()
 
 
 class _Front:

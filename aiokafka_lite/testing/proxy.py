@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 
 from aiokafka_lite._aio import wait_for
 from aiokafka_lite.errors import ConfigurationError
-from aiokafka_lite.testing._served import LoopServer, listen_socket
+from aiokafka_lite.testing._served import LoopServer, Relay, listen_socket
 from aiokafka_lite.testing.broker import EmbeddedBroker
 from aiokafka_lite.testing.probe import _connect_host, _host_port, find_free_port
 
@@ -45,25 +45,12 @@ class ProxyStats:
     bytes_downstream: int = 0
 
 
-class _Link:
+class _Link(Relay):
     """One client connection and its upstream connection."""
 
     def __init__(self, link_id: int, client: asyncio.StreamWriter) -> None:
-        self.id = link_id
-        self.client = client
-        self.upstream: asyncio.StreamWriter | None = None
-        self.tasks: list[asyncio.Task[None]] = []
-        self.handler = asyncio.current_task()
+        super().__init__(link_id, client)
         self.cut = False
-
-    def abort(self) -> None:
-        for writer in (self.client, self.upstream):
-            if writer is not None:
-                writer.transport.abort()
-        current = asyncio.current_task()
-        for task in (*self.tasks, self.handler):
-            if task is not None and task is not current:
-                task.cancel()
 
 
 _EOF = object()
