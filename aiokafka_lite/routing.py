@@ -340,10 +340,13 @@ async def send_to_coordinator(
     coordinator is looked up again). When the deadline leaves no time for another
     backoff, its `KafkaTimeoutError` is raised, naming the last error.
     """
+    last: errors.KafkaError | None = None
     while True:
+        if last is not None and deadline.expired:
+            # The backoff overran the end (a busy loop): name why we were retrying.
+            raise deadline.timeout_error(last)
         payload = body if isinstance(body, Mapping) else await body()
         node = await find(deadline)
-        last: errors.KafkaError | None
         try:
             response = await request(client, node, api_key, payload, deadline)
         except errors.KafkaError as exc:

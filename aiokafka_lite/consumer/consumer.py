@@ -239,6 +239,8 @@ class Consumer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         error: errors.KafkaError | None = None
+        if self._coordinator is not None:
+            self._coordinator.halt()
         for task in list(self._background):
             task.cancel()
         if self._fetcher is not None:

@@ -178,11 +178,23 @@ class GroupCoordinator:
         """The node id of the group's coordinator (None while unknown)."""
         return self.membership.coordinator_id
 
+    def halt(self) -> None:
+        """Stop heartbeating and joining at once (the consumer is stopping).
+
+        Called before the consumer's stop awaits anything: members of a group that stop
+        together must not see each other leave and start a join, whose new generation
+        would make their own final commits stale (ILLEGAL_GENERATION).
+        """
+        self._closing = True
+        for task in (self._main_task, self._heartbeat_task):
+            if task is not None:
+                task.cancel()
+
     async def close(self, timeout_ms: int) -> errors.KafkaError | None:
         """Final commit, revoke, leave the group; returns the commit error, if any."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
-        self._closing = True
+        self.halt()
         await cancel_and_wait(
             (self._main_task, self._heartbeat_task), max(deadline - loop.time(), 0.1)
         )

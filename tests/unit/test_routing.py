@@ -393,6 +393,22 @@ async def test_a_coordinator_never_ready_ends_at_the_deadline_with_its_error() -
     assert 5 <= len(fake.requests) <= 0.3 / (BACKOFF_MS / 1000 * (1 - BACKOFF_JITTER)) + 1
 
 
+async def test_a_backoff_that_overruns_the_deadline_still_names_the_last_error() -> None:
+    # The loop stalls during the first backoff until past the end: the timeout must
+    # still say what was being retried, not only that time ran out.
+    async def answer(node: int, body: dict[str, Any], n: int) -> dict[str, Any]:
+        if n == 1:
+            asyncio.get_running_loop().call_later(0.005, time.sleep, 0.4)
+        return {"error_code": errors.CoordinatorNotAvailableError.errno}
+
+    fake = FakeClient({}, answer)
+    with pytest.raises(errors.KafkaTimeoutError) as caught:
+        await to_coordinator(fake, Coordinator(), timeout_ms=300)
+    assert "the commit did not complete within 300 ms" in str(caught.value)
+    assert "CoordinatorNotAvailableError" in str(caught.value)
+    assert len(fake.requests) == 1
+
+
 async def test_a_body_function_makes_each_attempts_request() -> None:
     made: list[int] = []
 
