@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ __all__ = [
     "OffsetRange",
     "OffsetResolver",
     "from_json",
+    "group_ranges",
     "plan_ranges",
     "rate_limit",
     "to_json",
@@ -137,6 +138,51 @@ def plan_ranges(
             )
         pieces = result
     return pieces
+
+
+def group_ranges(
+    ranges: Sequence[OffsetRange],
+    *,
+    min_records: int,
+    max_records: int,
+    min_groups: int | None = None,
+) -> list[tuple[OffsetRange, ...]]:
+    """The ranges each task reads: small ranges share one.
+
+    In plan order, ranges join a group until it holds ``min_records`` offsets; a group
+    never exceeds ``max_records`` (unless a single range does) nor holds two ranges of
+    one partition (one consumer reads the group). A small last group joins the one
+    before when it fits. When that would leave fewer than ``min_groups`` groups, every
+    range stays alone (``minPartitions`` asks for parallelism).
+    """
+    alone: list[tuple[OffsetRange, ...]] = [(r,) for r in ranges]
+    if min_records <= 1 or len(ranges) <= 1:
+        return alone
+    groups: list[list[OffsetRange]] = []
+    sizes: list[int] = []
+    for piece in ranges:
+        tp = (piece.topic, piece.partition)
+        if groups and (
+            sizes[-1] < min_records
+            and sizes[-1] + piece.size <= max_records
+            and all((r.topic, r.partition) != tp for r in groups[-1])
+        ):
+            groups[-1].append(piece)
+            sizes[-1] += piece.size
+        else:
+            groups.append([piece])
+            sizes.append(piece.size)
+    if (
+        len(groups) > 1
+        and sizes[-1] < min_records
+        and sizes[-2] + sizes[-1] <= max_records
+        and not {(r.topic, r.partition) for r in groups[-2]}
+        & {(r.topic, r.partition) for r in groups[-1]}
+    ):
+        groups[-2].extend(groups.pop())
+    if min_groups is not None and len(groups) < min(min_groups, len(ranges)):
+        return alone
+    return [tuple(g) for g in groups]
 
 
 def _split(tp: TopicPartition, start: int, end: int, count: int) -> list[OffsetRange]:

@@ -48,6 +48,10 @@ LATEST = -1
 #: Default split size of a batch read: a Kafka partition range with more records than
 #: this is read by several Spark tasks.
 DEFAULT_MAX_RECORDS_PER_PARTITION = 500_000
+#: Default least work of a read task: Kafka partitions with fewer records than this
+#: share a task (a Spark task costs a Python worker round and a connected consumer,
+#: about what reading 20,000 records costs), so small micro-batches take one task.
+DEFAULT_MIN_RECORDS_PER_PARTITION = 20_000
 #: How long a read task waits for the next record of its range before it fails.
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 
@@ -260,6 +264,8 @@ class ReadOptions:
     max_trigger_delay_ms: int = 15 * 60 * 1000
     min_partitions: int | None = None
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
+    #: ``minRecordsPerPartition``: smaller Kafka ranges are read together by one task.
+    min_records_per_partition: int = DEFAULT_MIN_RECORDS_PER_PARTITION
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     #: What a starting timestamp with no matching record means: ``error`` or ``latest``.
     timestamp_strategy: Literal["error", "latest"] = "error"
@@ -299,6 +305,7 @@ READ_OPTION_NAMES = {
         "failOnDataLoss",
         "minPartitions",
         "maxRecordsPerPartition",
+        "minRecordsPerPartition",
         "kafkaConsumer.pollTimeoutMs",
     )
 }
@@ -562,6 +569,11 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
         if "maxrecordsperpartition" in opts
         else DEFAULT_MAX_RECORDS_PER_PARTITION
     )
+    min_records = (
+        _to_int("minRecordsPerPartition", opts["minrecordsperpartition"], minimum=0)
+        if "minrecordsperpartition" in opts
+        else DEFAULT_MIN_RECORDS_PER_PARTITION
+    )
     return ReadOptions(
         client=client,
         selection=selection,
@@ -575,6 +587,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
         max_trigger_delay_ms=max_delay_ms,
         min_partitions=min_partitions,
         max_records_per_partition=max_records,
+        min_records_per_partition=min_records,
         poll_timeout_ms=_to_int(
             "kafkaConsumer.pollTimeoutMs",
             opts.get("kafkaconsumer.polltimeoutms", str(DEFAULT_POLL_TIMEOUT_MS)),

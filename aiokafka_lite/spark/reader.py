@@ -1,9 +1,10 @@
 """Batch and streaming reads: planning on the driver, one consumer per Spark task.
 
-Every input partition is one offset range ``[start, end)`` of one Kafka partition.
-The task reads exactly that range with our :class:`~aiokafka_lite.consumer.Consumer`
-on a private event loop and yields Arrow record batches; offsets are decided on the
-driver, so a retried task reads the very same records.
+Every input partition is one offset range ``[start, end)`` of a Kafka partition, or
+several small ones of different partitions. The task reads exactly those ranges with
+our :class:`~aiokafka_lite.consumer.Consumer` on a private event loop and yields Arrow
+record batches; offsets are decided on the driver, so a retried task reads the very
+same records.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -30,6 +31,7 @@ from aiokafka_lite.spark.offsets import (
     OffsetResolver,
     Offsets,
     from_json,
+    group_ranges,
     plan_ranges,
     rate_limit,
     report_data_loss,
@@ -37,7 +39,10 @@ from aiokafka_lite.spark.offsets import (
 )
 from aiokafka_lite.spark.options import ReadOptions
 from aiokafka_lite.spark.schema import RecordBatchBuilder
-from aiokafka_lite.structs import TopicPartition
+from aiokafka_lite.structs import ConsumerRecord, TopicPartition
+
+if TYPE_CHECKING:
+    from aiokafka_lite.consumer import Consumer
 
 log = logging.getLogger(__name__)
 
@@ -61,16 +66,23 @@ DRIVER_TIMEOUT_S = 60.0
 
 @dataclass(frozen=True)
 class KafkaInputPartition(InputPartition):
-    """One Spark task's work: offsets ``[start, end)`` of one Kafka partition."""
+    """One Spark task's work: offsets ``[start, end)`` of one or more Kafka partitions
+    (small ranges share a task, see ``minRecordsPerPartition``)."""
 
-    topic: str
-    partition: int
-    start: int
-    end: int
+    ranges: tuple[OffsetRange, ...]
+
+    def describe(self) -> str:
+        return ", ".join(f"{r.topic}-{r.partition} [{r.start}, {r.end})" for r in self.ranges)
 
 
-def _input_partitions(ranges: Sequence[OffsetRange]) -> list[InputPartition]:
-    return [KafkaInputPartition(r.topic, r.partition, r.start, r.end) for r in ranges]
+def _input_partitions(opts: ReadOptions, ranges: Sequence[OffsetRange]) -> list[InputPartition]:
+    groups = group_ranges(
+        ranges,
+        min_records=opts.min_records_per_partition,
+        max_records=opts.max_records_per_partition,
+        min_groups=opts.min_partitions,
+    )
+    return [KafkaInputPartition(group) for group in groups]
 
 
 # --- the task side ---------------------------------------------------------------------
@@ -88,102 +100,152 @@ def _consumer_kwargs(opts: ReadOptions) -> dict[str, Any]:
     return kwargs
 
 
-async def read_range(opts: ReadOptions, part: KafkaInputPartition) -> AsyncIterator[pa.RecordBatch]:
-    """Yield the records of ``part`` (exactly offsets ``[start, end)``) as Arrow batches.
+class _RangeReader:
+    """Where the read of one range stands, and the Arrow batch it is filling."""
 
-    Offsets missing inside the range (compaction, transaction markers, aborted records)
-    are simply not there. Records gone from the start of the range (retention) or from
+    def __init__(self, part: OffsetRange, include_headers: bool, now: float) -> None:
+        self.tp = TopicPartition(part.topic, part.partition)
+        self.name = f"{part.topic}-{part.partition}"
+        self.end = part.end
+        self.next_offset = part.start
+        self.builder = RecordBatchBuilder(part.topic, part.partition, include_headers)
+        self.batch_bytes = 0
+        self.last_progress = now
+        self.at_log_end_since: float | None = None
+
+    def add(self, records: Sequence[ConsumerRecord[Any, Any]], now: float) -> None:
+        """Keep the records in ``[next_offset, end)`` (they come in offset order)."""
+        self.last_progress = now
+        self.at_log_end_since = None
+        lo, hi = 0, len(records)
+        while lo < hi and records[lo].offset < self.next_offset:
+            lo += 1
+        while hi > lo and records[hi - 1].offset >= self.end:
+            hi -= 1
+        if hi < len(records):
+            self.next_offset = self.end
+        if lo < hi:
+            wanted = records[lo:hi] if lo or hi < len(records) else records
+            self.batch_bytes += self.builder.add_records(wanted)
+            self.next_offset = max(self.next_offset, wanted[-1].offset + 1)
+
+    @property
+    def full(self) -> bool:
+        return len(self.builder) >= ARROW_BATCH_ROWS or self.batch_bytes >= ARROW_BATCH_BYTES
+
+    def take(self) -> pa.RecordBatch:
+        self.batch_bytes = 0
+        return self.builder.build()
+
+
+async def read_range(opts: ReadOptions, part: KafkaInputPartition) -> AsyncIterator[pa.RecordBatch]:
+    """Yield the records of ``part`` (exactly offsets ``[start, end)`` of each of its
+    ranges, one consumer fetching them together) as Arrow batches, each of one partition.
+
+    Offsets missing inside a range (compaction, transaction markers, aborted records)
+    are simply not there. Records gone from the start of a range (retention) or from
     its end (truncation) are data loss: an error, or a warning with
-    ``failOnDataLoss=false``. No progress for ``kafkaConsumer.pollTimeoutMs`` fails the
-    task with :class:`~aiokafka_lite.errors.KafkaTimeoutError`.
+    ``failOnDataLoss=false``. No progress on a range for ``kafkaConsumer.pollTimeoutMs``
+    fails the task with :class:`~aiokafka_lite.errors.KafkaTimeoutError`.
     """
     from aiokafka_lite.consumer import Consumer
 
-    tp = TopicPartition(part.topic, part.partition)
-    name = f"{part.topic}-{part.partition}"
-    if part.end <= part.start:
+    now = time.monotonic()
+    active = {
+        reader.tp: reader
+        for reader in (_RangeReader(r, opts.include_headers, now) for r in part.ranges)
+        if reader.end > reader.next_offset
+    }
+    if not active:
         return
     consumer = Consumer(**_consumer_kwargs(opts))
     await consumer.start()
     try:
-        consumer.assign([tp])
-        consumer.seek(tp, part.start)
-        builder = RecordBatchBuilder(part.topic, part.partition, opts.include_headers)
-        batch_bytes = 0
-        next_offset = part.start
+        now = time.monotonic()
+        for reader in active.values():
+            reader.last_progress = now  # the wait for records starts once connected
+        consumer.assign(list(active))
+        for tp, reader in active.items():
+            consumer.seek(tp, reader.next_offset)
         poll_timeout = opts.poll_timeout_ms / 1000
-        last_progress = time.monotonic()
-        at_log_end_since: float | None = None
-        while next_offset < part.end:
+        while active:
             try:
-                got = await consumer.getmany(tp, timeout_ms=500, max_records=POLL_RECORDS)
-            except errors.OffsetOutOfRangeError:
-                earliest = (await consumer.beginning_offsets([tp]))[tp]
-                if earliest <= next_offset:
-                    raise
-                report_data_loss(
-                    opts.fail_on_data_loss,
-                    f"offsets [{next_offset}, {min(earliest, part.end)}) of {name} were "
-                    f"deleted before they were read (the log now starts at {earliest})",
-                )
-                if earliest >= part.end:
-                    break
-                consumer.seek(tp, earliest)
-                next_offset = earliest
-                continue
-            records = got.get(tp)
-            now = time.monotonic()
-            if not records:
-                position = await consumer.position(tp)
-                if position >= part.end:
-                    break  # only markers / compacted-away offsets were left
-                highwater = consumer.highwater(tp)
-                if highwater is not None and position >= highwater and highwater < part.end:
-                    at_log_end_since = at_log_end_since or now
-                    if now - at_log_end_since >= min(END_OF_LOG_GRACE_S, poll_timeout):
-                        report_data_loss(
-                            opts.fail_on_data_loss,
-                            f"offsets [{max(position, next_offset)}, {part.end}) of {name} are "
-                            f"not in the log any more (it ends at {highwater})",
-                        )
-                        break
-                else:
-                    at_log_end_since = None
-                if now - last_progress > poll_timeout:
-                    raise errors.KafkaTimeoutError(
-                        f"aiokafka_lite data source: no record of {name} at offset "
-                        f"{next_offset} (reading up to {part.end}) within "
-                        f"{opts.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs)"
+                got = await consumer.getmany(*active, timeout_ms=500, max_records=POLL_RECORDS)
+            except errors.OffsetOutOfRangeError as exc:
+                out_of_range = [tp for tp in exc.offsets if tp in active] or list(active)
+                earliest = await consumer.beginning_offsets(out_of_range)
+                for tp in out_of_range:
+                    reader = active[tp]
+                    if earliest[tp] <= reader.next_offset:
+                        raise
+                    report_data_loss(
+                        opts.fail_on_data_loss,
+                        f"offsets [{reader.next_offset}, {min(earliest[tp], reader.end)}) of "
+                        f"{reader.name} were deleted before they were read (the log now "
+                        f"starts at {earliest[tp]})",
                     )
-                continue
-            last_progress = now
-            at_log_end_since = None
-            # Records come in offset order; keep those in [next_offset, end).
-            lo, hi = 0, len(records)
-            while lo < hi and records[lo].offset < next_offset:
-                lo += 1
-            while hi > lo and records[hi - 1].offset >= part.end:
-                hi -= 1
-            if hi < len(records):
-                next_offset = part.end
-            if lo < hi:
-                wanted = records[lo:hi] if lo or hi < len(records) else records
-                batch_bytes += builder.add_records(wanted)
-                next_offset = max(next_offset, wanted[-1].offset + 1)
-            if len(builder) >= ARROW_BATCH_ROWS or batch_bytes >= ARROW_BATCH_BYTES:
-                yield builder.build()
-                batch_bytes = 0
-        if len(builder):
-            yield builder.build()
+                    if earliest[tp] >= reader.end:
+                        reader.next_offset = reader.end
+                    else:
+                        consumer.seek(tp, earliest[tp])
+                        reader.next_offset = earliest[tp]
+            else:
+                now = time.monotonic()
+                for tp, records in got.items():
+                    reader = active[tp]
+                    if records:
+                        reader.add(records, now)
+                        if reader.full:
+                            yield reader.take()
+                for tp, reader in active.items():
+                    if got.get(tp) or reader.next_offset >= reader.end:
+                        continue
+                    await _check_stalled(consumer, reader, opts, now, poll_timeout)
+            for tp in [tp for tp, reader in active.items() if reader.next_offset >= reader.end]:
+                reader = active.pop(tp)
+                consumer.pause(tp)
+                if len(reader.builder):
+                    yield reader.take()
     finally:
         await consumer.stop()
+
+
+async def _check_stalled(
+    consumer: Consumer, reader: _RangeReader, opts: ReadOptions, now: float, poll_timeout: float
+) -> None:
+    """A poll gave ``reader`` nothing: done (only markers or compacted-away offsets were
+    left), lost (the log ends before the range does), or stalled too long."""
+    tp = reader.tp
+    position = await consumer.position(tp)
+    if position >= reader.end:
+        reader.next_offset = reader.end
+        return
+    highwater = consumer.highwater(tp)
+    if highwater is not None and position >= highwater and highwater < reader.end:
+        reader.at_log_end_since = reader.at_log_end_since or now
+        if now - reader.at_log_end_since >= min(END_OF_LOG_GRACE_S, poll_timeout):
+            report_data_loss(
+                opts.fail_on_data_loss,
+                f"offsets [{max(position, reader.next_offset)}, {reader.end}) of {reader.name} "
+                f"are not in the log any more (it ends at {highwater})",
+            )
+            reader.next_offset = reader.end
+            return
+    else:
+        reader.at_log_end_since = None
+    if now - reader.last_progress > poll_timeout:
+        raise errors.KafkaTimeoutError(
+            f"aiokafka_lite data source: no record of {reader.name} at offset "
+            f"{reader.next_offset} (reading up to {reader.end}) within "
+            f"{opts.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs)"
+        )
 
 
 def read_partition(opts: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     """The synchronous read Spark calls in a task."""
     if not isinstance(partition, KafkaInputPartition):
         raise errors.IllegalStateError(f"not a Kafka input partition: {partition!r}")
-    what = f"reading {partition.topic}-{partition.partition} [{partition.start}, {partition.end})"
+    what = f"reading {partition.describe()}"
     # Each step waits at most pollTimeoutMs for data, plus time to connect and stop.
     step_timeout = opts.poll_timeout_ms / 1000 + 60
     return iterate_async(read_range(opts, partition), step_timeout, what)
@@ -223,7 +285,7 @@ class KafkaBatchReader(DataSourceReader):
             len(ranges),
         )
         # Spark turns an empty list into one partition with value None: read nothing.
-        return _input_partitions(ranges) or [KafkaInputPartition("", -1, 0, 0)]
+        return _input_partitions(opts, ranges) or [KafkaInputPartition(())]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.opts, partition)
@@ -408,7 +470,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             max_records_per_partition=opts.max_records_per_partition,
             min_partitions=opts.min_partitions,
         )
-        return _input_partitions(ranges)
+        return _input_partitions(opts, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.opts, partition)

@@ -207,6 +207,29 @@ def test_batch_read_3x100k_exactly(
     assert summary(df) == expected_summary(n, 3, value)
 
 
+def test_small_partitions_are_read_together_exactly(
+    spark: SparkSession, bootstrap_servers: str, topic_name: str, create_topic: Any
+) -> None:
+    # Six small ranges: one task reads them all by default (minRecordsPerPartition
+    # 20,000), two groups of three at 7,000, one task each with 0; the rows are the same.
+    create_topic(topic_name, 6)
+    n = 3_000
+    ends = produce(bootstrap_servers, topic_name, n, 6)
+    expected = expected_summary(n, 6, lambda p, i: b"p%d-%d" % (p, i))
+    for option, tasks in ((None, 1), ("7000", 2), ("0", 6)):
+        options = {"minRecordsPerPartition": option} if option is not None else {}
+        df = reader(
+            spark,
+            bootstrap_servers,
+            subscribe=topic_name,
+            endingOffsets=offsets_json(topic_name, ends),
+            **options,
+        ).load()
+        assert df.rdd.getNumPartitions() == tasks, option
+        if option != "0":
+            assert summary(df) == expected, option
+
+
 def test_batch_read_defaults_read_to_the_log_end(
     spark: SparkSession,
     bootstrap_servers: str,

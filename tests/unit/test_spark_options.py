@@ -116,6 +116,7 @@ def test_per_partition_offsets() -> None:
         ({"maxOffsetsPerTrigger": "10"}, "applies to streaming reads only"),
         ({"failOnDataLoss": "maybe"}, "must be true or false"),
         ({"maxRecordsPerPartition": "0"}, "must be >= 1"),
+        ({"minRecordsPerPartition": "-1"}, "must be >= 0"),
         ({"startingOffsetsByTimestampStrategy": "closest"}, "must be error or latest"),
     ],
 )

@@ -36,6 +36,7 @@ from aiokafka_lite.spark.offsets import (  # noqa: E402
     DataLossError,
     OffsetRange,
     from_json,
+    group_ranges,
     plan_ranges,
     rate_limit,
     report_data_loss,
@@ -97,6 +98,54 @@ def test_min_partitions_splits_proportionally() -> None:
         mine = [r for r in ranges if (r.topic, r.partition) == tp]
         assert mine[0].start == 0 and mine[-1].end == end
         assert all(x.end == y.start for x, y in itertools.pairwise(mine))
+
+
+def test_small_ranges_share_a_task_and_large_ones_keep_their_own() -> None:
+    small = [OffsetRange("t", p, 0, 250) for p in range(8)]
+    assert group_ranges(small, min_records=20_000, max_records=500_000) == [tuple(small)]
+    big = [OffsetRange("t", p, 0, 125_000) for p in range(8)]
+    assert group_ranges(big, min_records=20_000, max_records=500_000) == [(r,) for r in big]
+    # Off, or asked for parallelism: one task per range.
+    assert group_ranges(small, min_records=0, max_records=500_000) == [(r,) for r in small]
+    assert group_ranges(small, min_records=20_000, max_records=500_000, min_groups=4) == [
+        (r,) for r in small
+    ]
+
+
+@given(
+    sizes=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3_000)), min_size=0, max_size=40),
+    min_records=st.integers(0, 5_000),
+    max_records=st.integers(1, 8_000),
+    min_groups=st.none() | st.integers(1, 12),
+)
+def test_grouped_ranges_are_every_range_once_within_the_bounds(
+    sizes: list[tuple[int, int]], min_records: int, max_records: int, min_groups: int | None
+) -> None:
+    # Pieces of a partition, as plan_ranges makes them: contiguous, in order.
+    ranges: list[OffsetRange] = []
+    at: dict[int, int] = {}
+    for partition, size in sorted(sizes, key=lambda x: x[0]):
+        start = at.get(partition, 0)
+        ranges.append(OffsetRange("t", partition, start, start + size))
+        at[partition] = start + size
+    groups = group_ranges(
+        ranges, min_records=min_records, max_records=max_records, min_groups=min_groups
+    )
+    assert [r for g in groups for r in g] == ranges
+    for group in groups:
+        assert group
+        assert len({r.partition for r in group}) == len(group)  # one consumer reads it
+        assert len(group) == 1 or sum(r.size for r in group) <= max_records
+    if min_groups is not None:
+        assert len(groups) >= min(min_groups, len(ranges))
+    # No two neighbours could have been one group (both small, fitting, no shared partition).
+    if min_groups is None:
+        for x, y in itertools.pairwise(groups):
+            size_x, size_y = sum(r.size for r in x), sum(r.size for r in y)
+            shared = {r.partition for r in x} & {r.partition for r in y}
+            assert not (
+                size_x + size_y < min_records and size_x + size_y <= max_records and not shared
+            )
 
 
 # --- rate limiting ----------------------------------------------------------------------------
@@ -299,7 +348,7 @@ def test_write_needs_a_topic() -> None:
 
 
 def test_input_partitions_and_stream_reader_pickle_without_state() -> None:
-    part = KafkaInputPartition("t", 1, 5, 10)
+    part = KafkaInputPartition((OffsetRange("t", 1, 5, 10), OffsetRange("u", 0, 0, 3)))
     assert pickle.loads(pickle.dumps(part)) == part
     opts = parse_read_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t"}, streaming=True)
     reader = KafkaStreamReader(opts)
