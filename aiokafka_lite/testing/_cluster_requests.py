@@ -114,6 +114,9 @@ class _Partition:
 @dataclass
 class _Placement:
     node: int
+    #: Seconds of COORDINATOR_LOAD_IN_PROGRESS still to come, counted from the first
+    #: request the new coordinator gets (so that a client slow to find it meets them too).
+    load_for: float = 0.0
     loading_until: float = 0.0
 
 
@@ -467,7 +470,11 @@ class _FrontLogic:
             placement = self._placement(kind, name)
             if placement.node != node:
                 codes.append(NOT_COORDINATOR)
-            elif placement.loading_until > now:
+                continue
+            if placement.load_for > 0:
+                placement.loading_until = now + placement.load_for
+                placement.load_for = 0.0
+            if placement.loading_until > now:
                 codes.append(COORDINATOR_LOAD_IN_PROGRESS)
             else:
                 codes.append(0)

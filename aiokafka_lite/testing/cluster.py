@@ -25,8 +25,9 @@ layer) and plays the part of a broker of a cluster:
   LeaveGroup, OffsetCommit, OffsetFetch, TxnOffsetCommit) at a front that is not the
   group's coordinator, and transaction requests (InitProducerId with a transactional id,
   AddPartitionsToTxn, AddOffsetsToTxn, EndTxn) at a front that is not the transactional
-  id's coordinator, get ``NOT_COORDINATOR``; for ``load_seconds`` after a move, requests
-  at the new coordinator get ``COORDINATOR_LOAD_IN_PROGRESS``. (TxnOffsetCommit goes to
+  id's coordinator, get ``NOT_COORDINATOR``; after a move, requests at the new
+  coordinator get ``COORDINATOR_LOAD_IN_PROGRESS`` for ``load_seconds`` from the first
+  of them (a client slow to find it still meets the load). (TxnOffsetCommit goes to
   the *group* coordinator, as in Kafka.)
 
 What is real and what is simulated:
@@ -71,7 +72,6 @@ import itertools
 import logging
 import socket
 import struct
-import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -128,8 +128,8 @@ class SimulatedCluster(_FrontLogic, LoopServer):
     ``replication_factor`` (default: every node) sets how many fronts each partition's
     replica list names; a partition whose replicas are all stopped has no leader
     (``LEADER_NOT_AVAILABLE`` in Metadata) until one of them starts again.
-    ``load_seconds`` is the default ``COORDINATOR_LOAD_IN_PROGRESS`` window after a
-    coordinator moves (0: none).
+    ``load_seconds`` is the default ``COORDINATOR_LOAD_IN_PROGRESS`` window of a
+    coordinator that moved, from the first request it gets (0: none).
     """
 
     def __init__(
@@ -286,7 +286,8 @@ class SimulatedCluster(_FrontLogic, LoopServer):
         """Make ``to_node`` the coordinator of group (``kind="group"``) or transactional
         id (``kind="transaction"``) ``key``; ``key=None`` moves every key of that kind,
         the ones not seen yet included. For ``load_seconds`` (default: the cluster's)
-        the new coordinator answers ``COORDINATOR_LOAD_IN_PROGRESS``."""
+        from its first request, the new coordinator answers
+        ``COORDINATOR_LOAD_IN_PROGRESS``."""
         self._check_node(to_node)
         if kind not in ("group", "transaction"):
             raise ValueError(f"kind must be 'group' or 'transaction', not {kind!r}")
@@ -425,7 +426,8 @@ class SimulatedCluster(_FrontLogic, LoopServer):
             "simulated cluster: %s coordinator of %r %d -> %d", kind, key, placement.node, node
         )
         placement.node = node
-        placement.loading_until = time.monotonic() + wait if wait > 0 else 0.0
+        placement.load_for = max(wait, 0.0)
+        placement.loading_until = 0.0
         self._stats.coordinator_moves += 1
 
     def _up(self, node: int) -> bool:

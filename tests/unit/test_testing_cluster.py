@@ -460,6 +460,25 @@ async def test_coordinator_requests_elsewhere_get_not_coordinator(
     assert set(found) == {COORDINATOR_LOAD_IN_PROGRESS}
 
 
+async def test_a_moved_coordinator_loads_from_its_first_request(
+    cluster: SimulatedCluster,
+) -> None:
+    # A client that finds the new coordinator late still meets the whole load window;
+    # the window then ends on time.
+    key, version, body = ApiKey.OFFSET_FETCH, 8, GROUP_BODIES[ApiKey.OFFSET_FETCH]
+    frame = request(key, version, body)
+    to = next(n for n in (1, 2, 3) if n != cluster.coordinator("group", "g"))
+    cluster.move_coordinator("group", "g", to, load_seconds=0.2)
+    await asyncio.sleep(0.3)
+    action = cluster._on_request(to, frame)
+    assert action.local is not None
+    assert set(c for c in codes(response(key, version, action.local)) if c) == {
+        COORDINATOR_LOAD_IN_PROGRESS
+    }
+    await asyncio.sleep(0.3)
+    assert cluster._on_request(to, frame).forward == frame
+
+
 async def test_init_producer_id_without_transactional_id_goes_anywhere(
     cluster: SimulatedCluster,
 ) -> None:
