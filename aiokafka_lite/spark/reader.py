@@ -150,20 +150,17 @@ async def read_range(opts: ReadOptions, part: KafkaInputPartition) -> AsyncItera
     """
     from aiokafka_lite.consumer import Consumer
 
-    now = time.monotonic()
-    active = {
-        reader.tp: reader
-        for reader in (_RangeReader(r, opts.include_headers, now) for r in part.ranges)
-        if reader.end > reader.next_offset
-    }
-    if not active:
+    ranges = [r for r in part.ranges if r.size > 0]
+    if not ranges:
         return
     consumer = Consumer(**_consumer_kwargs(opts))
     await consumer.start()
     try:
-        now = time.monotonic()
-        for reader in active.values():
-            reader.last_progress = now  # the wait for records starts once connected
+        now = time.monotonic()  # the wait for records starts once connected
+        active = {
+            reader.tp: reader
+            for reader in (_RangeReader(r, opts.include_headers, now) for r in ranges)
+        }
         consumer.assign(list(active))
         for tp, reader in active.items():
             consumer.seek(tp, reader.next_offset)
