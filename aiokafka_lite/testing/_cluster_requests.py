@@ -89,9 +89,12 @@ class ClusterStats:
     leader_moves: int = 0
     #: Coordinator changes: :meth:`~SimulatedCluster.move_coordinator` and failovers.
     coordinator_moves: int = 0
-    #: Connections cut by :meth:`~SimulatedCluster.stop_broker`.
+    #: Connections cut by :meth:`~SimulatedCluster.stop_broker` (and by
+    #: :meth:`~SimulatedCluster.start_broker` ending a hang).
     connections_cut: int = 0
     connections_accepted: int = 0
+    #: Requests a hung front read and never answered (:meth:`~SimulatedCluster.hang_broker`).
+    requests_unanswered: int = 0
 
 
 _ERROR_NAMES: Final = {

@@ -12,9 +12,9 @@ import asyncio
 import concurrent.futures
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from aiokafka_lite.testing.probe import BrokerError
 
@@ -69,6 +69,7 @@ class LoopServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._thread: threading.Thread | None = None
+        self._handlers: set[asyncio.Task[None]] = set()
 
     async def start(self: _S) -> _S:
         raise NotImplementedError
@@ -79,6 +80,19 @@ class LoopServer:
     def _close_from_sync(self) -> None:
         """``close()`` of a server started on a caller's loop (not in a thread)."""
         raise NotImplementedError
+
+    def _spawn_handler(self, handler: Coroutine[Any, Any, None]) -> None:
+        """Run a connection's handler as a task that :meth:`_cancel_handlers` ends."""
+        task = asyncio.get_running_loop().create_task(handler)
+        self._handlers.add(task)
+        task.add_done_callback(self._handlers.discard)
+
+    async def _cancel_handlers(self) -> None:
+        handlers = list(self._handlers)
+        for task in handlers:
+            task.cancel()
+        if handlers:
+            await asyncio.gather(*handlers, return_exceptions=True)
 
     def _bind_loop(self) -> asyncio.AbstractEventLoop:
         """Called first by :meth:`start`: the running loop (and thread) become the

@@ -113,6 +113,9 @@ class _Front:
         self.node_id = node_id
         self.port = port
         self.running = False
+        #: Hung (:meth:`SimulatedCluster.hang_broker`): not running, yet still listening
+        #: and holding its connections, answering nothing.
+        self.hung = False
         self.server: asyncio.Server | None = None
         self.serve_task: asyncio.Task[None] | None = None
         self.sock: socket.socket | None = None
@@ -166,7 +169,6 @@ class SimulatedCluster(_FrontLogic, LoopServer):
         self._stats = ClusterStats()
         self._ids = itertools.count(1)
         super().__init__()
-        self._handlers: set[asyncio.Task[None]] = set()
 
     # -- addresses, state, counters --
 
@@ -312,42 +314,73 @@ class SimulatedCluster(_FrontLogic, LoopServer):
         """Stop a front as a broker going down: its partitions fail over to the next
         running replica (a new leader epoch each), its coordinators move to another
         running node, it leaves the Metadata, its listener closes (new connections are
-        refused) and every connection to it is cut."""
+        refused) and every connection to it is cut. Stopping a hung front cuts it."""
         self._check_node(node)
 
         def stop() -> None:
             front = self._fronts[node]
-            if not front.running:
+            if front.running:
+                self._fail_over(node)
+            elif not front.hung:
                 return
-            others = [n for n in self.running_nodes if n != node]
-            if not others:
-                raise ValueError("cannot stop the last running broker")
-            front.running = False
-            for (topic, index), p in self._partitions.items():
-                if p.leader == node:
-                    alive = [r for r in p.replicas if r != node and self._fronts[r].running]
-                    self._set_leader(topic, index, p, alive[0] if alive else -1)
-            for (kind, k), placement in self._placements.items():
-                if placement.node == node:
-                    target = others[zlib.crc32(k.encode()) % len(others)]
-                    self._move_placement(kind, k, placement, target, self.load_seconds)
-            for kind, default in list(self._kind_default.items()):
-                if default == node:
-                    del self._kind_default[kind]
-            if self._controller == node:
-                self._controller = others[0]
+            front.hung = False
             self._close_listener(front)
-            for conn in list(front.conns.values()):
-                self._stats.connections_cut += 1
-                conn.abort()
+            self._cut_connections(front)
             logger.info("simulated cluster: broker %d stopped", node)
 
         self._call(stop)
 
+    def hang_broker(self, node: int) -> None:
+        """Make a front stop answering, as a broker whose process hangs (a long pause, a
+        stuck disk) while its host still accepts connections. The cluster fails it over
+        as for :meth:`stop_broker` (partitions, coordinators, Metadata), but its listener
+        stays open and its connections stay up: nothing sent to it, nor anything it had
+        not answered yet, gets an answer, so clients learn of it only by timing their
+        requests out (``request_timeout_ms``). :meth:`start_broker` brings it back as a
+        restarted broker (its held connections are cut); :meth:`stop_broker` cuts it."""
+        self._check_node(node)
+
+        def hang() -> None:
+            front = self._fronts[node]
+            if not front.running:
+                return
+            self._fail_over(node)
+            front.hung = True
+            logger.info("simulated cluster: broker %d hangs", node)
+
+        self._call(hang)
+
+    def _fail_over(self, node: int) -> None:
+        """Take a running node out of the cluster: its leaderships, coordinators and
+        the controller go to the other running nodes."""
+        front = self._fronts[node]
+        others = [n for n in self.running_nodes if n != node]
+        if not others:
+            raise ValueError("cannot stop the last running broker")
+        front.running = False
+        for (topic, index), p in self._partitions.items():
+            if p.leader == node:
+                alive = [r for r in p.replicas if r != node and self._fronts[r].running]
+                self._set_leader(topic, index, p, alive[0] if alive else -1)
+        for (kind, k), placement in self._placements.items():
+            if placement.node == node:
+                target = others[zlib.crc32(k.encode()) % len(others)]
+                self._move_placement(kind, k, placement, target, self.load_seconds)
+        for kind, default in list(self._kind_default.items()):
+            if default == node:
+                del self._kind_default[kind]
+        if self._controller == node:
+            self._controller = others[0]
+
+    def _cut_connections(self, front: _Front) -> None:
+        for conn in list(front.conns.values()):
+            self._stats.connections_cut += 1
+            conn.abort()
+
     def start_broker(self, node: int) -> None:
-        """Start a stopped front again on its port. It leads nothing it did not lead
-        (but partitions left without any leader, which it replicates, get it back); move
-        leaders back with :meth:`move_leader` or :meth:`move_leaders`."""
+        """Start a stopped (or hung) front again on its port. It leads nothing it did
+        not lead (but partitions left without any leader, which it replicates, get it
+        back); move leaders back with :meth:`move_leader` or :meth:`move_leaders`."""
         self._check_node(node)
 
         def start() -> None:
@@ -356,7 +389,12 @@ class SimulatedCluster(_FrontLogic, LoopServer):
                 return
             if self._loop is None:
                 raise BrokerError("simulated cluster is not running")
-            self._serve(front, self._loop)
+            if front.hung:  # back as a restarted process: what it held is gone
+                front.hung = False
+                self._cut_connections(front)
+                front.running = True
+            else:
+                self._serve(front, self._loop)
             for (topic, index), p in self._partitions.items():
                 if p.leader < 0 and node in p.replicas:
                     self._set_leader(topic, index, p, node)
@@ -471,13 +509,11 @@ class SimulatedCluster(_FrontLogic, LoopServer):
         front.running = True
 
         def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            task = loop.create_task(self._handle(front, reader, writer))
-            self._handlers.add(task)
-            task.add_done_callback(self._handlers.discard)
+            self._spawn_handler(self._handle(front, reader, writer))
 
         async def serve() -> None:
             server = await asyncio.start_server(on_client, sock=sock)
-            if front.running and front.serve_task is asyncio.current_task():
+            if front.serve_task is asyncio.current_task():  # not stopped meanwhile
                 front.server = server
             else:  # stopped while starting
                 server.close()
@@ -486,15 +522,11 @@ class SimulatedCluster(_FrontLogic, LoopServer):
 
     async def _shutdown(self) -> None:
         for front in self._fronts.values():
-            front.running = False
+            front.running = front.hung = False
             self._close_listener(front)
             for conn in list(front.conns.values()):
                 conn.abort()
-        handlers = list(self._handlers)
-        for task in handlers:
-            task.cancel()
-        if handlers:
-            await asyncio.gather(*handlers, return_exceptions=True)
+        await self._cancel_handlers()
 
     def _close_from_sync(self) -> None:
         raise BrokerError("started on an event loop: close with 'await cluster.aclose()'")
@@ -550,6 +582,9 @@ class SimulatedCluster(_FrontLogic, LoopServer):
             frame = await self._read_frame(reader)
             if frame is None:
                 return
+            if self._fronts[conn.node].hung:
+                self._stats.requests_unanswered += 1
+                continue
             try:
                 action = self._on_request(conn.node, frame)
             except Exception:
@@ -599,6 +634,8 @@ class SimulatedCluster(_FrontLogic, LoopServer):
         while True:
             slot = await conn.slots.get()
             frame = await slot
+            if self._fronts[conn.node].hung:
+                continue  # answered upstream, never sent: the answer is lost
             conn.client.write(_I32.pack(len(frame)) + frame)
             try:
                 await conn.client.drain()

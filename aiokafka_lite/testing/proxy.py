@@ -107,7 +107,6 @@ class FaultProxy(LoopServer):
         self._server: asyncio.Server | None = None
         self._serve_task: asyncio.Task[None] | None = None
         self._flowing: asyncio.Event | None = None
-        self._handlers: set[asyncio.Task[None]] = set()
 
     # -- addresses and counters --
 
@@ -178,11 +177,7 @@ class FaultProxy(LoopServer):
 
     async def _shutdown(self) -> None:
         self._close_now()
-        handlers = list(self._handlers)
-        for task in handlers:
-            task.cancel()
-        if handlers:
-            await asyncio.gather(*handlers, return_exceptions=True)
+        await self._cancel_handlers()
 
     def _close_from_sync(self) -> None:
         self._call(self._close_now)
@@ -309,9 +304,7 @@ class FaultProxy(LoopServer):
         link.abort()
 
     def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.get_running_loop().create_task(self._handle(reader, writer))
-        self._handlers.add(task)
-        task.add_done_callback(self._handlers.discard)
+        self._spawn_handler(self._handle(reader, writer))
 
     async def _handle(
         self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter

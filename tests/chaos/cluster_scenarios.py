@@ -21,6 +21,11 @@ Python does not compete with the client; the short versions run it in a thread.
   owner got the partition), and no more than the records whose commit failed; the group
   must be stable and consuming every partition again within ``STABLE_BOUND_S`` of the
   broker's return (measured and reported).
+* ``cluster-broker-hangs``: the same, but the broker hangs instead (``hang_broker``: it
+  keeps its connections and accepts new ones, and answers nothing) for
+  ``cluster_hang_s``; the members (``request_timeout_ms`` = ``cluster_hang_timeout_ms``)
+  learn of it only by timing out, and must be stable and consuming every partition from
+  the other brokers before the hang ends.
 * ``cluster-txn-coordinator-move``: the transactional consume-transform-produce of the
   transactional scenario while the transaction coordinator and the group coordinator
   move every ~3 s, each new one answering ``COORDINATOR_LOAD_IN_PROGRESS`` for
@@ -71,6 +76,7 @@ __all__ = [
     "CLUSTER_SCENARIOS",
     "STABLE_BOUND_S",
     "scenario_cluster_broker_down",
+    "scenario_cluster_broker_hangs",
     "scenario_cluster_leader_moves",
     "scenario_cluster_txn",
 ]
@@ -360,16 +366,25 @@ async def _until_stable(
     return None
 
 
-async def scenario_cluster_broker_down(
+async def scenario_cluster_broker_hangs(
     size: Size, *, bootstrap_servers: str | None = None
 ) -> ScenarioResult:
+    return await scenario_cluster_broker_down(size, bootstrap_servers=bootstrap_servers, hang=True)
+
+
+async def scenario_cluster_broker_down(
+    size: Size, *, bootstrap_servers: str | None = None, hang: bool = False
+) -> ScenarioResult:
     name = _namer(bootstrap_servers)
-    partitions, topic, group = 12, name("chaos-cluster-down"), name("chaos-cluster-down-g")
+    what = "hangs" if hang else "down"
+    partitions, topic, group = 12, name(f"chaos-cluster-{what}"), name(f"chaos-cluster-{what}-g")
+    down_s = size.cluster_hang_s if hang else size.cluster_down_s
+    recovered_at: float | None = None
     glog = _GroupLog()
     members: dict[int, _Member] = {}
     acked: list[tuple[int, int]] = []
     send_errors: list[str] = []
-    steady_s = min(3.0, size.cluster_down_s / 3)  # watched before the stop, after the return
+    steady_s = min(3.0, down_s / 3)  # watched before the stop, after the return
     with _upstream(bootstrap_servers) as upstream:
         await asyncio.to_thread(
             create_topic, upstream, topic, partitions, _replication(bootstrap_servers)
@@ -377,7 +392,9 @@ async def scenario_cluster_broker_down(
         with cluster_for(
             upstream, in_process=size.cluster_in_process, load_seconds=size.cluster_load_s
         ) as cluster:
-            options = {"partition_assignment_strategy": ["cooperative-sticky"]}
+            options: dict[str, Any] = {"partition_assignment_strategy": ["cooperative-sticky"]}
+            if hang:
+                options["request_timeout_ms"] = size.cluster_hang_timeout_ms
             for m in range(3):
                 state = members[m] = _Member()
                 state.task = asyncio.create_task(
@@ -411,8 +428,20 @@ async def scenario_cluster_broker_down(
                     led = [(topic, p) for p in range(0, partitions, 3)]
                     await asyncio.to_thread(cluster.move_leaders, dict.fromkeys(led, victim))
                 down_at = time.time()
-                await asyncio.to_thread(cluster.stop_broker, victim)
-                await _watch(members, glog, size.cluster_down_s)
+                if hang:
+                    positions_at_hang = _view(members, partitions).positions
+                    await asyncio.to_thread(cluster.hang_broker, victim)
+                    recovered_at = await _until_stable(
+                        members,
+                        glog,
+                        partitions,
+                        down_s,
+                        moved_past={p: positions_at_hang.get(p, -1) for p in range(partitions)},
+                    )
+                    await _watch(members, glog, down_at + down_s - time.time())
+                else:
+                    await asyncio.to_thread(cluster.stop_broker, victim)
+                    await _watch(members, glog, down_s)
                 positions_at_return = _view(members, partitions).positions
                 await asyncio.to_thread(cluster.start_broker, victim)
                 up_at = time.time()
@@ -460,12 +489,28 @@ async def scenario_cluster_broker_down(
         log_ = await asyncio.to_thread(read_confluent, upstream, topic, range(partitions))
     in_log = [(p, off) for p, recs in log_.items() for off, _ in recs]
     result = _judge_group(glog, in_log, [down_at, up_at], formed, chaos_end, settled, partitions)
-    result.name = "10 cluster: broker down"
+    result.name = "10b cluster: broker hangs" if hang else "10 cluster: broker down"
     result.faults = 1
     stable_after = None if stable_at is None else round(stable_at - up_at, 2)
+    if hang:
+        recovered_after = None if recovered_at is None else round(recovered_at - down_at, 2)
+        result.details.update(
+            {
+                "members_request_timeout_ms": size.cluster_hang_timeout_ms,
+                "requests_unanswered": stats.requests_unanswered,
+                "consuming_every_partition_after_hang_began_s": recovered_after,
+            }
+        )
+        if not stats.requests_unanswered:
+            result.failures.append("no request met the hung broker")
+        if recovered_after is None:
+            result.failures.append(
+                f"the group was not stable and consuming every partition while the broker "
+                f"hung ({down_s:.0f} s)"
+            )
     result.details.update(
         {
-            "down_s": size.cluster_down_s,
+            "down_s": down_s,
             "stopped_node": victim,
             "partitions_it_led": len(led),
             "stable_after_return_s": stable_after,
@@ -576,5 +621,6 @@ async def scenario_cluster_txn(
 CLUSTER_SCENARIOS: dict[str, Callable[..., Awaitable[ScenarioResult]]] = {
     "cluster-leader-moves": scenario_cluster_leader_moves,
     "cluster-broker-down": scenario_cluster_broker_down,
+    "cluster-broker-hangs": scenario_cluster_broker_hangs,
     "cluster-txn-coordinator-move": scenario_cluster_txn,
 }

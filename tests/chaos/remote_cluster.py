@@ -61,6 +61,8 @@ class ClusterControl(Protocol):
 
     def stop_broker(self, node: int) -> None: ...
 
+    def hang_broker(self, node: int) -> None: ...
+
     def start_broker(self, node: int) -> None: ...
 
 
@@ -140,6 +142,9 @@ class RemoteCluster(ChildProcess):
 
     def stop_broker(self, node: int) -> None:
         self.call("stop_broker", node)
+
+    def hang_broker(self, node: int) -> None:
+        self.call("hang_broker", node)
 
     def start_broker(self, node: int) -> None:
         self.call("start_broker", node)

@@ -98,6 +98,10 @@ class Size:
     #: written meanwhile (straight to the broker).
     cluster_down_s: float = 20.0
     cluster_group_rate: int = 400
+    #: The hung-broker variant: the broker hangs this long, and the members' requests
+    #: time out after cluster_hang_timeout_ms (they must recover during the hang).
+    cluster_hang_s: float = 20.0
+    cluster_hang_timeout_ms: int = 5_000
     #: The transactional copy's coordinators move every ~cluster_txn_move_s; each new
     #: coordinator answers COORDINATOR_LOAD_IN_PROGRESS for cluster_load_s.
     cluster_txn_move_s: float = 3.0
@@ -137,6 +141,8 @@ SIZES = {
         cluster_stop_every=3,
         cluster_down_s=3.0,
         cluster_group_rate=300,
+        cluster_hang_s=6.0,
+        cluster_hang_timeout_ms=1_500,
         cluster_txn_move_s=1.0,
         cluster_load_s=0.5,
         cluster_in_process=True,

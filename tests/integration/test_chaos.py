@@ -21,6 +21,7 @@ from aiokafka_lite.testing.pytest_plugin import ExpectDeviation
 from tests.chaos.cluster_scenarios import (
     STABLE_BOUND_S,
     scenario_cluster_broker_down,
+    scenario_cluster_broker_hangs,
     scenario_cluster_leader_moves,
     scenario_cluster_txn,
 )
@@ -262,6 +263,20 @@ async def test_cluster_idempotent_producer_while_leaders_move() -> None:
 async def test_cluster_group_while_a_broker_is_down() -> None:
     result = await scenario_cluster_broker_down(SHORT)
     details = result.details
+    assert result.lost == 0, _explain(result)
+    assert details["duplicates_outside_window"] == 0, _explain(result)
+    assert result.duplicated <= details["commit_failed_records"], _explain(result)
+    assert details["stable_after_return_s"] is not None, _explain(result)
+    assert details["stable_after_return_s"] <= STABLE_BOUND_S, _explain(result)
+    assert result.failures == [], _explain(result)
+
+
+async def test_cluster_group_while_a_broker_hangs() -> None:
+    result = await scenario_cluster_broker_hangs(SHORT)
+    details = result.details
+    assert details["requests_unanswered"] > 0, _explain(result)
+    recovered = details["consuming_every_partition_after_hang_began_s"]
+    assert recovered is not None and recovered < SHORT.cluster_hang_s, _explain(result)
     assert result.lost == 0, _explain(result)
     assert details["duplicates_outside_window"] == 0, _explain(result)
     assert result.duplicated <= details["commit_failed_records"], _explain(result)

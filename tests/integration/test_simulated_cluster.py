@@ -366,6 +366,108 @@ async def stable(consumers: list[Consumer], topic: str, partitions: int, timeout
         await asyncio.sleep(0.1)
 
 
+# -- (c2) a broker that hangs: nothing answers, the connections stay open -----------------
+
+
+async def test_a_hung_broker_is_timed_out_and_its_work_fails_over(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """Node 2 leads half the partitions and coordinates the group, then hangs for 8 s:
+    it accepts connections and reads requests but answers nothing, so the clients learn
+    of it only when their requests time out (2 s). Both must carry on with the other
+    nodes during the hang: the idempotent producer's records for every partition are
+    acknowledged, once each and in order; the group member consumes every partition,
+    without a rebalance (its heartbeats reach the new coordinator within the session)."""
+    partitions, per_partition, hang_s = 6, 300, 8.0
+    create_topic(topic_name, partitions)
+    group = f"g-{topic_name}"
+    quick = {**FAST, "request_timeout_ms": 2000}
+    async with simulated(bootstrap_servers) as cluster:
+        async with (
+            Producer(
+                bootstrap_servers=cluster.bootstrap_servers,
+                linger_ms=5,
+                enable_idempotence=True,
+                delivery_timeout_ms=60_000,
+                **quick,
+            ) as producer,
+            Consumer(
+                topic_name,
+                bootstrap_servers=cluster.bootstrap_servers,
+                group_id=group,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                session_timeout_ms=10_000,
+                heartbeat_interval_ms=300,
+                fetch_max_wait_ms=100,
+                **quick,
+            ) as consumer,
+        ):
+            await producer.partitions_for(topic_name)
+            cluster.move_leaders({(topic_name, p): 2 if p % 2 else 1 for p in range(partitions)})
+            cluster.move_coordinator("group", group, 2)
+            acked: dict[int, list[float]] = {p: [] for p in range(partitions)}
+            consumed: dict[int, list[tuple[bytes, float]]] = {p: [] for p in range(partitions)}
+            futures: list[Any] = []
+
+            def on_ack(fut: Any) -> None:
+                if not fut.cancelled() and fut.exception() is None:
+                    acked[fut.result().partition].append(time.monotonic())
+
+            async def produce() -> None:  # ~6 records a partition every 0.1 s: ~5 s
+                for i in range(per_partition):
+                    for p in range(partitions):
+                        fut = await producer.send(topic_name, value(p, i), partition=p)
+                        fut.add_done_callback(on_ack)
+                        futures.append(fut)
+                    if i % 6 == 5:
+                        await asyncio.sleep(0.1)
+
+            async def consume() -> None:
+                while sum(map(len, consumed.values())) < partitions * per_partition:
+                    batch = await consumer.getmany(timeout_ms=200)
+                    now = time.monotonic()
+                    for tp, records in batch.items():
+                        consumed[tp.partition].extend((r.value, now) for r in records)
+                    if batch:
+                        offsets = {tp: recs[-1].offset + 1 for tp, recs in batch.items()}
+                        with contextlib.suppress(errors.KafkaError):  # at-least-once
+                            await consumer.commit(offsets, timeout_ms=5000)
+
+            reader = asyncio.create_task(consume())
+            deadline = time.monotonic() + 30
+            while len(consumer.assignment()) < partitions:  # the member owns every partition
+                assert time.monotonic() < deadline and not reader.done(), consumer.health()
+                await asyncio.sleep(0.1)
+            writer = asyncio.create_task(produce())
+            await asyncio.sleep(1.0)
+            hung_at = time.monotonic()
+            cluster.hang_broker(2)
+            await asyncio.sleep(hang_s)
+            back_at = time.monotonic()
+            cluster.start_broker(2)
+            await asyncio.wait_for(writer, 30)
+            await producer.flush(30)
+            results = [f.result() for f in futures]  # raises if a record failed
+            await asyncio.wait_for(reader, 30)
+            health = consumer.health()
+        stats = cluster.stats
+    log.info("hung broker: %s; consumer %s", stats, health)
+    assert stats.requests_unanswered > 0, stats  # the clients did meet the hang
+    for p in range(partitions):
+        during = [t for t in acked[p] if hung_at + 0.5 < t < back_at]
+        assert during, f"partition {p}: no acknowledgement while node 2 hung"
+        assert any(hung_at + 0.5 < t < back_at for _, t in consumed[p]), f"{p}: nothing read"
+        offsets = [r.offset for r in results if r.partition == p]
+        assert offsets == sorted(offsets) and len(set(offsets)) == per_partition, p
+        # every record read, in order (a record may come twice only after a failed commit)
+        values = list(dict.fromkeys(v for v, _ in consumed[p]))
+        assert values == [value(p, i) for i in range(per_partition)], p
+    got = await read_all(bootstrap_servers, topic_name, partitions, partitions * per_partition)
+    for p in range(partitions):
+        assert got[p] == [value(p, i) for i in range(per_partition)], p
+
+
 # -- (d) a transactional producer while the transaction coordinator moves -----------------
 
 
