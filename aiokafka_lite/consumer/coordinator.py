@@ -759,7 +759,9 @@ class GroupCoordinator:
         if code == 0:
             m.heartbeat_succeeded()
             return
-        action = m.handle_error("heartbeat", code)
+        action = m.heartbeat_failed(code)
+        if action is None:
+            return
         log.info(
             "group %s: heartbeat: %s -> %s",
             self.group_id,

@@ -268,6 +268,20 @@ class GroupMembership:
     def heartbeat_succeeded(self) -> None:
         self.last_heartbeat_time = time.time()
 
+    def heartbeat_failed(self, code: int) -> ErrorAction | None:
+        """Apply a heartbeat's error code; None when it asks nothing of the member.
+
+        ``REBALANCE_IN_PROGRESS`` means a new rebalance only to a stable member. A
+        heartbeat sent between this member's JoinGroup and SyncGroup answers meets the
+        rebalance the member is completing: rejoining then would restart it for every
+        member, and with each round's heartbeats landing in that window, again and
+        again. The coordinator did hear it, so it counts as a heartbeat.
+        """
+        if code == _REBALANCE_IN_PROGRESS and self.state is not GroupState.STABLE:
+            self.heartbeat_succeeded()
+            return None
+        return self.handle_error("heartbeat", code)
+
     def reset_generation(self, reason: str, *, reset_member_id: bool) -> None:
         """Forget the generation (and member id): our partitions are lost."""
         log.info("group %s: resetting generation (%s)", self.group_id, reason)

@@ -378,7 +378,7 @@ async def test_a_hung_broker_is_timed_out_and_its_work_fails_over(
     nodes during the hang: the idempotent producer's records for every partition are
     acknowledged, once each and in order; the group member consumes every partition,
     without a rebalance (its heartbeats reach the new coordinator within the session)."""
-    partitions, per_partition, hang_s = 6, 300, 8.0
+    partitions, per_partition, hang_s = 6, 450, 8.0
     create_topic(topic_name, partitions)
     group = f"g-{topic_name}"
     quick = {**FAST, "request_timeout_ms": 2000}
@@ -414,7 +414,7 @@ async def test_a_hung_broker_is_timed_out_and_its_work_fails_over(
                 if not fut.cancelled() and fut.exception() is None:
                     acked[fut.result().partition].append(time.monotonic())
 
-            async def produce() -> None:  # ~6 records a partition every 0.1 s: ~5 s
+            async def produce() -> None:  # 6 records a partition every 0.1 s: ~7.5 s
                 for i in range(per_partition):
                     for p in range(partitions):
                         fut = await producer.send(topic_name, value(p, i), partition=p)

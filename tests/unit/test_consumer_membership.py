@@ -73,6 +73,23 @@ def test_rebalance_in_progress_keeps_generation_and_member() -> None:
     assert m.generation.valid and m.member_id == "member-1"
 
 
+def test_a_heartbeat_meeting_the_rebalance_being_completed_does_not_restart_it() -> None:
+    m = GroupMembership("g")
+    joined(m)
+    m.request_rejoin("a member joined")
+    m.join_started()
+    m.join_succeeded(2, "member-1", "member-2", "range")
+    # a heartbeat sent before the SyncGroup answer: the broker is completing this round
+    assert m.heartbeat_failed(27) is None
+    assert not m.rejoin_needed and m.state is GroupState.REBALANCING
+    m.sync_succeeded()
+    assert m.state is GroupState.STABLE and not m.rejoin_needed
+    # once stable, the same answer announces a new rebalance
+    assert m.heartbeat_failed(27) is ErrorAction.REJOIN
+    assert m.state is GroupState.REBALANCING and m.rejoin_needed
+    assert m.generation.valid and m.member_id == "member-1"
+
+
 def test_illegal_generation_keeps_member_id_unknown_member_drops_it() -> None:
     m = GroupMembership("g")
     joined(m)
