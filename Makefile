@@ -35,7 +35,7 @@ help:
 	@echo "make bench-quick the same as a smoke run (~7 min; results in benchmarks/results/quick/)"
 	@echo "make bench-micro the older single-shape benchmarks (bench_produce, bench_consume, bench_records)"
 	@echo "make demo        the Spark streaming pipeline demo on an embedded broker"
-	@echo "make chaos       the seven chaos scenarios at full size; prints the table (~10 min)"
+	@echo "make chaos       the eleven chaos scenarios at full size; prints the table (~12 min)"
 	@echo "make fuzz        fuzz the decoders for FUZZ_SECONDS (300) per target (~10 min on 2 cores)"
 	@echo "make soak        10-minute produce/consume soak; chart in benchmarks/results/"
 	@echo "make many-clients 200 producers + 200 group consumers in one event loop for 2 minutes"
