@@ -144,10 +144,15 @@ def test_an_executor_killed_mid_write(
     killer.join(60)
     assert killed, "no executor was killed while the tasks wrote"
 
+    # Whether the killed executor's running task had rows in Kafka depends on timing: a
+    # task's rows reach the writer and the topic in a burst (measured: 0, then 20,000
+    # rows within one poll), so the kill may land between bursts. At-least-once then
+    # writes no row twice, which it allows; no row may be missing either way.
     check_read_back(
         eos_bootstrap,
         topic_name,
         n,
         exactly_once=exactly_once,
         what=f"executor {killed[0]} killed",
+        resent=False,
     )
