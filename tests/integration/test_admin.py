@@ -433,14 +433,19 @@ async def test_delete_records(isolated_bootstrap: str, expect_deviation: ExpectD
         await create(admin, name, 2)
         await produce_one_by_one(isolated_bootstrap, name, 6)
         tp0, tp1, tp7 = (TopicPartition(name, p) for p in (0, 1, 7))
-        results = await admin.delete_records(
-            {tp0: RecordsToDelete(4), tp1: -1, tp7: 1}, timeout_ms=3000
-        )
+        # On Tansu every attempt loses its connection, so the call retries until its
+        # deadline and then names the connection error per partition, or (a machine too
+        # busy to finish the last attempt within the deadline's margin) times out itself.
         with expect_deviation(
             "tansu",
             "Tansu 0.6.0 panics on DeleteRecords (not yet implemented) and drops the connection",
-            match=r"KafkaConnectionError\('connection to .* closed by the broker'\) is None",
+            raises=(AssertionError, errors.KafkaTimeoutError),
+            match=r"KafkaConnectionError\('connection to .* closed by the broker'\) is None"
+            r"|^delete_records did not complete within 3000 ms$",
         ):
+            results = await admin.delete_records(
+                {tp0: RecordsToDelete(4), tp1: -1, tp7: 1}, timeout_ms=3000
+            )
             assert results[tp0].error is None
         assert results[tp0].low_watermark == 4
         assert results[tp1].error is None and results[tp1].low_watermark == 0
