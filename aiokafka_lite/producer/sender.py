@@ -105,6 +105,9 @@ class Sender:
 
         self.in_flight: dict[int, int] = {}
         self._in_flight_total = 0
+        # The soonest a batch skipped by _drain this round may go (a retry backoff or a
+        # linger behind a batch that went): the loop must wake for it.
+        self._drain_wait = math.inf
         self._muted: set[TopicPartition] = set()
         self._connecting: set[int] = set()
         self._wake_future: asyncio.Future[None] | None = None
@@ -219,6 +222,7 @@ class Sender:
             except errors.KafkaError:
                 pass
             delay = min(delay, self.retry_backoff)
+        self._drain_wait = math.inf
         for node, tps in ready.items():
             if not self.client.is_connected(node):
                 self._connect(node)
@@ -239,6 +243,7 @@ class Sender:
                     self._send_produce(conn, node, batches)
             finally:
                 conn.uncork()
+        delay = min(delay, self._drain_wait)
         self._expire(_monotonic())
         return min(delay, self._next_expiry())
 
@@ -417,9 +422,13 @@ class Sender:
                 continue
             batch = dq[0]
             if batch.attempts and batch.retry_at > now:
+                # Behind a batch drained this round: _ready did not time this one.
+                self._drain_wait = min(self._drain_wait, batch.retry_at - now)
                 continue
             if batch.open and len(dq) == 1 and now - batch.created < linger and not force:
-                continue  # still filling: the partition's full batch already went
+                # Still filling: the partition's full batch already went.
+                self._drain_wait = min(self._drain_wait, linger - (now - batch.created))
+                continue
             if txn is not None:
                 if txn.transactional and not txn.may_send_to(tp):
                     txn.maybe_add_partition(tp)

@@ -12,6 +12,7 @@ import random
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -341,6 +342,49 @@ async def test_in_flight_limit_per_connection() -> None:
     for req in client.produce_requests[3:]:
         req.answer(0, 0)
     await asyncio.gather(*futures)
+    await producer.stop(timeout=1)
+
+
+async def test_a_batch_left_lingering_behind_a_full_one_goes_at_its_linger() -> None:
+    # The full batch goes at once; the one behind it, still filling, goes when its linger
+    # ends, while the first request is still unanswered (nothing else wakes the sender).
+    producer, client = await start(
+        max_batch_size=60,
+        linger_ms=100,
+        request_timeout_ms=30_000,
+        max_in_flight_requests_per_connection=2,
+    )
+    full = await producer.send(TOPIC, b"0" + b"." * 40, partition=0)
+    lingering = await producer.send(TOPIC, b"1" + b"." * 40, partition=0)
+    await until(requests_sent(client, 1))
+    await until(requests_sent(client, 2), timeout=3.0)
+    assert [first_byte(r) for r in client.produce_requests] == [b"0", b"1"]
+    for request in client.produce_requests:
+        request.answer(0, request.batch.base_sequence)
+    assert [(await f).offset for f in (full, lingering)] == [0, 1]
+    await producer.stop(timeout=1)
+
+
+async def test_a_retry_behind_a_retry_goes_at_its_own_backoff() -> None:
+    # A real gap refuses two batches; after the epoch bump both go again with fresh
+    # sequences, each when its own backoff ends: the second's ends after the first
+    # went, and it goes then, not when the first is answered.
+    producer, client = await start(
+        max_batch_size=60, request_timeout_ms=30_000, max_in_flight_requests_per_connection=2
+    )
+    futures = [await producer.send(TOPIC, b"%d" % i + b"." * 40, partition=0) for i in range(2)]
+    await until(requests_sent(client, 2))
+    with mock.patch("aiokafka_lite.producer.sender.backoff_delay", side_effect=[0.01, 0.2]):
+        for request in client.produce_requests:
+            request.answer(errors.OutOfOrderSequenceNumberError.errno)
+        await until(requests_sent(client, 3))
+        await until(requests_sent(client, 4), timeout=3.0)
+    resent = client.produce_requests[2:]
+    assert [(r.batch.producer_epoch, r.batch.base_sequence) for r in resent] == [(1, 0), (1, 1)]
+    assert [first_byte(r) for r in resent] == [b"0", b"1"]
+    for request in resent:
+        request.answer(0, request.batch.base_sequence)
+    assert [(await f).offset for f in futures] == [0, 1]
     await producer.stop(timeout=1)
 
 
