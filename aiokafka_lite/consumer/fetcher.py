@@ -7,6 +7,9 @@
   arrived (its ``fetch_offset`` runs ahead of the consumed ``position``), as long as the
   buffer holds less than ``max_buffer_bytes``. The user's processing and the network
   overlap.
+* Fairness (KIP-74): a broker fills a Fetch's partitions in request order up to the
+  request's ``max_bytes``, so a partition that got data moves behind the others in the
+  next request; no partition waits behind busier ones.
 * Fetch sessions (KIP-227, :mod:`.fetch_session`): after a full fetch that opened a
   session, later fetches only carry partitions whose fetch state changed, and drop the
   ones no longer wanted.
@@ -453,6 +456,7 @@ class Fetcher:
                 self._completed.append(completed)
                 self.buffered_bytes += completed.nbytes
                 self.data_ready.set()
+                self._subs.move_to_end(tp)
         if need_metadata:
             self._request_metadata()
 

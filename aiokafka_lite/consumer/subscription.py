@@ -295,6 +295,14 @@ class SubscriptionState:
     def items(self) -> Iterable[tuple[TopicPartition, PartitionState]]:
         return self._assignment.items()
 
+    def move_to_end(self, tp: TopicPartition) -> None:
+        """Put ``tp`` last in the order partitions are fetched in (KIP-74: a broker fills
+        a Fetch's partitions in request order up to its ``max_bytes``, so a partition that
+        just got data goes behind the ones that may not have)."""
+        state = self._assignment.pop(tp, None)
+        if state is not None:
+            self._assignment[tp] = state
+
     # --- positions ------------------------------------------------------------------
 
     def seek(self, tp: TopicPartition, offset: int, leader_epoch: int = -1) -> None:

@@ -126,6 +126,41 @@ async def test_assign_reads_every_partition_in_order(
         await nothing_more(consumer)
 
 
+async def test_partitions_take_turns_when_a_fetch_has_room_for_one_batch(
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Callable[..., str],
+    expect_deviation: ExpectDeviation,
+) -> None:
+    # KIP-74: a broker fills a Fetch's partitions in request order up to fetch_max_bytes
+    # (at least one batch). At one batch per response, a consumer that listed its
+    # partitions in the same order every time would read all of partition 0 first.
+    create_topic(topic_name, 3)
+    for p in range(3):
+        await produce(
+            bootstrap_servers,
+            topic_name,
+            [b"%d-%d" % (p, i) + b"." * 2000 for i in range(8)],
+            partition=p,
+            one_per_batch=True,
+        )
+    tps = [TopicPartition(topic_name, p) for p in range(3)]
+    async with assigned_consumer(
+        bootstrap_servers, tps, fetch_max_bytes=1, max_partition_fetch_bytes=1
+    ) as consumer:
+        got = await drain(consumer, 24)
+        first = [r.partition for r in got[:6]]
+        with expect_deviation(
+            "noida",
+            "noida-db 0.2.3 ignores a Fetch's max_bytes and partition_max_bytes: the first "
+            "response holds every batch of every partition, in request order",
+            match=r"^\[0, 0, 0, 0, 0, 0\]",
+        ):
+            assert sorted(set(first)) == [0, 1, 2], first
+        for p in range(3):
+            assert [r.offset for r in got if r.partition == p] == list(range(8))
+
+
 async def test_subscribe_without_group_reads_all_partitions(
     bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
 ) -> None:

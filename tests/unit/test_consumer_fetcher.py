@@ -3,6 +3,7 @@ data (positions, read_committed filtering, deserializers)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any
 
@@ -339,3 +340,71 @@ def test_read_replica_holds_while_its_lease_lasts_and_the_node_is_known() -> Non
     fetcher._read_replicas[TP] = (3, 20.0)  # a node the metadata does not know
     assert fetcher._read_replica(TP, 1, now=10.0) == 1
     assert TP not in fetcher._read_replicas
+
+
+# --- fairness (KIP-74): the order partitions are fetched in ----------------------------
+
+
+class _OrderCluster:
+    def leader_for(self, tp: TopicPartition) -> int:
+        return 1
+
+    def leader_epoch_for(self, tp: TopicPartition) -> int:
+        return -1
+
+    def topic_id(self, topic: str) -> None:
+        return None
+
+    def broker(self, node_id: int) -> object:
+        return object()
+
+
+class _FillsInRequestOrder:
+    """A broker as KIP-74 describes it: partitions are filled in request order until the
+    request's max_bytes is reached (each partition here has one batch per fetch, and the
+    limit lets one batch through)."""
+
+    def __init__(self) -> None:
+        self.cluster = _OrderCluster()
+        self.requests: list[list[int]] = []
+
+    async def send(self, node: int, api: object, body: Any, **kw: Any) -> dict[str, Any]:
+        order = [p["partition"] for t in body["topics"] for p in t["partitions"]]
+        self.requests.append(order)
+        first = body["topics"][0]["partitions"][0]
+        parts = [
+            {
+                "partition_index": p,
+                "error_code": 0,
+                "high_watermark": 1000,
+                "records": batch(first["fetch_offset"], 2) if i == 0 else b"",
+            }
+            for i, p in enumerate(order)
+        ]
+        return {
+            "error_code": 0,
+            "session_id": 0,
+            "responses": [{"topic": "t", "partitions": parts}],
+        }
+
+
+async def test_a_partition_that_got_data_is_fetched_after_the_others() -> None:
+    # Without the rotation partition 0 would come first in every request and take the
+    # whole response until it runs dry; with it, each partition gets its turn.
+    client: Any = _FillsInRequestOrder()
+    subs = SubscriptionState()
+    tps = [TopicPartition("t", p) for p in range(3)]
+    subs.assign_from_user(tps)
+    for tp in tps:
+        subs.seek(tp, 0)
+    fetcher = Fetcher(client, subs, ConsumerConfig(fetch_max_bytes=1))
+    fetcher.start()
+    try:
+        for _ in range(200):
+            if len(client.requests) >= 6:
+                break
+            await asyncio.sleep(0.005)
+    finally:
+        await fetcher.close()
+    assert [order[0] for order in client.requests[:6]] == [0, 1, 2, 0, 1, 2]
+    assert all(sorted(order) == [0, 1, 2] for order in client.requests[:6])
