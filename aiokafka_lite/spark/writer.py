@@ -12,22 +12,23 @@ With ``exactlyOnce=true`` each task writes its rows in one Kafka transaction:
   new attempt of the task fences every earlier one (a retried or speculative task, an
   executor that hung and came back): their open transactions are aborted and they can
   commit nothing more;
+* it commits its rows only when its input really ended: when the task fails upstream of
+  the writer (a UDF raises, a shuffle fetch fails) or its executor dies, the writer's
+  input just ends, short, and looks complete; task_input.py tells the two apart, and an
+  input cut short is aborted, never committed (which rows a cut input holds depends on
+  where Spark stopped and, after a shuffle, on the order its blocks came in);
 * in the same transaction it commits a marker for partition 0 of the first topic it
   writes, in a consumer group named like the transactional id: the offset
   ``(batch id + 1) * 2**32 + rows``, the micro-batch (1 for a batch write) and the
-  number of the task's rows committed so far in one number (a committed offset's
-  metadata would do, but Tansu drops it from transactional commits). An attempt reads
-  the marker first and skips that many rows of its input:
-  all of them when an earlier attempt committed (Spark retried the task after its
-  commit, or replays the micro-batch after a restart from its checkpoint), and the
-  first ones when an earlier attempt committed only those. That happens: when a task
-  fails upstream of the writer (a UDF raises, an executor's input is cut), the writer's
-  input can simply end, indistinguishable from its real end, and the attempt commits
-  what it got before Spark marks it failed.
+  task's row count in one number (a committed offset's metadata would do, but Tansu
+  drops it from transactional commits). An attempt reads the marker first: when an
+  earlier attempt committed (Spark retried the task after its commit, or replays the
+  micro-batch after a restart from its checkpoint) it writes nothing, after checking
+  that its input has as many rows (else it fails: the query is not deterministic).
 
 Readers with ``isolation.level=read_committed`` then see every row once. It holds for a
-deterministic query (a retried task must produce the same rows, in the same order) on
-a broker with transactions; the marker groups of a batch write are deleted once the job commits,
+deterministic query (a retried task must get the same rows, in any order) on a broker
+with transactions; the marker groups of a batch write are deleted once the job commits,
 those of a streaming query are kept (a replay after a restart needs them).
 """
 
@@ -52,6 +53,7 @@ from aiokafka_lite.spark._compat import HAS_STREAM_ARROW_WRITER
 from aiokafka_lite.spark._runtime import run_async
 from aiokafka_lite.spark.options import WriteOptions
 from aiokafka_lite.spark.schema import WriteColumns
+from aiokafka_lite.spark.task_input import TaskInput
 from aiokafka_lite.structs import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -270,19 +272,13 @@ async def _send_rows(
     columns: WriteColumns,
     batches: Iterator[pa.RecordBatch],
     router: _PartitionBatches,
-    skip: int = 0,
 ) -> int:
-    """Send the rows after the first ``skip``; return how many rows the input had."""
+    """Send the rows; return how many the input had."""
     add = router.add
     total = 0
     for batch in batches:
         rows = batch.num_rows
         total += rows
-        if total <= skip:
-            continue
-        if total - rows < skip:
-            batch = batch.slice(skip - (total - rows))
-            rows = batch.num_rows
         if rows == 0:
             continue
         values = _column(batch, columns.value, as_bytes=True)
@@ -322,8 +318,20 @@ async def _await_deliveries(
         )
 
 
+def _raise_if_cut_short(task_input: TaskInput, what: str) -> None:
+    if task_input.cut_short():
+        raise errors.KafkaError(
+            f"aiokafka_lite data source: the task's input ended early (Spark stopped "
+            f"sending it: the task failed upstream or its executor is gone); {what}"
+        )
+
+
 async def _produce(
-    opts: WriteOptions, columns: WriteColumns, batches: Iterator[pa.RecordBatch], write_id: str
+    opts: WriteOptions,
+    columns: WriteColumns,
+    batches: Iterator[pa.RecordBatch],
+    write_id: str,
+    task_input: TaskInput,
 ) -> KafkaCommitMessage:
     from aiokafka_lite.producer import Producer
 
@@ -343,6 +351,7 @@ async def _produce(
         if task is None:
             await _send_rows(opts, columns, batches, router)
             await producer.flush(timeout=timeout_s)
+            _raise_if_cut_short(task_input, "the rows it got are in Kafka")
         else:
             batches, marker_topic = _first_topic(opts, columns, batches)
             if marker_topic is None:
@@ -350,20 +359,18 @@ async def _produce(
             marker = TopicPartition(marker_topic, 0)
             message.marker_group = task.transactional_id
             done = await _rows_committed(opts, task, marker, timeout_s)
-            if done:
-                log.info(
-                    "%s: %s row(s) committed by an earlier attempt; not written again",
-                    task.transactional_id,
-                    "all" if done < 0 else done,
-                )
             if done < 0:
-                return message  # (the query moved past this batch: every row is in)
+                log.info("%s: the query is past this micro-batch", task.transactional_id)
+                return message
+            if done > 0:
+                await _check_committed_before(task, done, batches, task_input)
+                return message
             await producer.begin_transaction()
             try:
-                total = await _send_rows(opts, columns, batches, router, skip=done)
-                if total <= done:
-                    await _abort_quietly(producer, timeout_s)
-                    return message
+                total = await _send_rows(opts, columns, batches, router)
+                # Commit only a whole input: the rows of an input cut short depend on
+                # where Spark stopped, and a retry could not tell which ones went.
+                _raise_if_cut_short(task_input, "its transaction is aborted")
                 await producer.send_offsets_to_transaction(
                     {marker: task.marker(total)}, task.transactional_id, timeout=timeout_s
                 )
@@ -375,6 +382,24 @@ async def _produce(
         return message
     finally:
         await producer.stop(timeout=timeout_s)
+
+
+async def _check_committed_before(
+    task: _TaskTransaction, done: int, batches: Iterator[pa.RecordBatch], task_input: TaskInput
+) -> None:
+    """An earlier attempt committed ``done`` rows: all of this task's, when its input is
+    the same rows (in any order: a shuffle's blocks may come in another order once an
+    executor is lost), so nothing is written again."""
+    total = sum(batch.num_rows for batch in batches)
+    _raise_if_cut_short(task_input, "nothing written")
+    if total != done:
+        raise errors.IllegalStateError(
+            f"aiokafka_lite data source: an earlier attempt of this task "
+            f"({task.transactional_id}) committed {done} row(s), this attempt's input has "
+            f"{total}: the query is not deterministic, so no row is written, to neither "
+            f"lose nor repeat any"
+        )
+    log.info("%s: all %d row(s) committed by an earlier attempt", task.transactional_id, done)
 
 
 def _first_topic(
@@ -442,14 +467,20 @@ def write_batches(
     columns: WriteColumns,
     batches: Iterator[pa.RecordBatch],
     write_id: str = "",
+    task_input: TaskInput | None = None,
 ) -> KafkaCommitMessage:
     """The synchronous write Spark calls in a task (bounded by the delivery timeout).
 
     ``write_id`` names a batch write (made on the driver, the same in every task); an
-    exactly-once batch write needs it."""
+    exactly-once batch write needs it. ``task_input`` watches the task's connections to
+    Spark (by default those this process holds now, before the write opens its own)."""
+    if task_input is None:
+        task_input = TaskInput.of_this_process()
     # The whole task's rows go through one producer; the bound is generous since the
     # producer bounds each record's delivery itself (delivery.timeout.ms).
-    return run_async(_produce(opts, columns, batches, write_id), 24 * 3600, "writing to Kafka")
+    return run_async(
+        _produce(opts, columns, batches, write_id, task_input), 24 * 3600, "writing to Kafka"
+    )
 
 
 def _log_commit(messages: Sequence[WriterCommitMessage | None], what: str) -> None:

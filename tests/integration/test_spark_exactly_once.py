@@ -147,6 +147,7 @@ def check_read_back(
     exactly_once: bool,
     what: str,
     resent: bool = True,
+    aborted_in_log: bool = False,
 ) -> None:
     """Rows ``0..n-1`` all there for a read_committed reader: each once with the
     exactly-once sink; with the at-least-once one, some twice when the failure made
@@ -158,11 +159,29 @@ def check_read_back(
         f"read_committed {sum(seen.values())} ({len(seen)} distinct), "
         f"in the log {sum(in_log.values())}"
     )
-    assert set(seen) == set(range(n)), "rows lost"
+    missing = sorted(set(range(n)) - set(seen))
+    assert not missing, f"{len(missing)} rows lost: {spans(missing)}"
+    assert set(seen) <= set(range(n))
     if exactly_once:
-        assert max(seen.values()) == 1
+        twice = sorted(i for i, count in seen.items() if count > 1)
+        assert not twice, f"{len(twice)} rows committed more than once: {spans(twice)}"
     elif resent:
         assert sum(seen.values()) > n
+    if aborted_in_log:
+        # The failed attempt's rows went out and stayed in its aborted transaction.
+        assert sum(in_log.values()) > n
+
+
+def spans(ids: list[int], limit: int = 10) -> str:
+    """Sorted ids as ranges, the first ``limit`` of them ("3-7, 12, ...")."""
+    out: list[list[int]] = []
+    for i in ids:
+        if out and out[-1][1] == i - 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    text = [f"{a}-{b}" if a != b else f"{a}" for a, b in out[:limit]]
+    return ", ".join(text) + (", ..." if len(out) > limit else "")
 
 
 def write(df: DataFrame, bootstrap: str, topic: str, *, exactly_once: bool) -> None:
@@ -210,10 +229,15 @@ def test_a_task_failing_mid_write_is_retried(
     df = rows(spark).repartition(4).select(fail("key").alias("key"), "value")
     write(df, bootstrap_servers, topic_name, exactly_once=exactly_once)
 
-    # Exactly-once: the failed attempt's rows were aborted, or (its input cut short looks
-    # like its end to the writer) committed and skipped by the retry.
+    # Exactly-once: the failed attempt's input, cut short, looked like its end to the
+    # writer; it was aborted, not committed, and the retry wrote every row.
     check_read_back(
-        bootstrap_servers, topic_name, ROWS, exactly_once=exactly_once, what="a task failed"
+        bootstrap_servers,
+        topic_name,
+        ROWS,
+        exactly_once=exactly_once,
+        what="a task failed",
+        aborted_in_log=exactly_once,
     )
 
 
@@ -353,3 +377,102 @@ def test_brokers_going_down_mid_transaction(
         what=f"brokers {stops} went down ({stats})",
         resent=False,
     )
+
+
+# The task's side of the sink, without Spark: write_batches with the task's identity
+# given (as Spark's TaskContext would) and a socket pair for the worker's connection to
+# the executor JVM, so that an input cut short and a retry in another order are certain,
+# not left to where a kill lands.
+
+
+def value_batches(ids_: list[int], per_batch: int = 50) -> list[Any]:
+    import pyarrow as pa
+
+    return [
+        pa.record_batch(
+            [pa.array([b"%d:%s" % (i, b"x" * 200) for i in ids_[k : k + per_batch]], pa.binary())],
+            names=["value"],
+        )
+        for k in range(0, len(ids_), per_batch)
+    ]
+
+
+@pytest.fixture
+def task_write(
+    eos_bootstrap: str, topic_name: str, create_topic: Any, monkeypatch: pytest.MonkeyPatch
+) -> Any:
+    import socket
+
+    from aiokafka_lite.spark import writer
+    from aiokafka_lite.spark.options import parse_write_options
+    from aiokafka_lite.spark.schema import WriteColumns
+    from aiokafka_lite.spark.task_input import TaskInput
+
+    create_topic(topic_name, PARTITIONS, bootstrap=eos_bootstrap)
+    opts = parse_write_options(
+        {
+            "kafka.bootstrap.servers": eos_bootstrap,
+            "topic": topic_name,
+            "exactlyOnce": "true",
+            "kafka.batch.size": "16384",
+        },
+        streaming=False,
+    )
+    columns = WriteColumns("value", None, None, None, None)
+    identity = writer._TaskTransaction(f"test-{topic_name}-0", 1)
+    monkeypatch.setattr(writer, "_task_transaction", lambda opts, write_id: identity)
+    opened: list[socket.socket] = []
+
+    def write(batches: list[Any], *, cut_after: int | None = None) -> Any:
+        """One attempt of the task; with ``cut_after``, Spark stops sending after that
+        many batches (the JVM's side of the connection shut) and the input just ends."""
+        worker, jvm = socket.socketpair()
+        opened.extend((worker, jvm))
+
+        def feed() -> Iterator[Any]:
+            for k, batch in enumerate(batches):
+                if k == cut_after:
+                    jvm.shutdown(socket.SHUT_WR)
+                    return
+                yield batch
+
+        return writer.write_batches(
+            opts, columns, feed(), "w", task_input=TaskInput([worker.fileno()])
+        )
+
+    yield write
+    for sock in opened:
+        sock.close()
+
+
+def test_an_input_cut_short_is_aborted_never_committed(
+    task_write: Any, eos_bootstrap: str, topic_name: str
+) -> None:
+    from aiokafka_lite import errors
+
+    n = 2_000
+    batches = value_batches(list(range(n)))
+    with pytest.raises(errors.KafkaError, match=r"input ended early.*transaction is aborted"):
+        task_write(batches, cut_after=len(batches) // 2)
+    assert read_all(eos_bootstrap, topic_name, committed=True) == []
+    # The retry gets the whole input, in another order (a shuffle's blocks fetched
+    # anew): had the cut attempt committed its half, no count of rows to skip would do.
+    task_write(value_batches(list(reversed(range(n)))))
+    check_read_back(eos_bootstrap, topic_name, n, exactly_once=True, what="input cut, then retried")
+
+
+def test_a_retry_after_a_commit_writes_nothing_whatever_the_order(
+    task_write: Any, eos_bootstrap: str, topic_name: str
+) -> None:
+    """A task that committed and failed after (its executor lost before Spark heard of
+    the commit) runs again; after a shuffle its rows may come in another order."""
+    from aiokafka_lite import errors
+
+    n = 2_000
+    task_write(value_batches(list(range(n))))
+    message = task_write(value_batches(list(reversed(range(n)))))
+    assert message.records == 0
+    with pytest.raises(errors.IllegalStateError, match=rf"committed {n} row.*input has {n - 1}"):
+        task_write(value_batches(list(range(n - 1))))
+    check_read_back(eos_bootstrap, topic_name, n, exactly_once=True, what="retried after commit")
+    assert len(read_all(eos_bootstrap, topic_name, committed=False)) == n
