@@ -7,6 +7,8 @@ acknowledged record consumed once by its group.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.chaos.many_clients import Config, run
@@ -14,7 +16,15 @@ from tests.chaos.many_clients import Config, run
 pytestmark = pytest.mark.timeout(120)
 
 
-async def test_many_clients_share_one_loop(bootstrap_servers: str) -> None:
+# noida-db 0.2.3 answers an OffsetCommit of the current generation with ILLEGAL_GENERATION
+# while its group prepares a rebalance (docs/testing.md, deviations). When the clients
+# stop at once, a consumer whose group-mate left first may see its final commit refused
+# so: the only stop error accepted, and only on noida-db. (Not a strict xfail: whether a
+# leave lands before a mate's commit varies from run to run.)
+NOIDA_FINAL_COMMIT = re.compile(r"^CommitFailedError\(.*\[Error 22 ILLEGAL_GENERATION\]")
+
+
+async def test_many_clients_share_one_loop(bootstrap_servers: str, broker_kind: str) -> None:
     cfg = Config(
         producers=20,
         consumers=20,
@@ -32,7 +42,10 @@ async def test_many_clients_share_one_loop(bootstrap_servers: str) -> None:
         rss_margin_mib=32.0,
     )
     result = await run(bootstrap_servers, cfg, log=lambda _line: None)
-    assert not result.failures, result.as_json()
+    failures = result.failures
+    if broker_kind == "noida" and all(NOIDA_FINAL_COMMIT.match(e) for e in result.stop_errors):
+        failures = [f for f in failures if not f.startswith("stop() raised")]
+    assert not failures, result.as_json()
     assert result.acked == result.sent > 0
     assert result.consumed == result.acked
     assert result.samples and max(s.stalled for s in result.samples) == 0
