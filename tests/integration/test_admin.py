@@ -288,9 +288,12 @@ async def test_describe_configs_of_named_keys(
     resource = ConfigResource("topic", name, {"retention.ms": None})
     with expect_deviation(
         "tansu",
-        "Tansu 0.6.0 drops the connection when configuration keys are named",
+        "Tansu 0.6.0 drops the connection when configuration keys are named (the call "
+        "retries until its deadline; on a loaded machine its last attempt is still "
+        "waiting then, so the last error is that attempt's)",
         raises=errors.KafkaTimeoutError,
-        match=r"describe_configs did not complete .*connection closed by the broker",
+        match=r"describe_configs did not complete .*"
+        r"(connection closed by the broker|DESCRIBE_CONFIGS to \S+ got no answer in time)",
     ):
         only = await admin.describe_configs([resource], timeout_ms=3000)
     assert only[resource].error is None

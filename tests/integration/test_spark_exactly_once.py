@@ -147,7 +147,6 @@ def check_read_back(
     exactly_once: bool,
     what: str,
     resent: bool = True,
-    aborted_in_log: bool = False,
 ) -> None:
     """Rows ``0..n-1`` all there for a read_committed reader: each once with the
     exactly-once sink; with the at-least-once one, some twice when the failure made
@@ -167,9 +166,6 @@ def check_read_back(
         assert not twice, f"{len(twice)} rows committed more than once: {spans(twice)}"
     elif resent:
         assert sum(seen.values()) > n
-    if aborted_in_log:
-        # The failed attempt's rows went out and stayed in its aborted transaction.
-        assert sum(in_log.values()) > n
 
 
 def spans(ids: list[int], limit: int = 10) -> str:
@@ -230,14 +226,11 @@ def test_a_task_failing_mid_write_is_retried(
     write(df, bootstrap_servers, topic_name, exactly_once=exactly_once)
 
     # Exactly-once: the failed attempt's input, cut short, looked like its end to the
-    # writer; it was aborted, not committed, and the retry wrote every row.
+    # writer, which aborted it (the rows it had sent by then stay in the log, aborted;
+    # how many depends on how soon Spark stops the worker, none in some runs), and the
+    # retry wrote every row. The cut itself is certain in the writer-alone tests below.
     check_read_back(
-        bootstrap_servers,
-        topic_name,
-        ROWS,
-        exactly_once=exactly_once,
-        what="a task failed",
-        aborted_in_log=exactly_once,
+        bootstrap_servers, topic_name, ROWS, exactly_once=exactly_once, what="a task failed"
     )
 
 
