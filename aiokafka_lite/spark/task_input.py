@@ -67,8 +67,7 @@ class TaskInput:
 
     def __init__(self, fds: list[int]) -> None:
         self._connections: list[_Connection] = []
-        dont_wait = getattr(socket, "MSG_DONTWAIT", None)
-        if dont_wait is None:  # (not on Windows: nothing to watch there)
+        if not hasattr(socket, "MSG_DONTWAIT"):  # (not on Windows: nothing to watch there)
             return
         for fd in fds:
             try:

@@ -363,7 +363,7 @@ async def _produce(
                 log.info("%s: the query is past this micro-batch", task.transactional_id)
                 return message
             if done > 0:
-                await _check_committed_before(task, done, batches, task_input)
+                _check_committed_before(task, done, batches, task_input)
                 return message
             await producer.begin_transaction()
             try:
@@ -384,7 +384,7 @@ async def _produce(
         await producer.stop(timeout=timeout_s)
 
 
-async def _check_committed_before(
+def _check_committed_before(
     task: _TaskTransaction, done: int, batches: Iterator[pa.RecordBatch], task_input: TaskInput
 ) -> None:
     """An earlier attempt committed ``done`` rows: all of this task's, when its input is
