@@ -29,6 +29,7 @@ from aiokafka_lite.connection import (
     BrokerConnection,
     check_receive_message_max_bytes,
     connect,
+    release_reused_frames,
 )
 from aiokafka_lite.protocol import bodies
 from aiokafka_lite.protocol.api import Api, ApiKey, RequestT, ResponseT, api_name
@@ -203,6 +204,7 @@ class KafkaClient:
         conns = [state.conn for state in nodes if state.conn is not None]
         if conns:
             await asyncio.gather(*(_close_connection(conn) for conn in conns))
+        release_reused_frames()
 
     async def __aenter__(self) -> KafkaClient:
         await self.start()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 from dataclasses import astuple
 from typing import Any
 
@@ -260,3 +261,76 @@ def test_a_frame_read_in_place_commits_memory_as_it_arrives() -> None:
     with pytest.raises(ValueError):
         speedups.frame_view(frame, len(frame) + 1)
     assert len(speedups.frame_view(frame, len(frame))) == 0
+
+
+# --- frames kept for reuse (connection.py reads large frames into them) ------------------
+
+
+def _mark(frame: bytes, label: int) -> None:
+    """Write ``label`` at both ends of ``frame`` (what a filled frame's reader would see)."""
+    tag = bytes([label]) * min(8, len(frame))
+    speedups.frame_view(frame, 0)[: len(tag)] = tag
+    speedups.frame_view(frame, len(frame) - len(tag))[:] = tag
+
+
+def _marked(frame: bytes | memoryview, label: int) -> bool:
+    tag = bytes([label]) * min(8, len(frame))
+    return bytes(frame[: len(tag)]) == tag and bytes(frame[len(frame) - len(tag) :]) == tag
+
+
+def test_a_frame_nothing_holds_is_filled_again() -> None:
+    speedups.drop_frames()
+    size = 1 << 20
+    first = speedups.new_frame(size)
+    speedups.frame_view(first, 0)[:] = b"\x01" * size
+    assert hash(first) == hash(b"\x01" * size)  # a hash the object caches
+    address = id(first)
+    del first
+    again = speedups.new_frame(size - 1000)
+    assert id(again) == address  # the same object and memory, no new pages
+    assert type(again) is bytes and len(again) == size - 1000
+    speedups.frame_view(again, 0)[:] = b"\x02" * len(again)
+    assert again == b"\x02" * (size - 1000)
+    assert hash(again) == hash(b"\x02" * (size - 1000))  # not the old contents' hash
+    assert again + b"" == bytes(memoryview(again))
+    speedups.drop_frames()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["drop", "hold", "view"]),
+            st.integers(min_value=1, max_value=3 << 20),
+        ),
+        max_size=25,
+    )
+)
+def test_a_frame_still_held_is_never_handed_out(ops: list[tuple[str, int]]) -> None:
+    # Held as the bytes object or only through a memoryview of part of it: either way
+    # its contents never change under its holder.
+    speedups.drop_frames()
+    held: list[tuple[bytes | memoryview, int, int]] = []  # holder, id of its frame, label
+    for label, (how, size) in enumerate(ops, start=1):
+        frame = speedups.new_frame(size)
+        assert type(frame) is bytes and len(frame) == size
+        assert all(id(frame) != frame_id for _holder, frame_id, _label in held)
+        _mark(frame, label % 256)
+        if how == "hold":
+            held.append((frame, id(frame), label % 256))
+        elif how == "view":
+            held.append((memoryview(frame), id(frame), label % 256))
+        del frame
+        for holder, _frame_id, kept_label in held:
+            assert _marked(holder, kept_label)
+    speedups.drop_frames()
+
+
+def test_only_a_bounded_amount_of_frames_is_kept() -> None:
+    speedups.drop_frames()
+    small = speedups.new_frame(1 << 20)
+    large = speedups.new_frame(40 << 20)  # over the 32 MiB kept in all: not kept
+    assert sys.getrefcount(small) == 3  # small, the call's argument, the pool
+    assert sys.getrefcount(large) == 2
+    speedups.drop_frames()
+    assert sys.getrefcount(small) == 2  # freed as soon as its holder lets go
