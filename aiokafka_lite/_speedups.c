@@ -353,28 +353,50 @@ static PyObject *add_int(int64_t base, int64_t delta) {
 }
 
 /* Header names repeat from record to record ("trace-id", "content-type"): the last few
- * are kept, so a name seen before costs a comparison instead of a new str. */
+ * are kept, so a name seen before costs a comparison instead of a new str. So are many
+ * values ("content-type": "application/json"): the last pair read under each kept name is
+ * kept too, and a header equal to it is that same immutable tuple, not two new objects. */
 #define NAME_CACHE 8
 #define NAME_CACHE_MAX_LEN 64
+#define PAIR_CACHE_MAX_LEN 64
 static PyObject *name_cache[NAME_CACHE];
+static PyObject *last_pair[NAME_CACHE]; /* (name_cache[i], value), or NULL */
 static unsigned int name_cache_next = 0;
 
-static PyObject *header_name(const char *data, Py_ssize_t len) {
+/* The name as a str; *slot is its place in the cache, or -1. */
+static PyObject *header_name(const char *data, Py_ssize_t len, int *slot) {
     if (len <= NAME_CACHE_MAX_LEN) {
         for (int i = 0; i < NAME_CACHE; i++) {
             PyObject *name = name_cache[i];
             if (name != NULL && PyUnicode_GET_LENGTH(name) == len &&
-                memcmp(PyUnicode_DATA(name), data, len) == 0)
+                memcmp(PyUnicode_DATA(name), data, len) == 0) {
+                *slot = i;
                 return Py_NewRef(name);
+            }
         }
     }
+    *slot = -1;
     PyObject *name = PyUnicode_DecodeUTF8(data, len, NULL);
     /* only ASCII names are cached: their characters are their UTF-8 bytes */
     if (name != NULL && len <= NAME_CACHE_MAX_LEN && PyUnicode_IS_ASCII(name)) {
-        unsigned int slot = name_cache_next++ % NAME_CACHE;
-        Py_XSETREF(name_cache[slot], Py_NewRef(name));
+        int i = (int)(name_cache_next++ % NAME_CACHE);
+        Py_XSETREF(name_cache[i], Py_NewRef(name));
+        Py_CLEAR(last_pair[i]);
+        *slot = i;
     }
     return name;
+}
+
+/* The pair kept under the name's slot when its value is these bytes (None: vlen -1). */
+static PyObject *same_pair(int slot, const char *data, int64_t vlen) {
+    if (slot < 0 || last_pair[slot] == NULL)
+        return NULL;
+    PyObject *value = PyTuple_GET_ITEM(last_pair[slot], 1);
+    if (vlen == -1 ? value == Py_None
+                   : (value != Py_None && PyBytes_GET_SIZE(value) == vlen &&
+                      memcmp(PyBytes_AS_STRING(value), data, (size_t)vlen) == 0))
+        return last_pair[slot];
+    return NULL;
 }
 
 static PyObject *read_headers(Cursor *c, Py_ssize_t rec_end) {
@@ -396,7 +418,8 @@ static PyObject *read_headers(Cursor *c, Py_ssize_t rec_end) {
             PyErr_Format(CorruptRecordError, "bad header key length %lld", (long long)klen);
             goto fail;
         }
-        PyObject *name = header_name((const char *)c->p + c->pos, klen);
+        int slot;
+        PyObject *name = header_name((const char *)c->p + c->pos, klen, &slot);
         if (name == NULL) {
             if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
                 PyErr_Clear();
@@ -409,22 +432,32 @@ static PyObject *read_headers(Cursor *c, Py_ssize_t rec_end) {
             Py_DECREF(name);
             goto fail;
         }
+        if (vlen < -1 || vlen > rec_end - c->pos) {
+            Py_DECREF(name);
+            PyErr_Format(CorruptRecordError, "bad header value length %lld", (long long)vlen);
+            goto fail;
+        }
+        const char *vdata = (const char *)c->p + c->pos;
+        PyObject *pair = same_pair(slot, vdata, vlen);
+        if (pair != NULL) {
+            Py_DECREF(name);
+            Py_INCREF(pair);
+            c->pos += vlen > 0 ? vlen : 0;
+            PyTuple_SET_ITEM(out, i, pair);
+            continue;
+        }
         PyObject *hvalue;
         if (vlen == -1) {
             hvalue = Py_NewRef(Py_None);
-        } else if (vlen >= 0 && vlen <= rec_end - c->pos) {
-            hvalue = PyBytes_FromStringAndSize((const char *)c->p + c->pos, vlen);
+        } else {
+            hvalue = PyBytes_FromStringAndSize(vdata, vlen);
             if (hvalue == NULL) {
                 Py_DECREF(name);
                 goto fail;
             }
             c->pos += vlen;
-        } else {
-            Py_DECREF(name);
-            PyErr_Format(CorruptRecordError, "bad header value length %lld", (long long)vlen);
-            goto fail;
         }
-        PyObject *pair = PyTuple_New(2);
+        pair = PyTuple_New(2);
         if (pair == NULL) {
             Py_DECREF(name);
             Py_DECREF(hvalue);
@@ -435,6 +468,8 @@ static PyObject *read_headers(Cursor *c, Py_ssize_t rec_end) {
         /* Immutable and holding a str and bytes (or None): it can be in no cycle, which
          * is what CPython's collector finds out at its first pass and untracks it for. */
         PyObject_GC_UnTrack(pair);
+        if (slot >= 0 && vlen <= PAIR_CACHE_MAX_LEN)
+            Py_XSETREF(last_pair[slot], Py_NewRef(pair));
         PyTuple_SET_ITEM(out, i, pair);
     }
     PyObject_GC_UnTrack(out); /* (likewise: a tuple of such pairs) */
@@ -442,6 +477,19 @@ static PyObject *read_headers(Cursor *c, Py_ssize_t rec_end) {
 fail:
     Py_DECREF(out);
     return NULL;
+}
+
+/* Sizes as ints: most keys and values are under a few KiB, and an int above 256 is a new
+ * object each time. These are made once, when first needed. */
+#define SIZE_INTS 4096
+static PyObject *size_ints[SIZE_INTS];
+
+static PyObject *size_int(int64_t n) {
+    if (n < 0 || n >= SIZE_INTS)
+        return PyLong_FromLongLong(n);
+    if (size_ints[n] == NULL)
+        size_ints[n] = PyLong_FromLongLong(n);
+    return Py_XNewRef(size_ints[n]);
 }
 
 static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -569,8 +617,8 @@ static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t n
                 last_ts_delta = ts_delta;
             }
         }
-        PyObject *ksize = PyLong_FromSsize_t((Py_ssize_t)klen);
-        PyObject *vsize = PyLong_FromSsize_t((Py_ssize_t)vlen);
+        PyObject *ksize = size_int(klen);
+        PyObject *vsize = size_int(vlen);
         PyObject *rec = rec_type->tp_alloc(rec_type, 0);
         if (!offset_obj || !ts_obj || !ksize || !vsize || !rec) {
             Py_XDECREF(offset_obj);

@@ -161,6 +161,44 @@ def test_compiled_decoder_reads_what_the_reference_reads(
         assert all(type(r) is ConsumerRecord for r in speedups.decode_v2(*args))
 
 
+_NAMES = [f"h{i}" for i in range(10)] + ["näme"]  # more than the 8 names kept; one not ASCII
+_VALUES = [None, b"", b"json", b"JSON", b"x" * 64, b"y" * 64, b"y" * 65, b"json\x00"]
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.lists(st.tuples(st.sampled_from(_NAMES), st.sampled_from(_VALUES)), max_size=4),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_repeated_headers_decode_as_the_reference_decodes(
+    headers: list[list[tuple[str, bytes | None]]],
+) -> None:
+    # Names and values that repeat from record to record, as real headers do, so the
+    # names and pairs the compiled decoder keeps are hit, missed and replaced.
+    builder = RecordBatchBuilder(max_size=1 << 24)
+    for i, hdrs in enumerate(headers):
+        builder.append(1000 + i, None, b"v", hdrs)
+    blob = builder.build()
+    args = (blob, 61, len(blob), len(headers), 0, 1000, None, "t", 0, 0, -1, 0)
+    got = speedups.decode_v2(*args)
+    assert [astuple(r) for r in got] == [astuple(r) for r in decode_module._decode_v2(*args)]
+    assert [list(r.headers) for r in got] == headers
+
+
+def test_a_repeated_short_header_is_one_shared_pair() -> None:
+    builder = RecordBatchBuilder()
+    for trace in (b"a" * 16, b"b" * 16, b"c" * 16):
+        builder.append(1, None, b"v", [("trace-id", trace), ("content-type", b"json")])
+    blob = builder.build()
+    first, second, third = speedups.decode_v2(blob, 61, len(blob), 3, 0, 1, None, "t", 0, 0, -1, 0)
+    assert first.headers[1] is second.headers[1] is third.headers[1]  # an immutable tuple
+    assert first.headers[1] == ("content-type", b"json")
+    assert [r.headers[0][1] for r in (first, second, third)] == [b"a" * 16, b"b" * 16, b"c" * 16]
+
+
 def test_compiled_decoder_handles_offsets_and_timestamps_past_int64() -> None:
     builder = RecordBatchBuilder()
     builder.append(2**62, None, b"v")
