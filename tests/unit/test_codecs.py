@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import tracemalloc
 import zlib
 
 import lz4.frame
@@ -298,6 +299,31 @@ def test_lz4_limit() -> None:
     with pytest.raises(DecodeError, match="limit"):
         codecs.lz4_decompress(packed, max_size=100_000)
     assert len(codecs.lz4_decompress(packed, max_size=1_000_000)) == 1_000_000
+
+
+def test_lz4_memory_follows_the_output_not_the_limit() -> None:
+    # python-lz4 allocates whatever a call may return: a 16 KiB batch under the 64 MiB
+    # default limit must not cost 64 MiB (nor map and unmap it).
+    batch = bytes(range(256)) * 64
+    packed = codecs.lz4_compress(batch)
+    tracemalloc.start()
+    try:
+        assert codecs.lz4_decompress(packed) == batch
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+
+
+@pytest.mark.parametrize("size", [1, 65_536, 65_537, 3_000_000])
+def test_lz4_output_larger_than_one_step(size: int) -> None:
+    # Highly compressible frames come out over several calls, one frame after another.
+    payload = (b"\x00" * size)[:-1] + b"!"
+    packed = codecs.lz4_compress(payload)
+    assert codecs.lz4_decompress(packed + packed) == payload * 2
+    assert codecs.lz4_decompress(packed, max_size=size) == payload
+    with pytest.raises(DecodeError, match="limit"):
+        codecs.lz4_decompress(packed + packed, max_size=2 * size - 1)
 
 
 # --- zstd -------------------------------------------------------------------------------
