@@ -328,6 +328,9 @@ def main() -> int:
     p.add_argument("--broker", default="tansu")
     p.add_argument("--bootstrap", default=None)
     p.add_argument("--out", default=None)
+    # make bench hands its options to every script: one run per client here (the result
+    # is a curve over time, and the bound holds or not in each run).
+    p.add_argument("--repeat", type=int, default=1, help="ignored: one run per client")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
