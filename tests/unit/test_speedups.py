@@ -345,8 +345,8 @@ def test_a_frame_nothing_holds_is_filled_again() -> None:
     )
 )
 def test_a_frame_still_held_is_never_handed_out(ops: list[tuple[str, int]]) -> None:
-    # Held as the bytes object or only through a memoryview of part of it: either way
-    # its contents never change under its holder.
+    # Held as the bytes object or only through a memoryview of it: either way its
+    # contents never change under its holder.
     speedups.drop_frames()
     held: list[tuple[bytes | memoryview, int, int]] = []  # holder, id of its frame, label
     for label, (how, size) in enumerate(ops, start=1):
