@@ -492,43 +492,13 @@ static PyObject *size_int(int64_t n) {
     return Py_XNewRef(size_ints[n]);
 }
 
-static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 12) {
-        PyErr_SetString(PyExc_TypeError, "decode_v2 takes 12 arguments");
-        return NULL;
-    }
-    if (ConsumerRecordType == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "set_record_type() was not called");
-        return NULL;
-    }
-    PyObject *buf = args[0];
-    if (!PyBytes_CheckExact(buf)) {
-        PyErr_SetString(PyExc_TypeError, "decode_v2 needs bytes");
-        return NULL;
-    }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
-    Py_ssize_t count = PyLong_AsSsize_t(args[3]);
-    long long base_offset = PyLong_AsLongLong(args[4]);
-    long long base_ts = PyLong_AsLongLong(args[5]);
-    PyObject *log_append = args[6];
-    PyObject *topic = args[7], *partition = args[8], *ts_type = args[9], *epoch = args[10];
-    long long min_offset = PyLong_AsLongLong(args[11]);
-    if (PyErr_Occurred())
-        return NULL;
-    if (pos < 0 || end > PyBytes_GET_SIZE(buf) || pos > end) {
-        PyErr_SetString(PyExc_ValueError, "bad buffer bounds");
-        return NULL;
-    }
-    if (count < 0 || count * 7 > end - pos) {
-        PyErr_Format(CorruptRecordError, "record count %zd does not fit in %zd bytes", count,
-                     end - pos);
-        return NULL;
-    }
+/* Append the ``count`` records in buf[pos:end] to ``out`` (decode_v2's work); -1 with an
+ * exception set when they are malformed (some records may have been appended). */
+static int decode_into(PyObject *out, PyObject *buf, Py_ssize_t pos, Py_ssize_t end,
+                       Py_ssize_t count, long long base_offset, long long base_ts,
+                       PyObject *log_append, PyObject *topic, PyObject *partition,
+                       PyObject *ts_type, PyObject *epoch, long long min_offset) {
     PyTypeObject *rec_type = (PyTypeObject *)ConsumerRecordType;
-    PyObject *out = PyList_New(0);
-    if (out == NULL)
-        return NULL;
     Cursor c = {(const unsigned char *)PyBytes_AS_STRING(buf), pos, end};
     PyObject *last_ts = NULL;
     int64_t last_ts_delta = 0;
@@ -671,9 +641,241 @@ static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t n
         goto fail;
     }
     Py_XDECREF(last_ts);
-    return out;
+    return 0;
 fail:
     Py_XDECREF(last_ts);
+    return -1;
+}
+
+static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "decode_v2 takes 12 arguments");
+        return NULL;
+    }
+    if (ConsumerRecordType == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "set_record_type() was not called");
+        return NULL;
+    }
+    PyObject *buf = args[0];
+    if (!PyBytes_CheckExact(buf)) {
+        PyErr_SetString(PyExc_TypeError, "decode_v2 needs bytes");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t count = PyLong_AsSsize_t(args[3]);
+    long long base_offset = PyLong_AsLongLong(args[4]);
+    long long base_ts = PyLong_AsLongLong(args[5]);
+    PyObject *log_append = args[6];
+    PyObject *topic = args[7], *partition = args[8], *ts_type = args[9], *epoch = args[10];
+    long long min_offset = PyLong_AsLongLong(args[11]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (pos < 0 || end > PyBytes_GET_SIZE(buf) || pos > end) {
+        PyErr_SetString(PyExc_ValueError, "bad buffer bounds");
+        return NULL;
+    }
+    if (count < 0 || count * 7 > end - pos) {
+        PyErr_Format(CorruptRecordError, "record count %zd does not fit in %zd bytes", count,
+                     end - pos);
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    if (decode_into(out, buf, pos, end, count, base_offset, base_ts, log_append, topic,
+                    partition, ts_type, epoch, min_offset) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* --- runs of batches ----------------------------------------------------------------- */
+
+static inline int64_t be64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+static inline int32_t be32(const unsigned char *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
+                     (uint32_t)p[3]);
+}
+
+#define LOG_OVERHEAD 12
+#define V2_HEADER_SIZE 61
+#define COMPRESSION_MASK 0x07
+#define TIMESTAMP_TYPE_MASK 0x08
+#define TRANSACTIONAL_MASK 0x10
+#define CONTROL_MASK 0x20
+#define MAX_CODEC 4
+
+/* Whether the exception set is one the Python path raises again, with its own words, for
+ * the batch a run stops at (a malformed batch, a failed decompression): cleared if so. */
+static int leave_to_python(void) {
+    if (PyErr_ExceptionMatches(PyExc_Exception) && !PyErr_ExceptionMatches(PyExc_MemoryError)) {
+        PyErr_Clear();
+        return 1;
+    }
+    return 0;
+}
+
+/* A view of raw memory inside a bytes object the caller keeps alive. */
+static PyObject *view_of(const unsigned char *p, Py_ssize_t n) {
+    return PyMemoryView_FromMemory((char *)p, n, PyBUF_READ);
+}
+
+/* decode_batches: see module_methods. The batches of a run are exactly those the Python
+ * path (consumer/fetched.py) would decode with no further thought: magic 2, whole, CRC
+ * right, no control batch, not transactional when asked, offsets in order and below the
+ * high watermark, one leader epoch, a known codec, records well formed. The run stops
+ * before any other batch, which the Python path then reads (and raises for, if it is
+ * malformed): so errors keep their one source. */
+static PyObject *decode_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "decode_batches takes 13 arguments");
+        return NULL;
+    }
+    if (ConsumerRecordType == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "set_record_type() was not called");
+        return NULL;
+    }
+    PyObject *buf = args[0];
+    if (!PyBytes_CheckExact(buf)) {
+        PyErr_SetString(PyExc_TypeError, "decode_batches needs bytes");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    PyObject *topic = args[2], *partition = args[3];
+    long long min_offset = PyLong_AsLongLong(args[4]);
+    long long high_watermark = PyLong_AsLongLong(args[5]);
+    long long batch_next = PyLong_AsLongLong(args[6]);
+    int past_first = PyObject_IsTrue(args[7]);
+    int check_crc = PyObject_IsTrue(args[8]);
+    int stop_transactional = PyObject_IsTrue(args[9]);
+    PyObject *crc_func = args[10], *decompress = args[11];
+    Py_ssize_t limit = PyLong_AsSsize_t(args[12]);
+    if (PyErr_Occurred() || past_first < 0 || check_crc < 0 || stop_transactional < 0)
+        return NULL;
+    Py_ssize_t n = PyBytes_GET_SIZE(buf);
+    if (pos < 0 || pos > n) {
+        PyErr_SetString(PyExc_ValueError, "bad buffer position");
+        return NULL;
+    }
+    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(buf);
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    int32_t run_epoch = 0;
+    int batches = 0;
+    while (n - pos >= V2_HEADER_SIZE && PyList_GET_SIZE(out) < limit) {
+        const unsigned char *h = data + pos;
+        int32_t length = be32(h + 8);
+        if (length < V2_HEADER_SIZE - LOG_OVERHEAD || length > n - pos - LOG_OVERHEAD)
+            break; /* malformed, or cut off by the fetch size: the Python path says which */
+        Py_ssize_t end = pos + LOG_OVERHEAD + length;
+        if (h[16] != 2)
+            break;
+        int64_t base_offset = be64(h);
+        int32_t epoch = be32(h + 12);
+        uint32_t crc = (uint32_t)be32(h + 17);
+        int attributes = (int16_t)((h[21] << 8) | h[22]);
+        int32_t last_delta = be32(h + 23);
+        int64_t base_ts = be64(h + 27);
+        int64_t max_ts = be64(h + 35);
+        int32_t count = be32(h + 57);
+        int codec = attributes & COMPRESSION_MASK;
+        int64_t last;
+        if (attributes & CONTROL_MASK || codec > MAX_CODEC ||
+            (stop_transactional && attributes & TRANSACTIONAL_MASK) ||
+            (batches && epoch != run_epoch) ||
+            __builtin_add_overflow(base_offset, (int64_t)last_delta, &last) ||
+            last == INT64_MAX || (high_watermark >= 0 && last >= high_watermark) ||
+            (past_first && base_offset < batch_next))
+            break;
+        if (check_crc) {
+            PyObject *view = view_of(h + 21, end - pos - 21);
+            if (view == NULL)
+                goto fail;
+            PyObject *got = PyObject_CallOneArg(crc_func, view);
+            Py_DECREF(view);
+            if (got == NULL)
+                goto fail;
+            unsigned long value = PyLong_AsUnsignedLong(got);
+            Py_DECREF(got);
+            if (value == (unsigned long)-1 && PyErr_Occurred())
+                goto fail;
+            if (value != crc)
+                break;
+        }
+        PyObject *records = buf;
+        Py_ssize_t start = pos + V2_HEADER_SIZE, stop = end;
+        if (codec && !(count == 0 && start == stop)) {
+            if (decompress == Py_None)
+                break;
+            PyObject *view = view_of(data + start, stop - start);
+            if (view == NULL)
+                goto fail;
+            PyObject *codec_obj = PyLong_FromLong(codec);
+            if (codec_obj == NULL) {
+                Py_DECREF(view);
+                goto fail;
+            }
+            PyObject *call_args[2] = {codec_obj, view};
+            records = PyObject_Vectorcall(decompress, call_args, 2, NULL);
+            Py_DECREF(codec_obj);
+            Py_DECREF(view);
+            if (records == NULL) {
+                if (leave_to_python())
+                    break;
+                goto fail;
+            }
+            if (!PyBytes_CheckExact(records)) {
+                Py_DECREF(records);
+                break;
+            }
+            start = 0;
+            stop = PyBytes_GET_SIZE(records);
+        } /* else an empty compressed batch (compaction leaves them): nothing to decode */
+        Py_ssize_t before = PyList_GET_SIZE(out);
+        int decoded = -1;
+        if (count < 0 || (Py_ssize_t)count * 7 > stop - start) {
+            decoded = -2;
+        } else {
+            PyObject *log_append = NULL, *ts_type, *epoch_obj = PyLong_FromLong(epoch);
+            int log_time = attributes & TIMESTAMP_TYPE_MASK;
+            ts_type = log_time ? size_int(1) : size_int(0);
+            if (log_time)
+                log_append = PyLong_FromLongLong(max_ts);
+            if (epoch_obj && ts_type && (!log_time || log_append))
+                decoded = decode_into(out, records, start, stop, count, base_offset, base_ts,
+                                      log_time ? log_append : Py_None, topic, partition,
+                                      ts_type, epoch_obj, min_offset);
+            Py_XDECREF(epoch_obj);
+            Py_XDECREF(ts_type);
+            Py_XDECREF(log_append);
+        }
+        if (records != buf)
+            Py_DECREF(records);
+        if (decoded < 0) {
+            if (PyList_SetSlice(out, before, PyList_GET_SIZE(out), NULL) < 0)
+                goto fail;
+            if (decoded == -2 || leave_to_python())
+                break;
+            goto fail;
+        }
+        pos = end;
+        batch_next = last + 1;
+        past_first = 1;
+        run_epoch = epoch;
+        batches++;
+    }
+    PyObject *result = Py_BuildValue("(NnLi)", out, pos, batch_next, (int)run_epoch);
+    return result;
+fail:
     Py_DECREF(out);
     return NULL;
 }
@@ -906,6 +1108,12 @@ static PyMethodDef module_methods[] = {
     {"decode_v2", (PyCFunction)(void (*)(void))decode_v2, METH_FASTCALL,
      "decode_v2(buf, pos, end, count, base_offset, base_ts, log_append_time, topic, "
      "partition, timestamp_type, leader_epoch, min_offset) -> list of ConsumerRecord"},
+    {"decode_batches", (PyCFunction)(void (*)(void))decode_batches, METH_FASTCALL,
+     "decode_batches(buf, pos, topic, partition, min_offset, high_watermark, batch_next, "
+     "past_first, check_crc, stop_transactional, crc32c, decompress, limit) -> (records, pos, "
+     "batch_next, leader_epoch): the records of the plain v2 batches from pos on, as many as "
+     "follow one another (until limit records); decompress(codec, view) -> bytes, or None to "
+     "stop at compressed batches. pos unchanged: the batch there is the Python path's"},
     {"track", track, METH_O,
      "track(obj): let the cyclic collector see obj again (a record decode_v2 built)"},
     {"new_frame", new_frame, METH_O,

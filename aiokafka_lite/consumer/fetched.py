@@ -9,18 +9,25 @@ headers, to know where the next fetch starts.
 
 from __future__ import annotations
 
+import gc
 import logging
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
+from functools import lru_cache, partial
 from typing import Any
 
+from crc32c import crc32c
+
 from aiokafka_lite import errors
+from aiokafka_lite.accel import speedups
 from aiokafka_lite.consumer._errors import RecordDeserializationError
 from aiokafka_lite.consumer.config import ConsumerConfig
 from aiokafka_lite.consumer.subscription import PartitionState
 from aiokafka_lite.errors import CorruptRecordError
-from aiokafka_lite.protocol.records import ConsumerRecord, ControlRecordType, iter_batches
+from aiokafka_lite.protocol import codecs
+from aiokafka_lite.protocol.records import ConsumerRecord, ControlRecordType
+from aiokafka_lite.protocol.records.decode import read_batch
 from aiokafka_lite.structs import TopicPartition
 
 __all__ = ["CompletedFetch", "CorruptionHandler", "scan_next_offset"]
@@ -57,6 +64,21 @@ def scan_next_offset(data: bytes | memoryview) -> int | None:
     return next_offset
 
 
+#: The compiled decoder of runs of plain batches (``_speedups.decode_batches``), or None:
+#: then every batch goes through :meth:`CompletedFetch._load_batch` one at a time.
+decode_batches: Callable[..., tuple[list[Any], int, int, int]] | None = (
+    None if speedups is None else speedups.decode_batches
+)
+#: Records a run decodes at most (it ends with the batch that reaches this).
+RUN_RECORDS = 2048
+
+
+@lru_cache(maxsize=8)
+def _decompressor(max_size: int) -> Callable[[int, memoryview], bytes]:
+    """What the compiled run decoder calls for a compressed v2 batch's records."""
+    return partial(codecs.decompress, magic=2, max_size=max_size)
+
+
 #: What a completed fetch calls when it meets a batch it cannot decode: the error to
 #: raise to the user, or None to fetch the batch again without raising.
 CorruptionHandler = Callable[["CompletedFetch", Exception], "errors.KafkaError | None"]
@@ -77,10 +99,13 @@ class CompletedFetch:
     __slots__ = (
         "_aborted",
         "_aborted_pids",
-        "_batches",
+        "_check_crc",
+        "_data",
         "_key_des",
+        "_max_decompressed",
         "_on_corrupt",
         "_past_first",
+        "_pos",
         "_recs",
         "_value_des",
         "batch_epoch",
@@ -121,11 +146,10 @@ class CompletedFetch:
         self.high_watermark = high_watermark
         self.nbytes = len(data)
         self.read_committed = config.read_committed
-        self._batches: Iterator[Any] = iter_batches(
-            data,
-            check_crc=config.check_crcs,
-            max_decompressed_size=max(config.fetch_max_bytes, 64 * 1048576),
-        )
+        self._data = data
+        self._pos = 0
+        self._check_crc = config.check_crcs
+        self._max_decompressed = max(config.fetch_max_bytes, 64 * 1048576)
         self._aborted = sorted(aborted or (), key=lambda a: a[1])
         self._aborted_pids: set[int] = set()
         self._key_des = config.key_deserializer
@@ -174,7 +198,18 @@ class CompletedFetch:
 
     def _load_batch(self) -> bool:
         state = self.state
-        for batch in self._batches:
+        while True:
+            if decode_batches is not None and self._load_run():
+                return True
+            batch = read_batch(
+                self._data,
+                self._pos,
+                check_crc=self._check_crc,
+                max_decompressed_size=self._max_decompressed,
+            )
+            if batch is None:
+                return False
+            self._pos += batch.size_in_bytes
             self._check_offsets(batch)
             if self.read_committed:
                 last = batch.last_offset
@@ -205,7 +240,54 @@ class CompletedFetch:
             self.n = len(recs)
             self.batch_epoch = batch.partition_leader_epoch
             return True
-        return False
+
+    def _load_run(self) -> bool:
+        """Decode the plain batches ahead in one compiled call (what the loop in
+        :meth:`_load_batch` would do with each, without a Python step per batch): True
+        with records loaded. False when the next batch needs that loop (control, an
+        aborted transaction to look for, legacy, malformed: see ``decode_batches``),
+        or nothing is left."""
+        assert decode_batches is not None
+        state = self.state
+        # Transactional batches need the loop only while an aborted transaction is known.
+        stop_transactional = self.read_committed and bool(self._aborted or self._aborted_pids)
+        while True:
+            pause_gc = gc.isenabled()
+            if pause_gc:
+                # See decode_v2_records: the new records are all alive.
+                gc.disable()
+            try:
+                recs, pos, next_offset, epoch = decode_batches(
+                    self._data,
+                    self._pos,
+                    self.topic,
+                    self.partition,
+                    self.start_offset,
+                    self.high_watermark,
+                    self.batch_next,
+                    self._past_first,
+                    self._check_crc,
+                    stop_transactional,
+                    crc32c,
+                    _decompressor(self._max_decompressed),
+                    RUN_RECORDS,
+                )
+            finally:
+                if pause_gc:
+                    gc.enable()
+            if pos == self._pos:
+                return False
+            self._pos = pos
+            self._past_first = True
+            self.batch_next = next_offset
+            if state.corrupt_offset is not None:
+                state.corrupt_offset = state.failure = None
+            if recs:
+                self._recs = recs
+                self.n = len(recs)
+                self.batch_epoch = epoch
+                return True
+            state.position = max(state.position or 0, next_offset)
 
     def _skip(self, batch: Any) -> None:
         """Move past a batch that holds nothing for the user (control, aborted)."""

@@ -17,6 +17,10 @@ Targets:
 * ``record_decoder``: the library's record decoder (``decode_v2_records``, the consumer's
   hot path), compared with the plain reference decoder of ``tests/reference_codec.py``
   on the same bytes: they must agree on validity and on every field.
+* ``fetch_runs``: a consumer's completed fetch read with the compiled run decoder
+  (``_speedups.decode_batches``) and again batch by batch in Python: the same records,
+  positions and errors. The first byte picks CRC repair, read_committed, the fetch
+  offset and how many records each call takes.
 
 :func:`seeds` gives a valid input per case, the starting corpus.
 """
@@ -32,6 +36,7 @@ from typing import Any, Final
 
 from crc32c import crc32c
 
+from aiokafka_lite.consumer.subscription import PartitionState
 from aiokafka_lite.errors import DecodeError, UnsupportedCodecError, UnsupportedVersionError
 from aiokafka_lite.protocol import api, codecs, messages, records
 from aiokafka_lite.protocol.records import decode_v2_records
@@ -43,6 +48,7 @@ __all__ = [
     "RESPONSE_CASES",
     "TARGETS",
     "codecs_target",
+    "fetch_runs_target",
     "records_target",
     "responses_target",
     "seeds",
@@ -207,11 +213,73 @@ def record_decoder_target(data: bytes) -> None:
             raise AssertionError("the decoders disagree on the records")
 
 
+def _read_fetch(blob: bytes, mode: int, compiled: bool) -> list[Any]:
+    """What the application sees reading ``blob`` as one partition's fetched records."""
+    from aiokafka_lite.consumer import ConsumerConfig, fetched
+    from aiokafka_lite.structs import TopicPartition
+
+    saved = fetched.decode_batches
+    fetched.decode_batches = saved if compiled else None
+    try:
+        state = PartitionState()
+        start = (mode >> 4) & 3
+        state.seek(start)
+        config = ConsumerConfig.from_kwargs(
+            isolation_level="read_committed" if mode & 4 else "read_uncommitted"
+        )
+
+        def report(cf: Any, exc: Exception) -> Any:
+            if not isinstance(exc, ALLOWED):
+                raise exc  # a crash: only decode errors may come out of hostile bytes
+            return exc
+
+        cf = fetched.CompletedFetch(
+            TopicPartition("t", 0), state, state.epoch, start, blob, [(7, 0)], config, -1, report
+        )
+        step = 1 + (mode >> 6) * 40
+        seen: list[Any] = []
+        for _ in range(10_000):
+            recs = cf.take(step)
+            seen.append(
+                (
+                    [
+                        (r.offset, r.timestamp, r.key, r.value, tuple(r.headers), r.leader_epoch)
+                        for r in recs
+                    ],
+                    state.position,
+                    state.leader_epoch,
+                    repr(cf.error),
+                )
+            )
+            if cf.error is not None or cf.finished:
+                break
+        return seen
+    finally:
+        fetched.decode_batches = saved
+
+
+def fetch_runs_target(data: bytes) -> None:
+    """A completed fetch read with the compiled run decoder and batch by batch: both
+    must hand over the same records, move the position alike and stop at the same
+    error."""
+    from aiokafka_lite.consumer import fetched
+
+    if not data or fetched.decode_batches is None:
+        return
+    mode, payload = data[0], bytearray(data[1:])
+    if mode & 2:
+        _repair_crcs(payload)
+    blob = bytes(payload)
+    if _read_fetch(blob, mode, True) != _read_fetch(blob, mode, False):
+        raise AssertionError("the run decoder and the batch-at-a-time path disagree")
+
+
 TARGETS: Final[dict[str, Callable[[bytes], None]]] = {
     "responses": responses_target,
     "records": records_target,
     "codecs": codecs_target,
     "record_decoder": record_decoder_target,
+    "fetch_runs": fetch_runs_target,
 }
 
 
@@ -304,6 +372,10 @@ def seeds(target: str) -> list[bytes]:
             builder.append(1_700_000_000_000 + i, b"k%03d" % i, b"v" * 20)
         out.append(b"\x00" + builder.build())
         return out
+    if target == "fetch_runs":
+        blobs = list(_record_seeds())
+        fetch = b"".join(b for b in blobs if len(b) > 16 and b[16] == 2)
+        return [bytes([mode]) + blob for blob in (fetch, *blobs) for mode in (0, 2, 6, 0x52)]
     if target == "codecs":
         out = []
         payload = b"".join(b"record %d;" % i for i in range(200))

@@ -278,3 +278,19 @@ def test_record_decoder_skips_every_record_below_min_offset() -> None:
     blob = bytes(batch)
     got = decode_v2_records(blob, 61, len(blob), 1, 7, 1000, None, "t", 0, 0, -1, 5)
     assert [r.offset for r in got if r.offset < 5] == []
+
+
+# --- the consumer's run decoder, against its batch-at-a-time path --------------------------
+
+FETCH_SEEDS = seeds("fetch_runs")
+
+
+def test_fetch_runs_seeds_agree() -> None:
+    for data in FETCH_SEEDS:
+        TARGETS["fetch_runs"](data)  # raises if the two paths disagree
+
+
+@_SETTINGS
+@given(_mutated(FETCH_SEEDS))
+def test_fetch_runs_on_mutated_fetches(data: bytes) -> None:
+    TARGETS["fetch_runs"](data)

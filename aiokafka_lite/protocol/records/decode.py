@@ -655,6 +655,40 @@ class RecordBatch(BatchView):
 Batch = RecordBatch | LegacyRecordBatch
 
 
+def read_batch(
+    buf: bytes,
+    pos: int,
+    *,
+    check_crc: bool = True,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> Batch | None:
+    """The batch at ``pos`` of a fetch response's ``records`` bytes, or None when less
+    than a whole batch is left there (a broker cuts responses at the fetch size).
+
+    Only its header is parsed; a malformed batch raises CorruptRecordError. The next
+    batch starts at ``pos + batch.size_in_bytes``.
+    """
+    n = len(buf)
+    if n - pos < LOG_OVERHEAD:
+        return None
+    (length,) = I32.unpack_from(buf, pos + 8)
+    end = pos + LOG_OVERHEAD + length
+    if length < LEGACY_MIN_SIZE[0]:
+        raise CorruptRecordError(f"bad batch length {length} at position {pos}")
+    if end > n:
+        return None  # truncated trailing batch: the rest comes with the next fetch
+    magic = buf[pos + MAGIC_OFFSET]
+    if magic == 2:
+        return RecordBatch(
+            buf, pos, end, check_crc=check_crc, max_decompressed_size=max_decompressed_size
+        )
+    if magic == 0 or magic == 1:
+        return LegacyRecordBatch(
+            buf, pos, end, check_crc=check_crc, max_decompressed_size=max_decompressed_size
+        )
+    raise CorruptRecordError(f"unknown magic {magic} at position {pos}")
+
+
 def iter_batches(
     data: BytesLike | None,
     *,
@@ -670,27 +704,14 @@ def iter_batches(
     if not data:
         return  # a fetch response's records may be null or empty
     buf = data if type(data) is bytes else bytes(data)
-    n = len(buf)
     pos = 0
-    while n - pos >= LOG_OVERHEAD:
-        (length,) = I32.unpack_from(buf, pos + 8)
-        end = pos + LOG_OVERHEAD + length
-        if length < LEGACY_MIN_SIZE[0]:
-            raise CorruptRecordError(f"bad batch length {length} at position {pos}")
-        if end > n:
-            return  # truncated trailing batch: the rest comes with the next fetch
-        magic = buf[pos + MAGIC_OFFSET]
-        if magic == 2:
-            yield RecordBatch(
-                buf, pos, end, check_crc=check_crc, max_decompressed_size=max_decompressed_size
-            )
-        elif magic == 0 or magic == 1:
-            yield LegacyRecordBatch(
-                buf, pos, end, check_crc=check_crc, max_decompressed_size=max_decompressed_size
-            )
-        else:
-            raise CorruptRecordError(f"unknown magic {magic} at position {pos}")
-        pos = end
+    while (
+        batch := read_batch(
+            buf, pos, check_crc=check_crc, max_decompressed_size=max_decompressed_size
+        )
+    ) is not None:
+        yield batch
+        pos += batch.size_in_bytes
 
 
 def decode_records(
