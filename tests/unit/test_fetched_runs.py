@@ -202,6 +202,25 @@ def plain_log(batches: int, per_batch: int, codec: str | None = None) -> Iterato
         )
 
 
+def fetch_from_zero(data: bytes) -> tuple[CompletedFetch, PartitionState]:
+    """A completed fetch of ``data`` from offset 0 (default config, no high watermark),
+    reporting every corrupt batch."""
+    state = PartitionState()
+    state.seek(0)
+    cf = CompletedFetch(
+        TP,
+        state,
+        state.epoch,
+        0,
+        data,
+        None,
+        ConsumerConfig.from_kwargs(),
+        -1,
+        lambda cf, exc: exc if isinstance(exc, errors.KafkaError) else None,
+    )
+    return cf, state
+
+
 @pytest.mark.parametrize("codec", [None, "lz4"])
 @pytest.mark.parametrize("compiled", [True, False])
 def test_a_batch_corrupted_mid_run_ends_the_records_before_it(
@@ -212,19 +231,7 @@ def test_a_batch_corrupted_mid_run_ends_the_records_before_it(
     third[len(third) // 2] ^= 0x40  # inside its records: the CRC no longer matches
     chunks[2] = bytes(third)
     monkeypatch.setattr(fetched, "decode_batches", speedups.decode_batches if compiled else None)
-    state = PartitionState()
-    state.seek(0)
-    cf = CompletedFetch(
-        TP,
-        state,
-        state.epoch,
-        0,
-        b"".join(chunks),
-        None,
-        ConsumerConfig.from_kwargs(),
-        -1,
-        lambda cf, exc: exc if isinstance(exc, errors.KafkaError) else None,
-    )
+    cf, state = fetch_from_zero(b"".join(chunks))
     got = cf.take(1000)
     assert [r.offset for r in got] == list(range(20))
     assert state.position == 20  # nothing past the records handed over
@@ -237,19 +244,7 @@ def test_a_run_stops_at_its_record_limit_and_the_next_goes_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(fetched, "RUN_RECORDS", 25)
-    state = PartitionState()
-    state.seek(0)
-    cf = CompletedFetch(
-        TP,
-        state,
-        state.epoch,
-        0,
-        b"".join(plain_log(9, 10)),
-        None,
-        ConsumerConfig.from_kwargs(),
-        -1,
-        lambda cf, exc: None,
-    )
+    cf, state = fetch_from_zero(b"".join(plain_log(9, 10)))
     sizes = []
     offsets = []
     while (rec := cf.next_one()) is not None:
