@@ -498,6 +498,11 @@ static int decode_into(PyObject *out, PyObject *buf, Py_ssize_t pos, Py_ssize_t 
                        Py_ssize_t count, long long base_offset, long long base_ts,
                        PyObject *log_append, PyObject *topic, PyObject *partition,
                        PyObject *ts_type, PyObject *epoch, long long min_offset) {
+    if (count < 0 || count > (end - pos) / 7) { /* a record takes at least 7 bytes */
+        PyErr_Format(CorruptRecordError, "record count %zd does not fit in %zd bytes", count,
+                     end - pos);
+        return -1;
+    }
     PyTypeObject *rec_type = (PyTypeObject *)ConsumerRecordType;
     Cursor c = {(const unsigned char *)PyBytes_AS_STRING(buf), pos, end};
     PyObject *last_ts = NULL;
@@ -647,20 +652,29 @@ fail:
     return -1;
 }
 
-static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 12) {
-        PyErr_SetString(PyExc_TypeError, "decode_v2 takes 12 arguments");
-        return NULL;
+/* What decode_v2 and decode_batches check first: their argument count, that
+ * set_record_type() was called, and that the data (args[0]) is bytes. */
+static int check_decode_call(const char *name, PyObject *const *args, Py_ssize_t nargs,
+                             Py_ssize_t want) {
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arguments", name, want);
+        return -1;
     }
     if (ConsumerRecordType == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "set_record_type() was not called");
-        return NULL;
+        return -1;
     }
+    if (!PyBytes_CheckExact(args[0])) {
+        PyErr_Format(PyExc_TypeError, "%s needs bytes", name);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (check_decode_call("decode_v2", args, nargs, 12) < 0)
+        return NULL;
     PyObject *buf = args[0];
-    if (!PyBytes_CheckExact(buf)) {
-        PyErr_SetString(PyExc_TypeError, "decode_v2 needs bytes");
-        return NULL;
-    }
     Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
     Py_ssize_t end = PyLong_AsSsize_t(args[2]);
     Py_ssize_t count = PyLong_AsSsize_t(args[3]);
@@ -673,11 +687,6 @@ static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t n
         return NULL;
     if (pos < 0 || end > PyBytes_GET_SIZE(buf) || pos > end) {
         PyErr_SetString(PyExc_ValueError, "bad buffer bounds");
-        return NULL;
-    }
-    if (count < 0 || count * 7 > end - pos) {
-        PyErr_Format(CorruptRecordError, "record count %zd does not fit in %zd bytes", count,
-                     end - pos);
         return NULL;
     }
     PyObject *out = PyList_New(0);
@@ -735,19 +744,9 @@ static PyObject *view_of(const unsigned char *p, Py_ssize_t n) {
  * before any other batch, which the Python path then reads (and raises for, if it is
  * malformed): so errors keep their one source. */
 static PyObject *decode_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 13) {
-        PyErr_SetString(PyExc_TypeError, "decode_batches takes 13 arguments");
+    if (check_decode_call("decode_batches", args, nargs, 13) < 0)
         return NULL;
-    }
-    if (ConsumerRecordType == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "set_record_type() was not called");
-        return NULL;
-    }
     PyObject *buf = args[0];
-    if (!PyBytes_CheckExact(buf)) {
-        PyErr_SetString(PyExc_TypeError, "decode_batches needs bytes");
-        return NULL;
-    }
     Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
     PyObject *topic = args[2], *partition = args[3];
     long long min_offset = PyLong_AsLongLong(args[4]);
@@ -842,30 +841,26 @@ static PyObject *decode_batches(PyObject *module, PyObject *const *args, Py_ssiz
         } /* else an empty compressed batch (compaction leaves them): nothing to decode */
         Py_ssize_t before = PyList_GET_SIZE(out);
         int decoded = -1;
-        if (count < 0 || (Py_ssize_t)count * 7 > stop - start) {
-            decoded = -2;
-        } else {
-            PyObject *log_append = NULL, *ts_type, *epoch_obj = PyLong_FromLong(epoch);
-            int log_time = attributes & TIMESTAMP_TYPE_MASK;
-            ts_type = log_time ? size_int(1) : size_int(0);
-            if (log_time)
-                log_append = PyLong_FromLongLong(max_ts);
-            if (epoch_obj && ts_type && (!log_time || log_append))
-                decoded = decode_into(out, records, start, stop, count, base_offset, base_ts,
-                                      log_time ? log_append : Py_None, topic, partition,
-                                      ts_type, epoch_obj, min_offset);
-            Py_XDECREF(epoch_obj);
-            Py_XDECREF(ts_type);
-            Py_XDECREF(log_append);
-        }
+        PyObject *log_append = NULL, *ts_type, *epoch_obj = PyLong_FromLong(epoch);
+        int log_time = attributes & TIMESTAMP_TYPE_MASK;
+        ts_type = log_time ? size_int(1) : size_int(0);
+        if (log_time)
+            log_append = PyLong_FromLongLong(max_ts);
+        if (epoch_obj && ts_type && (!log_time || log_append))
+            decoded = decode_into(out, records, start, stop, count, base_offset, base_ts,
+                                  log_time ? log_append : Py_None, topic, partition, ts_type,
+                                  epoch_obj, min_offset);
+        Py_XDECREF(epoch_obj);
+        Py_XDECREF(ts_type);
+        Py_XDECREF(log_append);
         if (records != buf)
             Py_DECREF(records);
         if (decoded < 0) {
-            if (PyList_SetSlice(out, before, PyList_GET_SIZE(out), NULL) < 0)
+            /* malformed records: the Python path reads this batch and raises for it; the
+             * run keeps only the batches before it */
+            if (!leave_to_python() || PyList_SetSlice(out, before, PyList_GET_SIZE(out), NULL) < 0)
                 goto fail;
-            if (decoded == -2 || leave_to_python())
-                break;
-            goto fail;
+            break;
         }
         pos = end;
         batch_next = last + 1;

@@ -197,7 +197,6 @@ class CompletedFetch:
         return loaded
 
     def _load_batch(self) -> bool:
-        state = self.state
         while True:
             if decode_batches is not None and self._load_run():
                 return True
@@ -228,18 +227,8 @@ class CompletedFetch:
             elif batch.is_control:
                 self._skip(batch)
                 continue
-            recs = self._decode(batch)
-            self.batch_next = batch.next_offset
-            if state.corrupt_offset is not None:
-                # The batch that was corrupt here decodes now: the partition is well again.
-                state.corrupt_offset = state.failure = None
-            if not recs:
-                state.position = max(state.position or 0, batch.next_offset)
-                continue
-            self._recs = recs
-            self.n = len(recs)
-            self.batch_epoch = batch.partition_leader_epoch
-            return True
+            if self._loaded(self._decode(batch), batch.next_offset, batch.partition_leader_epoch):
+                return True
 
     def _load_run(self) -> bool:
         """Decode the plain batches ahead in one compiled call (what the loop in
@@ -248,7 +237,6 @@ class CompletedFetch:
         aborted transaction to look for, legacy, malformed: see ``decode_batches``),
         or nothing is left."""
         assert decode_batches is not None
-        state = self.state
         # Transactional batches need the loop only while an aborted transaction is known.
         stop_transactional = self.read_committed and bool(self._aborted or self._aborted_pids)
         while True:
@@ -279,15 +267,26 @@ class CompletedFetch:
                 return False
             self._pos = pos
             self._past_first = True
-            self.batch_next = next_offset
-            if state.corrupt_offset is not None:
-                state.corrupt_offset = state.failure = None
-            if recs:
-                self._recs = recs
-                self.n = len(recs)
-                self.batch_epoch = epoch
+            if self._loaded(recs, next_offset, epoch):
                 return True
+
+    def _loaded(
+        self, recs: list[ConsumerRecord[Any, Any]], next_offset: int, epoch: int
+    ) -> bool:
+        """Book batches decoded up to ``next_offset``: True when they held records (now
+        the ones handed out), else the position moves past them."""
+        state = self.state
+        self.batch_next = next_offset
+        if state.corrupt_offset is not None:
+            # The batch that was corrupt here decodes now: the partition is well again.
+            state.corrupt_offset = state.failure = None
+        if not recs:
             state.position = max(state.position or 0, next_offset)
+            return False
+        self._recs = recs
+        self.n = len(recs)
+        self.batch_epoch = epoch
+        return True
 
     def _skip(self, batch: Any) -> None:
         """Move past a batch that holds nothing for the user (control, aborted)."""
