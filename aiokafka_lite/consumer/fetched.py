@@ -270,9 +270,7 @@ class CompletedFetch:
             if self._loaded(recs, next_offset, epoch):
                 return True
 
-    def _loaded(
-        self, recs: list[ConsumerRecord[Any, Any]], next_offset: int, epoch: int
-    ) -> bool:
+    def _loaded(self, recs: list[ConsumerRecord[Any, Any]], next_offset: int, epoch: int) -> bool:
         """Book batches decoded up to ``next_offset``: True when they held records (now
         the ones handed out), else the position moves past them."""
         state = self.state
