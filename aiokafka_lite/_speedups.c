@@ -14,7 +14,7 @@
  *     ConsumerRecord objects, their slots filled directly), with the same checks;
  *     malformed input raises
  *     CorruptRecordError. Differential tests and the fuzz target compare the two.
- *   murmur2: producer/partitioner.py murmur2, for bytes.
+ *   murmur2, murmur2_partition: producer/partitioner.py's, for bytes.
  *
  * The Python side tells it, once, what decode_v2 builds and raises (set_record_type) and
  * where the writer's general path is (set_writer_fallback).
@@ -24,6 +24,7 @@
 #include <structmember.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 static PyObject *ConsumerRecordType = NULL; /* a slotted class: its fields are below */
 #define RECORD_FIELDS 12
@@ -146,6 +147,31 @@ typedef struct {
 
 #define MAX_FAST_HEADERS 16
 
+/* Make the batch's bytearray `size` bytes long. bytearray's own growth adds an eighth at
+ * a time, so a batch filled record by record was copied ~40 times on its way to 16 KiB;
+ * here the allocation at least doubles, up to the batch's reservation (max_size), and
+ * appends within it only move the end. The bytearray stays a plain one: the bytes past
+ * its size are spare room, as after any bytearray resize. */
+static int writer_extend(Writer *self, PyObject *buf, Py_ssize_t size) {
+    PyByteArrayObject *ba = (PyByteArrayObject *)buf;
+    if (ba->ob_exports > 0 || ba->ob_start != ba->ob_bytes)
+        return PyByteArray_Resize(buf, size); /* (its own rules: BufferError...) */
+    if (size >= ba->ob_alloc) {
+        Py_ssize_t room = 2 * Py_SIZE(buf);
+        if (room > self->max_size)
+            room = self->max_size;
+        if (room < 256)
+            room = 256;
+        if (room < size)
+            room = size;
+        if (PyByteArray_Resize(buf, room) < 0)
+            return -1;
+    }
+    Py_SET_SIZE(buf, size);
+    ba->ob_start[size] = '\0';
+    return 0;
+}
+
 static PyObject *writer_append(Writer *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 3 || nargs > 4) {
         PyErr_SetString(PyExc_TypeError, "append(timestamp, key, value, headers=None)");
@@ -230,7 +256,7 @@ static PyObject *writer_append(Writer *self, PyObject *const *args, Py_ssize_t n
         self->open = 0;
         return PyLong_FromLong(0);
     }
-    if (PyByteArray_Resize(buf, used + size) < 0)
+    if (writer_extend(self, buf, used + size) < 0)
         return NULL;
     unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(buf) + used;
     p = put_varint(p, body);
@@ -877,15 +903,10 @@ fail:
 
 /* --- murmur2 ------------------------------------------------------------------------ */
 
-static PyObject *murmur2(PyObject *module, PyObject *arg) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    const unsigned char *data = view.buf;
-    uint32_t length = (uint32_t)view.len;
+static uint32_t murmur2_hash(const unsigned char *data, Py_ssize_t len) {
     const uint32_t m = 0x5bd1e995;
-    uint32_t h = 0x9747b28c ^ length;
-    Py_ssize_t words = view.len >> 2;
+    uint32_t h = 0x9747b28c ^ (uint32_t)len;
+    Py_ssize_t words = len >> 2;
     for (Py_ssize_t i = 0; i < words; i++) {
         const unsigned char *q = data + 4 * i;
         uint32_t k = (uint32_t)q[0] | ((uint32_t)q[1] << 8) | ((uint32_t)q[2] << 16) |
@@ -897,7 +918,7 @@ static PyObject *murmur2(PyObject *module, PyObject *arg) {
         h ^= k;
     }
     const unsigned char *tail = data + 4 * words;
-    switch (view.len & 3) {
+    switch (len & 3) {
     case 3:
         h ^= (uint32_t)tail[2] << 16;
         /* fall through */
@@ -911,8 +932,191 @@ static PyObject *murmur2(PyObject *module, PyObject *arg) {
     h ^= h >> 13;
     h *= m;
     h ^= h >> 15;
+    return h;
+}
+
+static PyObject *murmur2(PyObject *module, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t h = murmur2_hash(view.buf, view.len);
     PyBuffer_Release(&view);
     return PyLong_FromLong((long)(int32_t)h);
+}
+
+/* murmur2_partition(key, count): (murmur2(key) & 0x7fffffff) % count in one call, for
+ * the producer's keyed records. */
+static PyObject *murmur2_partition(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "murmur2_partition(key, num_partitions)");
+        return NULL;
+    }
+    Py_ssize_t count = PyNumber_AsSsize_t(args[1], PyExc_OverflowError);
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
+    if (count <= 0) {
+        PyErr_SetString(count ? PyExc_ValueError : PyExc_ZeroDivisionError,
+                        "num_partitions must be > 0");
+        return NULL;
+    }
+    uint32_t h;
+    if (PyBytes_CheckExact(args[0])) {
+        h = murmur2_hash((const unsigned char *)PyBytes_AS_STRING(args[0]),
+                         PyBytes_GET_SIZE(args[0]));
+    } else {
+        Py_buffer view;
+        if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+            return NULL;
+        h = murmur2_hash(view.buf, view.len);
+        PyBuffer_Release(&view);
+    }
+    return PyLong_FromSsize_t((Py_ssize_t)((h & 0x7fffffffu) % (uint64_t)count));
+}
+
+/* --- the producer's append to a partition's open batch ---------------------------------
+ * Producer.send()'s common case in one call: bytes key and value, the partition given or
+ * placed by murmur2, the partition's open batch taking the record. Anything else returns
+ * None and send() goes its general (Python) way, which also raises every error. */
+
+static PyTypeObject *BatchType = NULL, *FutureType = NULL, *TopicInfoType = NULL;
+static Py_ssize_t batch_timestamps = -1, future_batch = -1, future_index = -1;
+static Py_ssize_t info_all = -1, info_open = -1;
+
+#define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
+
+static Py_ssize_t slot_offset(PyTypeObject *type, const char *name) {
+    for (PyTypeObject *t = type; t != NULL; t = t->tp_base) {
+        for (PyMemberDef *m = t->tp_members; m != NULL && m->name != NULL; m++) {
+            if (strcmp(m->name, name) == 0 && m->type == T_OBJECT_EX)
+                return m->offset;
+        }
+    }
+    PyErr_Format(PyExc_TypeError, "%s has no slot %s", type->tp_name, name);
+    return -1;
+}
+
+static PyObject *set_producer_types(PyObject *module, PyObject *args) {
+    PyTypeObject *batch, *future, *info;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyType_Type, &batch, &PyType_Type, &future,
+                          &PyType_Type, &info))
+        return NULL;
+    if (!PyType_IsSubtype(batch, &WriterType)) {
+        PyErr_SetString(PyExc_TypeError, "the batch type is not a RecordWriterBase");
+        return NULL;
+    }
+    if ((batch_timestamps = slot_offset(batch, "timestamps")) < 0 ||
+        (future_batch = slot_offset(future, "_batch")) < 0 ||
+        (future_index = slot_offset(future, "_index")) < 0 ||
+        (info_all = slot_offset(info, "all")) < 0 || (info_open = slot_offset(info, "open")) < 0)
+        return NULL;
+    Py_XSETREF(BatchType, (PyTypeObject *)Py_NewRef(batch));
+    Py_XSETREF(FutureType, (PyTypeObject *)Py_NewRef(future));
+    Py_XSETREF(TopicInfoType, (PyTypeObject *)Py_NewRef(info));
+    Py_RETURN_NONE;
+}
+
+/* append_open(topics, topic, value, key, partition, timestamp_ms, headers, murmur_keys)
+ * -> the record's future, or None */
+static PyObject *append_open(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "append_open() takes 8 arguments");
+        return NULL;
+    }
+    if (FutureType == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "set_producer_types() was not called");
+        return NULL;
+    }
+    PyObject *topics = args[0], *value = args[2], *key = args[3], *partition = args[4];
+    PyObject *ts_obj = args[5], *headers = args[6];
+    if (!PyBytes_CheckExact(value) || (key != Py_None && !PyBytes_CheckExact(key)) ||
+        (headers != Py_None && !PyList_CheckExact(headers) && !PyTuple_CheckExact(headers)) ||
+        !PyDict_CheckExact(topics))
+        Py_RETURN_NONE;
+    PyObject *info = PyDict_GetItemWithError(topics, args[1]);
+    if (info == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    if (Py_TYPE(info) != TopicInfoType)
+        Py_RETURN_NONE;
+    PyObject *opens = SLOT(info, info_open);
+    if (opens == NULL || !PyList_CheckExact(opens))
+        Py_RETURN_NONE;
+    PyObject *chosen = partition;
+    if (partition == Py_None) {
+        PyObject *all = SLOT(info, info_all);
+        if (key == Py_None || args[7] != Py_True || all == NULL || !PyList_CheckExact(all) ||
+            PyList_GET_SIZE(all) == 0)
+            Py_RETURN_NONE;
+        uint32_t h = murmur2_hash((const unsigned char *)PyBytes_AS_STRING(key),
+                                  PyBytes_GET_SIZE(key));
+        chosen = PyList_GET_ITEM(all, (Py_ssize_t)((h & 0x7fffffffu) %
+                                                    (uint64_t)PyList_GET_SIZE(all)));
+    }
+    if (!PyLong_CheckExact(chosen))
+        Py_RETURN_NONE;
+    Py_ssize_t p = PyLong_AsSsize_t(chosen);
+    if (p == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (p < 0 || p >= PyList_GET_SIZE(opens))
+        Py_RETURN_NONE;
+    PyObject *batch = PyList_GET_ITEM(opens, p);
+    if (Py_TYPE(batch) != BatchType || !((Writer *)batch)->open)
+        Py_RETURN_NONE;
+    PyObject *timestamps = SLOT(batch, batch_timestamps);
+    if (timestamps == NULL || !PyList_CheckExact(timestamps))
+        Py_RETURN_NONE;
+    PyObject *now = NULL;
+    if (ts_obj == Py_None) {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+            Py_RETURN_NONE;
+        now = PyLong_FromLongLong((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+        if (now == NULL)
+            return NULL;
+        ts_obj = now;
+    } else {
+        int overflow = 0;
+        long long given = PyLong_CheckExact(ts_obj) ? PyLong_AsLongLongAndOverflow(ts_obj, &overflow)
+                                                    : -1;
+        if (given < 0 || overflow) {
+            PyErr_Clear();
+            Py_RETURN_NONE; /* (send() says what is wrong) */
+        }
+    }
+    Py_ssize_t n = ((Writer *)batch)->record_count;
+    PyObject *call[4] = {ts_obj, key, value, headers};
+    PyObject *size = writer_append((Writer *)batch, call, 4);
+    if (size == NULL || size == Py_None) {
+        Py_XDECREF(now);
+        return size;
+    }
+    int appended = PyObject_IsTrue(size);
+    Py_DECREF(size);
+    if (appended <= 0) {
+        Py_XDECREF(now);
+        if (appended < 0)
+            return NULL;
+        Py_RETURN_NONE; /* full: send() opens the next batch */
+    }
+    int failed = PyList_Append(timestamps, ts_obj);
+    Py_XDECREF(now);
+    if (failed)
+        return NULL;
+    PyObject *index = PyLong_FromSsize_t(n);
+    if (index == NULL)
+        return NULL;
+    PyObject *future = FutureType->tp_alloc(FutureType, 0);
+    if (future == NULL) {
+        Py_DECREF(index);
+        return NULL;
+    }
+    SLOT(future, future_batch) = Py_NewRef(batch);
+    SLOT(future, future_index) = index;
+    return future;
 }
 
 /* --- records the collector need not walk --------------------------------------------
@@ -1095,6 +1299,12 @@ static PyObject *set_writer_fallback(PyObject *module, PyObject *append) {
 }
 
 static PyMethodDef module_methods[] = {
+    {"set_producer_types", set_producer_types, METH_VARARGS,
+     "set_producer_types(ProducerBatch, RecordFuture, _TopicInfo): what append_open reads and "
+     "makes"},
+    {"append_open", (PyCFunction)(void (*)(void))append_open, METH_FASTCALL,
+     "append_open(topics, topic, value, key, partition, timestamp_ms, headers, murmur_keys) "
+     "-> the record's future, or None where send() must go its general way"},
     {"set_record_type", set_record_type, METH_VARARGS,
      "set_record_type(ConsumerRecord, CorruptRecordError): what decode_v2 builds (a class "
      "with a slot per field) and raises"},
@@ -1121,6 +1331,8 @@ static PyMethodDef module_methods[] = {
      "frame_view(frame, start) -> a writable view of frame[start:] (it does not keep the "
      "frame alive: the caller does)"},
     {"murmur2", murmur2, METH_O, "murmur2(data) -> signed 32-bit hash, as Kafka's Java client"},
+    {"murmur2_partition", (PyCFunction)(void (*)(void))murmur2_partition, METH_FASTCALL,
+     "murmur2_partition(key, num_partitions) -> (murmur2(key) & 0x7fffffff) % num_partitions"},
     {NULL}};
 
 static struct PyModuleDef module_def = {

@@ -36,6 +36,7 @@ __all__ = [
     "murmur2",
     "murmur2_partition",
     "python_murmur2",
+    "python_murmur2_partition",
     "resolve_partitioner",
 ]
 
@@ -85,9 +86,19 @@ murmur2: Callable[[bytes | bytearray | memoryview], int] = (
 )
 
 
-def murmur2_partition(key: bytes | bytearray | memoryview, num_partitions: int) -> int:
-    """The partition Kafka's default partitioner picks for ``key`` among ``num_partitions``."""
+def python_murmur2_partition(key: bytes | bytearray | memoryview, num_partitions: int) -> int:
+    """The partition Kafka's default partitioner picks for ``key`` among ``num_partitions``
+    (the reference of the compiled :func:`murmur2_partition`)."""
+    if num_partitions < 0:
+        raise ValueError("num_partitions must be > 0")
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+#: The partition Kafka's default partitioner picks for ``key`` among ``num_partitions``:
+#: ``(murmur2(key) & 0x7fffffff) % num_partitions``, compiled when built.
+murmur2_partition: Callable[[bytes | bytearray | memoryview, int], int] = (
+    python_murmur2_partition if speedups is None else speedups.murmur2_partition
+)
 
 
 class Partitioner:
@@ -195,7 +206,7 @@ class StickyPartitioner(Partitioner):
         self, topic: str, key: bytes | None, all_partitions: list[int], available: list[int]
     ) -> int:
         if key is not None and not self.ignore_keys:
-            return all_partitions[(murmur2(key) & 0x7FFFFFFF) % len(all_partitions)]
+            return all_partitions[murmur2_partition(key, len(all_partitions))]
         state = self._current.get(topic)
         if state is not None:
             part, produced = state

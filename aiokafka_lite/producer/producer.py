@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import Any
 
 from aiokafka_lite import errors
+from aiokafka_lite.accel import speedups
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.cluster import ClusterMetadata
 from aiokafka_lite.errors import (
@@ -57,6 +58,7 @@ from aiokafka_lite.producer.partitioner import (
     PartitionerCallable,
     StickyPartitioner,
     check_partition,
+    murmur2_partition,
 )
 from aiokafka_lite.producer.sender import Sender
 from aiokafka_lite.producer.transaction_manager import TransactionManager, TransactionState
@@ -120,6 +122,13 @@ class _TopicInfo:
         #: it is open (only the last batch of a partition ever is), without looking the
         #: partition's queue up.
         self.open: list[ProducerBatch | None] = [None] * size
+
+
+#: send()'s common case compiled (see _speedups.append_open), or None.
+_append_open: Callable[..., RecordFuture | None] | None = None
+if speedups is not None:
+    speedups.set_producer_types(ProducerBatch, RecordFuture, _TopicInfo)
+    _append_open = speedups.append_open
 
 
 class Producer:
@@ -227,10 +236,19 @@ class Producer:
             for name in ("partition", "on_append", "room")
         )
         self._check_choice = isinstance(self._partitioner, CallablePartitioner)
+        # Keyed records placed by the class's own murmur2 rule: send() applies it inline
+        # (the method call was a sixth of send() for a keyed record).
+        self._murmur_keys = (
+            isinstance(partitioner, StickyPartitioner)
+            and not partitioner.ignore_keys
+            and type(partitioner).partition is StickyPartitioner.partition
+        )
         self._key_serializer = config.key_serializer
         self._value_serializer = config.value_serializer
         self._interceptors = config.interceptors
         self._serializers = self._key_serializer is not None or self._value_serializer is not None
+        # send()'s compiled common case (bytes in, no serializers to run).
+        self._append_open = None if self._serializers else _append_open
         self._max_block = config.max_block_ms / 1000
         self._started = False
         self._closed = False
@@ -548,6 +566,13 @@ class Producer:
         without a serializer (SerializationError) and for a bad partition.
         """
         guard = self._send_guard
+        if not guard and self._append_open is not None:
+            # The common case, compiled: the record went into its partition's open batch.
+            fut = self._append_open(
+                self._topics, topic, value, key, partition, timestamp_ms, headers, self._murmur_keys
+            )
+            if fut is not None:
+                return fut
         if guard:
             self._check_send()
             if self._interceptors:
@@ -582,7 +607,11 @@ class Producer:
         if info is None:
             info = await self._topic_info(topic)
         if partition is None:
-            partition = self._partitioner.partition(topic, key, info.all, info.available)
+            if key is not None and self._murmur_keys:
+                placed = info.all
+                partition = placed[murmur2_partition(key, len(placed))]
+            else:
+                partition = self._partitioner.partition(topic, key, info.all, info.available)
             if self._check_choice:
                 partition = check_partition(partition, info.all, topic)
             elif self._sticky and (key is None or self._sticky_keyed):

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from aiokafka_lite import errors
 from aiokafka_lite.accel import COMPILED, speedups
 from aiokafka_lite.producer.accumulator import ProducerBatch
-from aiokafka_lite.producer.partitioner import murmur2, python_murmur2
+from aiokafka_lite.producer.partitioner import murmur2, python_murmur2, python_murmur2_partition
 from aiokafka_lite.protocol.records import ConsumerRecord, RecordBatchBuilder, RecordWriter
 from aiokafka_lite.protocol.records import decode as decode_module
 from aiokafka_lite.protocol.records.encode import PythonRecordWriter
@@ -101,6 +101,151 @@ def test_producer_batches_are_compiled_writers() -> None:
     batch.open = False
     batch.buf = bytearray()  # what a finished batch does
     assert batch.size() == 61
+
+
+def test_a_filling_batch_grows_its_buffer_in_few_steps() -> None:
+    # bytearray's own growth adds an eighth at a time (~40 copies of a 16 KiB batch as it
+    # fills); the writer doubles its buffer, never past the batch's reservation.
+    writer = RecordWriter(16384, 1 << 20, "max_request_size")
+    python = PythonRecordWriter(16384, 1 << 20, "max_request_size")
+    sizes = set()
+    while writer.append(1000, b"key", b"v" * 120, [("trace-id", b"t" * 16)]):
+        python.append(1000, b"key", b"v" * 120, [("trace-id", b"t" * 16)])
+        sizes.add(writer.buf.__alloc__())
+        assert writer.buf.__alloc__() <= 16384 + 1
+    assert writer.record_count > 100
+    assert len(sizes) <= 8, sorted(sizes)
+    assert bytes(writer.buf) == bytes(python.buf)
+    # Still an ordinary bytearray: Python's own operations see its bytes and no more.
+    buf = writer.buf
+    assert len(buf) == len(python.buf) and buf[-3:] == python.buf[-3:]
+    buf += b"xyz"
+    assert bytes(buf[-4:]) == bytes(python.buf[-1:]) + b"xyz"
+
+
+def test_a_batch_buffer_held_by_a_view_is_not_moved() -> None:
+    writer = RecordWriter(16384, 1 << 20, "max_request_size")
+    python = PythonRecordWriter(16384, 1 << 20, "max_request_size")
+    for w in (writer, python):
+        w.append(1000, None, b"v" * 100)
+        before = bytes(w.buf)
+        view = memoryview(w.buf)
+        with pytest.raises(BufferError):
+            w.append(1000, None, b"w" * 100)
+        assert w.record_count == 1 and view == before
+        view.release()
+        assert w.append(1000, None, b"w" * 100)
+    assert bytes(writer.buf) == bytes(python.buf)
+
+
+append_open_call = st.tuples(
+    st.sampled_from(["t", "t", "t", "unknown"]),  # topic
+    st.one_of(
+        small_bytes,
+        small_bytes,
+        st.binary(min_size=200, max_size=900),
+        st.none(),
+        st.just("text"),
+    ),
+    st.one_of(st.none(), small_bytes, small_bytes, small_bytes.map(bytearray)),  # key
+    st.one_of(
+        st.none(),
+        st.sampled_from([0, 2, 4]),
+        st.integers(-2, 7),
+        st.sampled_from([True, 2.0, 2**70]),
+    ),
+    st.one_of(st.none(), st.none(), timestamp),
+    st.one_of(headers, st.just({"h": b"v"})),
+    st.booleans(),  # murmur_keys
+)
+
+
+#: Calls the fast path takes, mostly (the mix above rarely gets a batch past its first).
+common_call = st.tuples(
+    st.just("t"),
+    st.binary(max_size=300),
+    st.none() | small_bytes,
+    st.none() | st.sampled_from([0, 2, 4]),
+    st.none() | st.integers(1_600_000_000_000, 1_600_000_100_000),
+    st.none() | st.lists(st.tuples(st.text(max_size=8), st.none() | small_bytes), max_size=3),
+    st.just(True),
+)
+
+
+@SETTINGS
+@given(
+    calls=st.lists(common_call | common_call | append_open_call, min_size=1, max_size=60),
+    max_size=st.integers(0, 20_000),
+)
+def test_send_fast_path_appends_what_send_would_or_nothing(
+    calls: list[tuple[Any, ...]], max_size: int
+) -> None:
+    # append_open (send()'s compiled common case) either appends the record exactly where
+    # and as send()'s Python code would, or returns None having changed nothing but what
+    # the Python path changes too (a batch the record does not fit is closed).
+    from aiokafka_lite.producer.accumulator import RecordFuture
+    from aiokafka_lite.producer.producer import _TopicInfo
+
+    info = _TopicInfo("t", [0, 1, 2, 4], [0, 1, 2, 4])
+    for p in (0, 2, 4):
+        info.open[p] = ProducerBatch(
+            max_size=max_size,
+            compression=0,
+            transactional=False,
+            tp=None,  # type: ignore[arg-type]
+        )
+    closed = ProducerBatch(max_size=max_size, compression=0, transactional=False, tp=None)  # type: ignore[arg-type]
+    closed.open = False
+    info.open[1] = closed
+    topics = {"t": info}
+    reference = {id(b): PythonRecordWriter(max_size) for b in info.open if b is not None}
+    for topic, value, key, partition, ts, hdrs, murmur_keys in calls:
+        chosen = partition
+        if partition is None and key.__class__ is bytes and murmur_keys:
+            chosen = info.all[python_murmur2_partition(key, len(info.all))]
+        batch = (
+            info.open[chosen] if chosen.__class__ is int and 0 <= chosen < len(info.open) else None
+        )
+        takes = (
+            topic == "t"
+            and value.__class__ is bytes
+            and (key is None or key.__class__ is bytes)
+            and (hdrs is None or hdrs.__class__ in (list, tuple))
+            and batch is not None
+            and batch.open
+            and (ts is None or (ts.__class__ is int and 0 <= ts < 2**63))
+        )
+        count = batch.record_count if batch is not None else 0
+        before = bytes(batch.buf) if batch is not None else b""
+        try:
+            fut = speedups.append_open(topics, topic, value, key, partition, ts, hdrs, murmur_keys)
+        except (TypeError, ValueError, errors.KafkaError) as exc:
+            # The record itself is wrong (a header): the writer's error, as send() raises.
+            assert takes and batch is not None
+            with pytest.raises(type(exc)):
+                reference[id(batch)].append(ts or 0, key, value, hdrs)
+            assert bytes(batch.buf) == before and batch.record_count == count
+            continue
+        if not takes:
+            assert fut is None
+            if batch is not None:
+                assert bytes(batch.buf) == before and batch.record_count == count
+            continue
+        assert batch is not None
+        if ts is None and fut is None:
+            # Did not fit at the clock's time (the reference cannot tell that time).
+            assert not batch.open and batch.record_count == count and bytes(batch.buf) == before
+            continue
+        ref = reference[id(batch)]
+        stamp = ts if ts is not None else batch.timestamps[-1]
+        fits = ref.append(stamp, key, value, hdrs)
+        if not fits:
+            assert fut is None and not batch.open and batch.record_count == count
+            continue
+        assert isinstance(fut, RecordFuture)
+        assert fut._batch is batch and fut._index == count
+        assert batch.record_count == count + 1 and batch.timestamps[-1] == stamp
+        assert bytes(batch.buf) == bytes(ref.buf)
 
 
 @SETTINGS
@@ -214,6 +359,26 @@ def test_compiled_decoder_handles_offsets_and_timestamps_past_int64() -> None:
 @given(st.binary(max_size=100) | st.binary(max_size=100).map(bytearray))
 def test_compiled_murmur2_is_the_reference(data: bytes) -> None:
     assert murmur2(data) == python_murmur2(data)
+
+
+@SETTINGS
+@given(
+    st.binary(max_size=100) | st.binary(max_size=100).map(bytearray),
+    st.integers(min_value=1, max_value=2**40),
+)
+def test_compiled_murmur2_partition_is_the_reference(data: bytes, count: int) -> None:
+    expected = (python_murmur2(data) & 0x7FFFFFFF) % count
+    assert speedups.murmur2_partition(data, count) == expected
+    assert python_murmur2_partition(data, count) == expected
+    assert speedups.murmur2_partition(memoryview(bytes(data)), count) == expected
+
+
+def test_murmur2_partition_refuses_no_partitions() -> None:
+    for partition_of in (speedups.murmur2_partition, python_murmur2_partition):
+        with pytest.raises(ZeroDivisionError):
+            partition_of(b"k", 0)
+        with pytest.raises(ValueError, match="num_partitions"):
+            partition_of(b"k", -3)
 
 
 def test_murmur2_known_values() -> None:
