@@ -974,8 +974,9 @@ static PyObject *murmur2_partition(PyObject *module, PyObject *const *args, Py_s
 }
 
 /* --- the producer's append to a partition's open batch ---------------------------------
- * Producer.send()'s common case in one call: bytes key and value, the partition given or
- * placed by murmur2, the partition's open batch taking the record. Anything else returns
+ * Producer.send()'s common case in one call: bytes key and value, the partition given,
+ * placed by murmur2 (keyed) or the sticky partitioner's current one (keyless, while it
+ * stays), the partition's open batch taking the record. Anything else returns
  * None and send() goes its general (Python) way, which also raises every error. */
 
 static PyTypeObject *BatchType = NULL, *FutureType = NULL, *TopicInfoType = NULL;
@@ -1015,11 +1016,51 @@ static PyObject *set_producer_types(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* append_open(topics, topic, value, key, partition, timestamp_ms, headers, murmur_keys)
- * -> the record's future, or None */
+/* The sticky partitioner's current choice for a keyless record, as its partition() makes
+ * it: its partition while that has taken less than `limit` bytes, or less than twice that
+ * while the partition's batch has room for another record of its average size (as the
+ * accumulator's tail_batch_full says; `tail_limit` is the accumulator's batch size).
+ * state is the partitioner's [partition, bytes] of the topic. NULL: not this way. */
+static PyObject *sticky_choice(PyObject *state, PyObject *all, PyObject *opens,
+                               long long limit, long long tail_limit, long long *produced) {
+    if (state == NULL || !PyList_CheckExact(state) || PyList_GET_SIZE(state) != 2)
+        return NULL;
+    PyObject *part = PyList_GET_ITEM(state, 0), *bytes = PyList_GET_ITEM(state, 1);
+    if (!PyLong_CheckExact(part) || !PyLong_CheckExact(bytes))
+        return NULL;
+    int overflow = 0;
+    Py_ssize_t index = PyLong_AsSsize_t(part);
+    long long done = PyLong_AsLongLongAndOverflow(bytes, &overflow);
+    if (PyErr_Occurred() || overflow) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (index < 0 || index >= PyList_GET_SIZE(all))
+        return NULL;
+    if (done >= limit) {
+        if (done >= 2 * limit || index >= PyList_GET_SIZE(opens))
+            return NULL;
+        PyObject *batch = PyList_GET_ITEM(opens, index);
+        if (Py_TYPE(batch) != BatchType || !((Writer *)batch)->open)
+            return NULL; /* (the open batch is the partition's last one) */
+        Writer *w = (Writer *)batch;
+        if (w->record_count) {
+            Py_ssize_t used = PyByteArray_Check(w->buf) ? PyByteArray_GET_SIZE(w->buf) : -1;
+            long long room = w->max_size > tail_limit ? w->max_size : tail_limit;
+            if (used < 0 || used + used / w->record_count > room)
+                return NULL;
+        }
+    }
+    *produced = done;
+    return part;
+}
+
+/* append_open(topics, topic, value, key, partition, timestamp_ms, headers, murmur_keys,
+ *             sticky) -> the record's future, or None. sticky: None, or the sticky
+ * partitioner's (choices, batch_size) and the accumulator's batch size. */
 static PyObject *append_open(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "append_open() takes 8 arguments");
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "append_open() takes 9 arguments");
         return NULL;
     }
     if (FutureType == NULL) {
@@ -1043,16 +1084,37 @@ static PyObject *append_open(PyObject *module, PyObject *const *args, Py_ssize_t
     PyObject *opens = SLOT(info, info_open);
     if (opens == NULL || !PyList_CheckExact(opens))
         Py_RETURN_NONE;
-    PyObject *chosen = partition;
+    PyObject *chosen = partition, *sticky_state = NULL;
+    long long produced = 0;
     if (partition == Py_None) {
         PyObject *all = SLOT(info, info_all);
-        if (key == Py_None || args[7] != Py_True || all == NULL || !PyList_CheckExact(all) ||
-            PyList_GET_SIZE(all) == 0)
+        if (all == NULL || !PyList_CheckExact(all) || PyList_GET_SIZE(all) == 0)
             Py_RETURN_NONE;
-        uint32_t h = murmur2_hash((const unsigned char *)PyBytes_AS_STRING(key),
-                                  PyBytes_GET_SIZE(key));
-        chosen = PyList_GET_ITEM(all, (Py_ssize_t)((h & 0x7fffffffu) %
-                                                    (uint64_t)PyList_GET_SIZE(all)));
+        if (key != Py_None) {
+            if (args[7] != Py_True)
+                Py_RETURN_NONE;
+            uint32_t h = murmur2_hash((const unsigned char *)PyBytes_AS_STRING(key),
+                                      PyBytes_GET_SIZE(key));
+            chosen = PyList_GET_ITEM(all, (Py_ssize_t)((h & 0x7fffffffu) %
+                                                        (uint64_t)PyList_GET_SIZE(all)));
+        } else {
+            PyObject *sticky = args[8];
+            if (!PyTuple_CheckExact(sticky) || PyTuple_GET_SIZE(sticky) != 3 ||
+                !PyDict_CheckExact(PyTuple_GET_ITEM(sticky, 0)))
+                Py_RETURN_NONE;
+            long long limit = PyLong_AsLongLong(PyTuple_GET_ITEM(sticky, 1));
+            long long tail_limit = PyLong_AsLongLong(PyTuple_GET_ITEM(sticky, 2));
+            if (PyErr_Occurred()) {
+                PyErr_Clear();
+                Py_RETURN_NONE;
+            }
+            sticky_state = PyDict_GetItemWithError(PyTuple_GET_ITEM(sticky, 0), args[1]);
+            if (sticky_state == NULL && PyErr_Occurred())
+                return NULL;
+            chosen = sticky_choice(sticky_state, all, opens, limit, tail_limit, &produced);
+            if (chosen == NULL)
+                Py_RETURN_NONE;
+        }
     }
     if (!PyLong_CheckExact(chosen))
         Py_RETURN_NONE;
@@ -1106,6 +1168,13 @@ static PyObject *append_open(PyObject *module, PyObject *const *args, Py_ssize_t
     Py_XDECREF(now);
     if (failed)
         return NULL;
+    if (sticky_state != NULL) {
+        /* as StickyPartitioner.on_append(topic, partition, len(value) + 8) */
+        PyObject *total = PyLong_FromLongLong(produced + PyBytes_GET_SIZE(value) + 8);
+        if (total == NULL)
+            return NULL;
+        Py_SETREF(((PyListObject *)sticky_state)->ob_item[1], total);
+    }
     PyObject *index = PyLong_FromSsize_t(n);
     if (index == NULL)
         return NULL;
@@ -1303,8 +1372,8 @@ static PyMethodDef module_methods[] = {
      "set_producer_types(ProducerBatch, RecordFuture, _TopicInfo): what append_open reads and "
      "makes"},
     {"append_open", (PyCFunction)(void (*)(void))append_open, METH_FASTCALL,
-     "append_open(topics, topic, value, key, partition, timestamp_ms, headers, murmur_keys) "
-     "-> the record's future, or None where send() must go its general way"},
+     "append_open(topics, topic, value, key, partition, timestamp_ms, headers, murmur_keys, "
+     "sticky) -> the record's future, or None where send() must go its general way"},
     {"set_record_type", set_record_type, METH_VARARGS,
      "set_record_type(ConsumerRecord, CorruptRecordError): what decode_v2 builds (a class "
      "with a slot per field) and raises"},

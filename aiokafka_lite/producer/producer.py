@@ -243,6 +243,10 @@ class Producer:
             and not partitioner.ignore_keys
             and type(partitioner).partition is StickyPartitioner.partition
         )
+        # Where the class's own partition/on_append make the sticky choices, send()'s
+        # compiled path follows the current one while it stays (set at start(): the
+        # partitioner's choices and batch size, and the accumulator's batch size).
+        self._sticky_choices: tuple[dict[str, list[int]], int, int] | None = None
         self._key_serializer = config.key_serializer
         self._value_serializer = config.value_serializer
         self._interceptors = config.interceptors
@@ -328,9 +332,16 @@ class Producer:
             transaction_manager=self._txn,
             metrics=self._metrics,
         )
-        if isinstance(self._partitioner, StickyPartitioner):
+        partitioner = self._partitioner
+        if isinstance(partitioner, StickyPartitioner):
             # Uniform sticky partitioning weighs partitions by their queues (KIP-794).
-            self._partitioner.bind(self._accumulator)
+            partitioner.bind(self._accumulator)
+            if self._sticky_runs and type(partitioner)._batch_full is StickyPartitioner._batch_full:
+                self._sticky_choices = (
+                    partitioner._current,
+                    partitioner.batch_size,
+                    self._accumulator.batch_size,
+                )
         self.client.add_metadata_listener(self._on_metadata)
         self._sender.start()
         self._batches = self._accumulator.batches
@@ -569,7 +580,15 @@ class Producer:
         if not guard and self._append_open is not None:
             # The common case, compiled: the record went into its partition's open batch.
             fut = self._append_open(
-                self._topics, topic, value, key, partition, timestamp_ms, headers, self._murmur_keys
+                self._topics,
+                topic,
+                value,
+                key,
+                partition,
+                timestamp_ms,
+                headers,
+                self._murmur_keys,
+                self._sticky_choices,
             )
             if fut is not None:
                 return fut

@@ -8,6 +8,7 @@ must be (the install compiles it).
 
 from __future__ import annotations
 
+import collections
 import gc
 import os
 import sys
@@ -157,7 +158,65 @@ append_open_call = st.tuples(
     st.one_of(st.none(), st.none(), timestamp),
     st.one_of(headers, st.just({"h": b"v"})),
     st.booleans(),  # murmur_keys
+    st.sampled_from(["keep", "none", "moved", "edge", "full", "twice", "gone", "odd"]),
 )
+
+
+def test_send_fast_path_follows_the_sticky_rule_at_its_edges() -> None:
+    # Keyless records: the compiled path keeps the sticky partition exactly while the
+    # real partitioner would (below batch_size bytes; below twice that while the batch
+    # has room for another record of its average size), and steps aside otherwise.
+    from aiokafka_lite.producer.accumulator import RecordAccumulator
+    from aiokafka_lite.producer.partitioner import StickyPartitioner
+    from aiokafka_lite.producer.producer import _TopicInfo
+    from aiokafka_lite.structs import TopicPartition
+
+    limit = 500
+
+    def case(produced: int, records: int, tail_limit: int, shrink_to: int | None = None) -> None:
+        info = _TopicInfo("t", [0, 1], [0, 1])
+        batch = ProducerBatch(max_size=1000, compression=0, transactional=False, tp=None)  # type: ignore[arg-type]
+        for _ in range(records):
+            assert batch.append(1000, None, b"x" * 100)
+        if shrink_to is not None:
+            batch.max_size = shrink_to
+        info.open[0] = batch
+        acc = RecordAccumulator(
+            batch_size=tail_limit,
+            buffer_memory=1 << 30,
+            compression=0,
+            linger_ms=5,
+            delivery_timeout_ms=1000,
+        )
+        acc.batches[TopicPartition("t", 0)] = collections.deque([batch])
+        python = StickyPartitioner(limit)
+        python.bind(acc)
+        own = [0, produced]
+        python._current = {"t": own}
+        python.partition("t", None, info.all, info.available)
+        stays = python._current["t"] is own
+        sticky = {"t": [0, produced]}
+        fut = speedups.append_open(
+            {"t": info}, "t", b"y", None, None, None, None, True, (sticky, limit, tail_limit)
+        )
+        assert (fut is not None) == stays, (produced, records, tail_limit, shrink_to)
+        assert sticky["t"] == ([0, produced + 9] if stays else [0, produced])
+
+    full = 9  # records of ~107 bytes: room for no tenth in 1000
+    for produced in (0, limit - 1, limit, 2 * limit - 1, 2 * limit):
+        case(produced, records=0, tail_limit=1000)  # an empty batch has room
+        case(produced, records=3, tail_limit=1000)
+        case(produced, records=full, tail_limit=1000)  # no room
+        case(produced, records=full, tail_limit=2000)  # room in the accumulator's size
+        case(produced, records=3, tail_limit=10)  # room in the batch's own size
+    # Exactly full: an average record would end at the limit (room, as the rule has it).
+    probe = ProducerBatch(max_size=1000, compression=0, transactional=False, tp=None)  # type: ignore[arg-type]
+    for _ in range(3):
+        probe.append(1000, None, b"x" * 100)
+    exact = len(probe.buf) + len(probe.buf) // 3
+    below = len(probe.buf) + 20  # (the batch's own size: the next record still fits)
+    case(limit, records=3, tail_limit=exact, shrink_to=below)
+    case(limit, records=3, tail_limit=exact - 1, shrink_to=below)
 
 
 #: Calls the fast path takes, mostly (the mix above rarely gets a batch past its first).
@@ -169,6 +228,7 @@ common_call = st.tuples(
     st.none() | st.integers(1_600_000_000_000, 1_600_000_100_000),
     st.none() | st.lists(st.tuples(st.text(max_size=8), st.none() | small_bytes), max_size=3),
     st.just(True),
+    st.sampled_from(["keep", "keep", "keep", "none", "moved", "full", "twice"]),
 )
 
 
@@ -183,26 +243,71 @@ def test_send_fast_path_appends_what_send_would_or_nothing(
     # append_open (send()'s compiled common case) either appends the record exactly where
     # and as send()'s Python code would, or returns None having changed nothing but what
     # the Python path changes too (a batch the record does not fit is closed).
-    from aiokafka_lite.producer.accumulator import RecordFuture
+    from aiokafka_lite.producer.accumulator import RecordAccumulator, RecordFuture
+    from aiokafka_lite.producer.partitioner import StickyPartitioner
     from aiokafka_lite.producer.producer import _TopicInfo
+    from aiokafka_lite.structs import TopicPartition
 
     info = _TopicInfo("t", [0, 1, 2, 4], [0, 1, 2, 4])
-    for p in (0, 2, 4):
-        info.open[p] = ProducerBatch(
+    acc = RecordAccumulator(
+        batch_size=max(max_size, 1),
+        buffer_memory=1 << 30,
+        compression=0,
+        linger_ms=5,
+        delivery_timeout_ms=1000,
+    )
+    for p in (0, 1, 2, 4):
+        batch = ProducerBatch(
             max_size=max_size,
             compression=0,
             transactional=False,
             tp=None,  # type: ignore[arg-type]
         )
-    closed = ProducerBatch(max_size=max_size, compression=0, transactional=False, tp=None)  # type: ignore[arg-type]
-    closed.open = False
-    info.open[1] = closed
+        if p == 1:
+            batch.open = False
+        info.open[p] = batch
+        acc.batches[TopicPartition("t", p)] = collections.deque([batch])
     topics = {"t": info}
     reference = {id(b): PythonRecordWriter(max_size) for b in info.open if b is not None}
-    for topic, value, key, partition, ts, hdrs, murmur_keys in calls:
+    limit = 2000  # the sticky partitioner's batch_size
+    sticky: dict[str, Any] = {}
+    choices = (sticky, limit, acc.batch_size)
+    for topic, value, key, partition, ts, hdrs, murmur_keys, state in calls:
+        # The sticky partitioner's state for "t": kept, none yet, moved to another partition
+        # (2, or 5: past the partition count), at the edges (partition 4: one of the topic's
+        # but not below its partition count, which the Python rule compares; bytes at the
+        # limit and past it), or not a [partition, bytes] pair.
+        if state == "none":
+            sticky.pop("t", None)
+        elif state == "moved":
+            sticky["t"] = [2 if len(calls) % 2 else 5, 0]
+        elif state == "edge":
+            sticky["t"] = [4, 0]
+        elif state == "full":
+            sticky["t"] = [0, limit + len(calls) % 3 - 1]
+        elif state == "twice":
+            sticky["t"] = [2, 2 * limit - len(calls) % 2]
+        elif state == "odd":
+            sticky["t"] = (0, 0)
+        elif state == "gone" or "t" not in sticky:
+            sticky["t"] = [0, 0]
+        kept = sticky.get("t")
         chosen = partition
         if partition is None and key.__class__ is bytes and murmur_keys:
             chosen = info.all[python_murmur2_partition(key, len(info.all))]
+        elif partition is None and key is None:
+            # What the real sticky partitioner does with this state: keep its partition,
+            # or choose again (then send() goes the Python way).
+            python = StickyPartitioner(limit)
+            python.bind(acc)
+            chosen = None
+            if kept.__class__ is list:
+                own = list(kept)
+                python._current = {"t": own}
+                kept_choice = python.partition("t", None, info.all, info.available)
+                if python._current["t"] is own:  # (a new choice is a new list)
+                    chosen = kept_choice
+        produced = list(kept) if kept.__class__ is list else None
         batch = (
             info.open[chosen] if chosen.__class__ is int and 0 <= chosen < len(info.open) else None
         )
@@ -218,7 +323,9 @@ def test_send_fast_path_appends_what_send_would_or_nothing(
         count = batch.record_count if batch is not None else 0
         before = bytes(batch.buf) if batch is not None else b""
         try:
-            fut = speedups.append_open(topics, topic, value, key, partition, ts, hdrs, murmur_keys)
+            fut = speedups.append_open(
+                topics, topic, value, key, partition, ts, hdrs, murmur_keys, choices
+            )
         except (TypeError, ValueError, errors.KafkaError) as exc:
             # The record itself is wrong (a header): the writer's error, as send() raises.
             assert takes and batch is not None
@@ -230,6 +337,7 @@ def test_send_fast_path_appends_what_send_would_or_nothing(
             assert fut is None
             if batch is not None:
                 assert bytes(batch.buf) == before and batch.record_count == count
+            assert produced is None or sticky["t"] == produced
             continue
         assert batch is not None
         if ts is None and fut is None:
@@ -246,6 +354,12 @@ def test_send_fast_path_appends_what_send_would_or_nothing(
         assert fut._batch is batch and fut._index == count
         assert batch.record_count == count + 1 and batch.timestamps[-1] == stamp
         assert bytes(batch.buf) == bytes(ref.buf)
+        if partition is None and key is None:
+            # StickyPartitioner.on_append: the partition's bytes grow by the record's.
+            assert produced is not None
+            assert sticky["t"] == [produced[0], produced[1] + len(value) + 8]
+        elif produced is not None:
+            assert sticky["t"] == produced
 
 
 @SETTINGS
