@@ -1149,43 +1149,53 @@ static PyObject *append_open(PyObject *module, PyObject *const *args, Py_ssize_t
             Py_RETURN_NONE; /* (send() says what is wrong) */
         }
     }
+    /* The append may run Python (the writer's fallback for odd shapes): hold what is
+     * used after it. */
+    Py_INCREF(batch);
+    Py_XINCREF(sticky_state);
+    PyObject *result = NULL;
     Py_ssize_t n = ((Writer *)batch)->record_count;
     PyObject *call[4] = {ts_obj, key, value, headers};
     PyObject *size = writer_append((Writer *)batch, call, 4);
-    if (size == NULL || size == Py_None) {
-        Py_XDECREF(now);
-        return size;
-    }
+    if (size == NULL)
+        goto done;
     int appended = PyObject_IsTrue(size);
     Py_DECREF(size);
-    if (appended <= 0) {
-        Py_XDECREF(now);
-        if (appended < 0)
-            return NULL;
-        Py_RETURN_NONE; /* full: send() opens the next batch */
+    if (appended < 0)
+        goto done;
+    if (!appended) {
+        result = Py_NewRef(Py_None); /* full: send() opens the next batch */
+        goto done;
     }
-    int failed = PyList_Append(timestamps, ts_obj);
-    Py_XDECREF(now);
-    if (failed)
-        return NULL;
-    if (sticky_state != NULL) {
+    timestamps = SLOT(batch, batch_timestamps); /* (read again after the append) */
+    if (timestamps == NULL || !PyList_CheckExact(timestamps)) {
+        PyErr_SetString(PyExc_RuntimeError, "a producer batch without its timestamps list");
+        goto done;
+    }
+    if (PyList_Append(timestamps, ts_obj) < 0)
+        goto done;
+    if (sticky_state != NULL && PyList_GET_SIZE(sticky_state) == 2) {
         /* as StickyPartitioner.on_append(topic, partition, len(value) + 8) */
         PyObject *total = PyLong_FromLongLong(produced + PyBytes_GET_SIZE(value) + 8);
         if (total == NULL)
-            return NULL;
+            goto done;
         Py_SETREF(((PyListObject *)sticky_state)->ob_item[1], total);
     }
     PyObject *index = PyLong_FromSsize_t(n);
     if (index == NULL)
-        return NULL;
-    PyObject *future = FutureType->tp_alloc(FutureType, 0);
-    if (future == NULL) {
+        goto done;
+    result = FutureType->tp_alloc(FutureType, 0);
+    if (result == NULL) {
         Py_DECREF(index);
-        return NULL;
+        goto done;
     }
-    SLOT(future, future_batch) = Py_NewRef(batch);
-    SLOT(future, future_index) = index;
-    return future;
+    SLOT(result, future_batch) = Py_NewRef(batch);
+    SLOT(result, future_index) = index;
+done:
+    Py_XDECREF(now);
+    Py_XDECREF(sticky_state);
+    Py_DECREF(batch);
+    return result;
 }
 
 /* --- records the collector need not walk --------------------------------------------
