@@ -19,6 +19,13 @@ start-up, connecting and making the records cancelled out (both runs make the sa
 records). ``--keyless`` sends records without a partition so that the partitioner picks
 it (for ``uniform``, whose records have no key: the sticky partitioner).
 
+Under valgrind the loop runs ~50 times slower, so whatever depends on the clock (batches
+left to linger, timers, timeouts) happens differently than at full speed: trust the
+counts where batches fill long before ``linger_ms`` (the default 16 KiB batches on 1-8
+partitions), not for hundreds of partitions, where 30,000 records leave most batches
+lingering (a run over 512 partitions counted 52k-59k instructions per record, ~4x what
+its CPU time says).
+
 Needs valgrind (``apt install valgrind``); not part of ``make bench``.
 """
 
