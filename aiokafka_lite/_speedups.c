@@ -520,7 +520,7 @@ static PyObject *size_int(int64_t n) {
 
 /* Append the ``count`` records in buf[pos:end] to ``out`` (decode_v2's work); -1 with an
  * exception set when they are malformed (some records may have been appended). */
-static int decode_into(PyObject *out, PyObject *buf, Py_ssize_t pos, Py_ssize_t end,
+static int decode_into(PyObject *out, const unsigned char *data, Py_ssize_t pos, Py_ssize_t end,
                        Py_ssize_t count, long long base_offset, long long base_ts,
                        PyObject *log_append, PyObject *topic, PyObject *partition,
                        PyObject *ts_type, PyObject *epoch, long long min_offset) {
@@ -530,7 +530,7 @@ static int decode_into(PyObject *out, PyObject *buf, Py_ssize_t pos, Py_ssize_t 
         return -1;
     }
     PyTypeObject *rec_type = (PyTypeObject *)ConsumerRecordType;
-    Cursor c = {(const unsigned char *)PyBytes_AS_STRING(buf), pos, end};
+    Cursor c = {data, pos, end};
     PyObject *last_ts = NULL;
     int64_t last_ts_delta = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -718,7 +718,8 @@ static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t n
     PyObject *out = PyList_New(0);
     if (out == NULL)
         return NULL;
-    if (decode_into(out, buf, pos, end, count, base_offset, base_ts, log_append, topic,
+    if (decode_into(out, (const unsigned char *)PyBytes_AS_STRING(buf), pos, end, count,
+                    base_offset, base_ts, log_append, topic,
                     partition, ts_type, epoch, min_offset) < 0) {
         Py_DECREF(out);
         return NULL;
@@ -770,9 +771,24 @@ static PyObject *view_of(const unsigned char *p, Py_ssize_t n) {
  * before any other batch, which the Python path then reads (and raises for, if it is
  * malformed): so errors keep their one source. */
 static PyObject *decode_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (check_decode_call("decode_batches", args, nargs, 13) < 0)
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "decode_batches takes 13 arguments");
         return NULL;
+    }
+    if (ConsumerRecordType == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "set_record_type() was not called");
+        return NULL;
+    }
+    /* bytes, or a read-only view of bytes (a fetch response's records, not copied out of
+     * its frame): what is read cannot change while it is read. */
     PyObject *buf = args[0];
+    if (!PyBytes_CheckExact(buf) &&
+        !(PyMemoryView_Check(buf) && PyMemoryView_GET_BUFFER(buf)->readonly &&
+          PyMemoryView_GET_BASE(buf) != NULL && PyBytes_CheckExact(PyMemoryView_GET_BASE(buf)) &&
+          PyBuffer_IsContiguous(PyMemoryView_GET_BUFFER(buf), 'C'))) {
+        PyErr_SetString(PyExc_TypeError, "decode_batches needs bytes or a view of bytes");
+        return NULL;
+    }
     Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
     PyObject *topic = args[2], *partition = args[3];
     long long min_offset = PyLong_AsLongLong(args[4]);
@@ -785,15 +801,19 @@ static PyObject *decode_batches(PyObject *module, PyObject *const *args, Py_ssiz
     Py_ssize_t limit = PyLong_AsSsize_t(args[12]);
     if (PyErr_Occurred() || past_first < 0 || check_crc < 0 || stop_transactional < 0)
         return NULL;
-    Py_ssize_t n = PyBytes_GET_SIZE(buf);
+    Py_buffer whole; /* held while its memory is read (a released view refuses) */
+    if (PyObject_GetBuffer(buf, &whole, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Py_ssize_t n = whole.len;
+    const unsigned char *data = (const unsigned char *)whole.buf;
+    PyObject *out = NULL;
     if (pos < 0 || pos > n) {
         PyErr_SetString(PyExc_ValueError, "bad buffer position");
-        return NULL;
+        goto fail;
     }
-    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(buf);
-    PyObject *out = PyList_New(0);
+    out = PyList_New(0);
     if (out == NULL)
-        return NULL;
+        goto fail;
     int32_t run_epoch = 0;
     int batches = 0;
     while (n - pos >= V2_HEADER_SIZE && PyList_GET_SIZE(out) < limit) {
@@ -836,7 +856,8 @@ static PyObject *decode_batches(PyObject *module, PyObject *const *args, Py_ssiz
             if (value != crc)
                 break;
         }
-        PyObject *records = buf;
+        PyObject *records = NULL; /* decompressed, or NULL: the records are in data */
+        const unsigned char *rdata = data;
         Py_ssize_t start = pos + V2_HEADER_SIZE, stop = end;
         if (codec && !(count == 0 && start == stop)) {
             if (decompress == Py_None)
@@ -862,6 +883,7 @@ static PyObject *decode_batches(PyObject *module, PyObject *const *args, Py_ssiz
                 Py_DECREF(records);
                 break;
             }
+            rdata = (const unsigned char *)PyBytes_AS_STRING(records);
             start = 0;
             stop = PyBytes_GET_SIZE(records);
         } /* else an empty compressed batch (compaction leaves them): nothing to decode */
@@ -873,14 +895,13 @@ static PyObject *decode_batches(PyObject *module, PyObject *const *args, Py_ssiz
         if (log_time)
             log_append = PyLong_FromLongLong(max_ts);
         if (epoch_obj && ts_type && (!log_time || log_append))
-            decoded = decode_into(out, records, start, stop, count, base_offset, base_ts,
+            decoded = decode_into(out, rdata, start, stop, count, base_offset, base_ts,
                                   log_time ? log_append : Py_None, topic, partition, ts_type,
                                   epoch_obj, min_offset);
         Py_XDECREF(epoch_obj);
         Py_XDECREF(ts_type);
         Py_XDECREF(log_append);
-        if (records != buf)
-            Py_DECREF(records);
+        Py_XDECREF(records);
         if (decoded < 0) {
             /* malformed records: the Python path reads this batch and raises for it; the
              * run keeps only the batches before it */
@@ -894,10 +915,11 @@ static PyObject *decode_batches(PyObject *module, PyObject *const *args, Py_ssiz
         run_epoch = epoch;
         batches++;
     }
-    PyObject *result = Py_BuildValue("(NnLi)", out, pos, batch_next, (int)run_epoch);
-    return result;
+    PyBuffer_Release(&whole);
+    return Py_BuildValue("(NnLi)", out, pos, batch_next, (int)run_epoch);
 fail:
-    Py_DECREF(out);
+    Py_XDECREF(out);
+    PyBuffer_Release(&whole);
     return NULL;
 }
 

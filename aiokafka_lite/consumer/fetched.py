@@ -131,7 +131,7 @@ class CompletedFetch:
         state: PartitionState,
         epoch: int,
         start_offset: int,
-        data: bytes,
+        data: bytes | memoryview,
         aborted: list[tuple[int, int]] | None,
         config: ConsumerConfig,
         high_watermark: int,
@@ -184,24 +184,37 @@ class CompletedFetch:
                 "%s: fetched from %d, position is %s", self.tp, self.start_offset, state.position
             )
             state.drop_fetched()
-            self.finished = True
+            self._finish()
             return False
         try:
             loaded = self._load_batch()
         except Exception as exc:  # CRC, framing, decompression, record layout
-            self.finished = True
+            self._finish()
             self.error = self._on_corrupt(self, exc)
             return False
         if not loaded:
-            self.finished = True
+            self._finish()
         return loaded
+
+    def _finish(self) -> None:
+        self.finished = True
+        # The data may be a view of the whole fetch response: let the frame go now.
+        self._data = b""
+
+    def detach(self) -> bytes:
+        """Hold a copy of this partition's data instead of a view of the response frame
+        (a fetch left waiting must not keep the other partitions' data alive); the data."""
+        data = self._data
+        if type(data) is not bytes:
+            self._data = data = bytes(data)
+        return data
 
     def _load_batch(self) -> bool:
         while True:
             if decode_batches is not None and self._load_run():
                 return True
             batch = read_batch(
-                self._data,
+                self.detach(),  # the batch-by-batch path reads bytes: copied once, here
                 self._pos,
                 check_crc=self._check_crc,
                 max_decompressed_size=self._max_decompressed,

@@ -447,7 +447,7 @@ class Fetcher:
                     state,
                     epoch,
                     offset,
-                    data if isinstance(data, bytes) else bytes(data),
+                    data,
                     [(a["producer_id"], a["first_offset"]) for a in aborted or ()],
                     self._config,
                     high_watermark,
@@ -811,6 +811,7 @@ class Fetcher:
                     self._release(cf)
                     continue
                 if partitions and cf.tp not in partitions:
+                    cf.detach()
                     skipped.append(completed.popleft())
                     continue
                 recs = cf.take(max_records - count)

@@ -202,7 +202,7 @@ class FetchPartitionData(TypedDict):
     snapshot_id: NotRequired[FetchSnapshotId]  # v12-17; tag 2
     aborted_transactions: list[FetchAbortedTransaction] | None
     preferred_read_replica: NotRequired[int]  # v11-17
-    records: bytes | None
+    records: bytes | memoryview | None
 
 
 class FetchableTopicResponse(TypedDict):

@@ -23,6 +23,7 @@ from typing import Any, Final
 from aiokafka_lite.errors import DecodeError, UnsupportedVersionError
 from aiokafka_lite.protocol.primitives import (
     ZERO_UUID,
+    BytesLike,
     Reader,
     decode_uvarint,
     encode_uvarint,
@@ -645,12 +646,24 @@ def _decode_err(msg: str) -> DecodeError:
     return DecodeError(msg)
 
 
+def _records_view(buf: BytesLike, start: int, end: int) -> bytes | memoryview:
+    """A response's records (a fetch: megabytes) as a view of the frame, not a copy,
+    when the frame cannot change under it (``bytes``, or a view of ``bytes``); else a
+    copy. The view keeps the frame alive while it is held."""
+    if type(buf) is bytes:
+        return memoryview(buf)[start:end]
+    if type(buf) is memoryview and type(buf.obj) is bytes:
+        return buf[start:end]
+    return bytes(buf[start:end])
+
+
 _BASE_DEC_NS: Final[dict[str, Any]] = {
     "_uh": _struct_unpack("h"),
     "_ui": _struct_unpack("i"),
     "_ub": _struct_unpack("b"),
     "_duv": decode_uvarint,
     "_err": _decode_err,
+    "_records_view": _records_view,
     "_UUID": uuid.UUID,
     "_unpack": struct.unpack_from,
     "_struct_error": struct.error,
@@ -769,6 +782,8 @@ def _gen_decoder(spec: MessageSpec, version: int) -> tuple[str, dict[str, Any]]:
             )
             if t == "string":
                 code(f'{v} = str(buf[pos:{e}], "utf-8")')
+            elif t == "records" and spec.kind == "response":
+                code(f"{v} = _records_view(buf, pos, {e})")
             else:
                 code(f"{v} = bytes(buf[pos:{e}])")
             code(f"pos = {e}")

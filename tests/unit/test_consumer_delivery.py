@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,6 +116,7 @@ class Harness:
             ConsumerConfig.from_kwargs(**self.config),
         )
         self.session = FetchSessionHandler(0)
+        self.last_frame = b""
 
     def end(self, tp: TopicPartition) -> int:
         return self.logs[tp][-1].next if self.logs[tp] else 0
@@ -156,9 +158,18 @@ class Harness:
                     "log_start_offset": 0,
                     "aborted_transactions": None,
                     "preferred_read_replica": -1,
-                    "records": bytes(data),
+                    "records": bytes(data),  # a view of the frame below
                 }
             )
+        # As the connection decodes a fetch response: each partition's records are a
+        # view of the one response frame.
+        frame = self.last_frame = b"".join(p["records"] for parts in topics.values() for p in parts)
+        pos = 0
+        for parts in topics.values():
+            for p in parts:
+                size = len(p["records"])
+                p["records"] = memoryview(frame)[pos : pos + size]
+                pos += size
         response = {
             "error_code": 0,
             "session_id": 0,
@@ -261,6 +272,19 @@ async def test_records_of_other_partitions_come_out_before_a_poison_pill() -> No
     assert h.subs.state(T0).position == 5 and h.subs.state(T1).position == 0
     # Asking for the other partition only does not raise.
     assert h.fetcher.fetched_records(100, [T0]) == {}
+
+
+async def test_a_partition_left_waiting_does_not_hold_the_response_frame() -> None:
+    h = Harness({T0: make_log([5]), T1: make_log([5])})
+    h.respond()
+    frame = h.last_frame
+    held = sys.getrefcount(frame)
+    assert [r.offset for r in h.fetcher.fetched_records(100, [T0])[T0]] == [0, 1, 2, 3, 4]
+    # T0's records are handed over and T1's fetch copied its own: the frame is free.
+    assert sys.getrefcount(frame) < held
+    del h.last_frame
+    assert sys.getrefcount(frame) == 2  # this function's name and getrefcount's argument
+    assert [r.offset for r in h.fetcher.fetched_records(100)[T1]] == [0, 1, 2, 3, 4]
 
 
 async def test_a_key_deserializer_failure_names_the_key() -> None:

@@ -5,6 +5,7 @@ transactional, several leader epochs, cut off at the end, corrupted anywhere).""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,9 +57,9 @@ def data_batch(
 
 
 @st.composite
-def fetch_data(draw: st.DrawFn) -> tuple[bytes, list[tuple[int, int]], int]:
+def fetch_data(draw: st.DrawFn) -> tuple[bytes, list[tuple[int, int]], int, bytes]:
     """Batches as a fetch brings them: the bytes, the aborted transactions, the high
-    watermark (-1: unknown)."""
+    watermark (-1: unknown), and what a cut left off (the rest of the response frame)."""
     chunks: list[bytes] = []
     aborted: list[tuple[int, int]] = []
     offset = draw(st.integers(0, 3))
@@ -112,15 +113,18 @@ def fetch_data(draw: st.DrawFn) -> tuple[bytes, list[tuple[int, int]], int]:
     if damage == "flip" and data:
         at = draw(st.integers(0, len(data) - 1))
         data[at] ^= 1 << draw(st.integers(0, 7))
-    elif damage == "cut" and data:
-        del data[draw(st.integers(0, len(data) - 1)) :]
+    rest = b""
+    if damage == "cut" and data:
+        at = draw(st.integers(0, len(data) - 1))
+        rest = bytes(data[at:])
+        del data[at:]
     aborted.sort(key=lambda a: a[1])
     hw = draw(st.sampled_from([-1, -1, offset, max(offset - 5, 0)]))
-    return bytes(data), aborted, hw
+    return bytes(data), aborted, hw, rest
 
 
 def drive(
-    data: bytes,
+    data: bytes | memoryview,
     aborted: list[tuple[int, int]],
     hw: int,
     start: int,
@@ -175,22 +179,32 @@ def drive(
     return seen
 
 
+def in_frame(data: bytes, rest: bytes) -> memoryview:
+    """``data`` as a fetch response hands it over: a view of the frame, which goes on
+    past it (here with what a cut left off, which must not be read)."""
+    frame = b"\x00" * 13 + data + rest + b"\xff" * 64
+    return memoryview(frame)[13 : 13 + len(data)]
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     fetch=fetch_data(),
     start=st.integers(0, 6),
     steps=st.lists(st.integers(0, 60), max_size=6),
     read_committed=st.booleans(),
+    as_view=st.booleans(),
 )
 def test_runs_give_what_the_batch_at_a_time_path_gives(
-    fetch: tuple[bytes, list[tuple[int, int]], int],
+    fetch: tuple[bytes, list[tuple[int, int]], int, bytes],
     start: int,
     steps: list[int],
     read_committed: bool,
+    as_view: bool,
 ) -> None:
-    data, aborted, hw = fetch
+    data, aborted, hw, rest = fetch
+    given_data = in_frame(data, rest) if as_view else data
     with pytest.MonkeyPatch.context() as mp:
-        compiled = drive(data, aborted, hw, start, steps, read_committed, True, mp)
+        compiled = drive(given_data, aborted, hw, start, steps, read_committed, True, mp)
         python = drive(data, aborted, hw, start, steps, read_committed, False, mp)
     assert compiled == python
 
@@ -202,7 +216,7 @@ def plain_log(batches: int, per_batch: int, codec: str | None = None) -> Iterato
         )
 
 
-def fetch_from_zero(data: bytes) -> tuple[CompletedFetch, PartitionState]:
+def fetch_from_zero(data: bytes | memoryview) -> tuple[CompletedFetch, PartitionState]:
     """A completed fetch of ``data`` from offset 0 (default config, no high watermark),
     reporting every corrupt batch."""
     state = PartitionState()
@@ -254,3 +268,53 @@ def test_a_run_stops_at_its_record_limit_and_the_next_goes_on(
     # Runs of three batches (30 records: the limit is reached inside the third).
     assert set(sizes) == {30}
     assert state.position == 90
+
+
+def test_the_run_decoder_reads_bytes_or_a_view_of_bytes_only() -> None:
+    data = b"".join(plain_log(2, 5))
+
+    def run(buf: object) -> list[int]:
+        recs, _pos, _next, _epoch = speedups.decode_batches(
+            buf, 0, "t", 3, 0, -1, 0, False, True, False, fetched.crc32c, None, 1000
+        )
+        return [r.offset for r in recs]
+
+    assert run(data) == run(in_frame(data, b"")) == list(range(10))
+    # A view ending inside a batch whose rest follows in the frame: that batch is cut
+    # off (the next fetch brings it), however little of it is missing.
+    for missing in (1, 20, len(data) // 2 - 1):
+        assert run(in_frame(data[:-missing], data[-missing:])) == list(range(5))
+    # What could change while it is read is refused: a writable buffer, a view of one.
+    for mutable in (bytearray(data), memoryview(bytearray(data))):
+        with pytest.raises(TypeError, match="bytes or a view of bytes"):
+            run(mutable)
+    released = memoryview(data)
+    released.release()
+    with pytest.raises(ValueError, match="released"):
+        run(released)
+
+
+def test_a_finished_fetch_lets_its_frame_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    frame = b"\x00" * 7 + b"".join(plain_log(3, 4))
+    held = sys.getrefcount(frame)
+    cf, _state = fetch_from_zero(memoryview(frame)[7:])
+    assert sys.getrefcount(frame) > held  # the view holds the frame
+    assert [r.offset for r in cf.take(1000)] == list(range(12))
+    assert cf.take(1000) == [] and cf.finished
+    assert sys.getrefcount(frame) == held
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_view_through_the_batch_at_a_time_path(
+    compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A control batch sends a view down the Python path, which copies it once."""
+    monkeypatch.setattr(fetched, "decode_batches", speedups.decode_batches if compiled else None)
+    marker = build_control_batch(
+        ControlRecordType.COMMIT, producer_id=5, producer_epoch=0, base_offset=4, timestamp_ms=1
+    )
+    log = [*plain_log(1, 4), marker]
+    log.append(data_batch(5, 3, codec=None, epoch=1, pid=-1, txn=False, log_time=False))
+    cf, state = fetch_from_zero(in_frame(b"".join(log), b"junk"))
+    assert [r.offset for r in cf.take(1000)] == [0, 1, 2, 3, 5, 6, 7]
+    assert state.position == 8

@@ -249,6 +249,32 @@ def test_api_roundtrip(spec: MessageSpec) -> None:
     each_version(spec, check)
 
 
+def test_a_fetch_response_hands_out_its_records_as_a_view_of_an_immutable_frame() -> None:
+    records = b"batches" * 100
+    body = {
+        "responses": [{"topic": "t", "partitions": [{"partition_index": 0, "records": records}]}]
+    }
+    frame = api.encode_response(1, 12, 5, body)
+
+    def records_of(frame: Any) -> Any:
+        _, decoded = api.decode_response(1, 12, frame)
+        return decoded["responses"][0]["partitions"][0]["records"]
+
+    view = records_of(frame)
+    assert type(view) is memoryview and view.obj is frame and view.readonly
+    assert view == records
+    view = records_of(memoryview(frame))
+    assert type(view) is memoryview and view.obj is frame
+    # A frame that could change under a view is copied from.
+    for mutable in (bytearray(frame), memoryview(bytearray(frame))):
+        copy = records_of(mutable)
+        assert type(copy) is bytes and copy == records
+    # Requests' records are bytes (a test broker may keep them).
+    produce = {"topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}]}
+    _, decoded = api.decode_request(api.encode_request(0, 9, 1, "c", produce))
+    assert type(decoded["topic_data"][0]["partition_data"][0]["records"]) is bytes
+
+
 @pytest.mark.parametrize("header_version", [0, 1, 2])
 def test_request_header_roundtrip(header_version: int) -> None:
     header = RequestHeader(3, 12, 2**31 - 1, "cli" if header_version else None)

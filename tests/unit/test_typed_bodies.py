@@ -93,13 +93,16 @@ def test_mypy_reports_the_misspelt_and_misplaced_fields(tmp_path: Path) -> None:
 
 
 def _unwrap(hint: object) -> tuple[object, bool, bool]:
-    """``NotRequired[list[X] | None]`` -> (X, is a sequence, may be None)."""
+    """``NotRequired[list[X] | None]`` -> (X, is a sequence, may be None); a response's
+    records, ``bytes | memoryview | None`` -> (memoryview, False, True)."""
     if typing.get_origin(hint) in (NotRequired, Required):
         (hint,) = typing.get_args(hint)
     nullable = False
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         nullable = len(args) < len(typing.get_args(hint))
+        if args == [bytes, memoryview]:
+            return memoryview, False, nullable
         (hint,) = args
     sequence = typing.get_origin(hint) in (list, Sequence)
     if sequence:
@@ -155,6 +158,9 @@ def test_typed_dicts_have_every_field_of_every_version(spec: MessageSpec) -> Non
             assert sequence == f.is_array, where
             if f.is_struct:
                 assert typing.is_typeddict(inner), where
+            elif f.element == "records" and spec.kind == "response":
+                # decoded as a view of the response frame (see schema._records_view)
+                assert inner is memoryview, where
             else:
                 assert inner is _SCALARS[f.element], where
             if any(v in f.nullable for v in versions) or f.type == "records":
