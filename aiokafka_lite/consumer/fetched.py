@@ -202,11 +202,13 @@ class CompletedFetch:
         self._data = b""
 
     def detach(self) -> bytes:
-        """Hold a copy of this partition's data instead of a view of the response frame
-        (a fetch left waiting must not keep the other partitions' data alive); the data."""
+        """Hold a copy of what is left of this partition's data instead of a view of the
+        response frame (a fetch left waiting must not keep the other partitions' data
+        alive); the data."""
         data = self._data
         if type(data) is not bytes:
-            self._data = data = bytes(data)
+            self._data = data = bytes(data[self._pos :])
+            self._pos = 0
         return data
 
     def _load_batch(self) -> bool:
