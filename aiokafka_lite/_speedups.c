@@ -973,8 +973,13 @@ static PyObject *murmur2(PyObject *module, PyObject *arg) {
     return PyLong_FromLong((long)(int32_t)h);
 }
 
-/* murmur2_partition(key, count): (murmur2(key) & 0x7fffffff) % count in one call, for
- * the producer's keyed records. */
+/* The partition of a key's hash among count: Kafka's (murmur2(key) & 0x7fffffff) % count. */
+static inline Py_ssize_t murmur2_index(uint32_t h, Py_ssize_t count) {
+    return (Py_ssize_t)((h & 0x7fffffffu) % (uint64_t)count);
+}
+
+/* murmur2_partition(key, count): murmur2_index in one call, for the producer's keyed
+ * records. */
 static PyObject *murmur2_partition(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "murmur2_partition(key, num_partitions)");
@@ -999,7 +1004,7 @@ static PyObject *murmur2_partition(PyObject *module, PyObject *const *args, Py_s
         h = murmur2_hash(view.buf, view.len);
         PyBuffer_Release(&view);
     }
-    return PyLong_FromSsize_t((Py_ssize_t)((h & 0x7fffffffu) % (uint64_t)count));
+    return PyLong_FromSsize_t(murmur2_index(h, count));
 }
 
 /* --- the producer's append to a partition's open batch ---------------------------------
@@ -1124,8 +1129,7 @@ static PyObject *append_open(PyObject *module, PyObject *const *args, Py_ssize_t
                 Py_RETURN_NONE;
             uint32_t h = murmur2_hash((const unsigned char *)PyBytes_AS_STRING(key),
                                       PyBytes_GET_SIZE(key));
-            chosen = PyList_GET_ITEM(all, (Py_ssize_t)((h & 0x7fffffffu) %
-                                                        (uint64_t)PyList_GET_SIZE(all)));
+            chosen = PyList_GET_ITEM(all, murmur2_index(h, PyList_GET_SIZE(all)));
         } else {
             PyObject *sticky = args[8];
             if (!PyTuple_CheckExact(sticky) || PyTuple_GET_SIZE(sticky) != 3 ||
