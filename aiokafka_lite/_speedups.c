@@ -1090,11 +1090,14 @@ static PyObject *sticky_choice(PyObject *state, PyObject *all, PyObject *opens,
 }
 
 /* append_open(topics, topic, value, key, partition, timestamp_ms, headers, murmur_keys,
- *             sticky) -> the record's future, or None. sticky: None, or the sticky
- * partitioner's (choices, batch_size) and the accumulator's batch size. */
+ *             sticky, grow) -> the record's future, or None. sticky: None, or the sticky
+ * partitioner's (choices, batch_size) and the accumulator's batch size. grow: None, or
+ * the accumulator's grow(batch) -> bool, asked when the batch is full at its reservation
+ * (a batch reserves a small first share and doubles it as it fills: without it, each
+ * doubling took send()'s whole Python path). */
 static PyObject *append_open(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "append_open() takes 9 arguments");
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "append_open() takes 10 arguments");
         return NULL;
     }
     if (FutureType == NULL) {
@@ -1189,11 +1192,27 @@ static PyObject *append_open(PyObject *module, PyObject *const *args, Py_ssize_t
     PyObject *result = NULL;
     Py_ssize_t n = ((Writer *)batch)->record_count;
     PyObject *call[4] = {ts_obj, key, value, headers};
-    PyObject *size = writer_append((Writer *)batch, call, 4);
-    if (size == NULL)
-        goto done;
-    int appended = PyObject_IsTrue(size);
-    Py_DECREF(size);
+    PyObject *grow = args[9];
+    int appended;
+    for (;;) {
+        PyObject *size = writer_append((Writer *)batch, call, 4);
+        if (size == NULL)
+            goto done;
+        appended = PyObject_IsTrue(size);
+        Py_DECREF(size);
+        if (appended != 0 || grow == Py_None)
+            break;
+        /* full at its reservation: the accumulator lets it grow, or it is full */
+        PyObject *grown = PyObject_CallOneArg(grow, batch);
+        if (grown == NULL)
+            goto done;
+        int more = PyObject_IsTrue(grown);
+        Py_DECREF(grown);
+        if (more < 0)
+            goto done;
+        if (!more)
+            break;
+    }
     if (appended < 0)
         goto done;
     if (!appended) {

@@ -760,8 +760,8 @@ class RecordAccumulator:
         ):
             return False
         more = min(batch.max_size, self.batch_size - batch.max_size)
-        if self._memory_waiters or self.used_memory + more > self.buffer_memory:
-            return False
+        if more <= 0 or self._memory_waiters or self.used_memory + more > self.buffer_memory:
+            return False  # (nothing to double: a batch reserving 0 bytes grows no bigger)
         self.used_memory += more
         batch.memory += more
         batch.max_size += more

@@ -247,6 +247,8 @@ class Producer:
         # compiled path follows the current one while it stays (set at start(): the
         # partitioner's choices and batch size, and the accumulator's batch size).
         self._sticky_choices: tuple[dict[str, list[int]], int, int] | None = None
+        # The accumulator's grow(batch), for the compiled path (set at start()).
+        self._grow_batch: Callable[[Any], bool] | None = None
         self._key_serializer = config.key_serializer
         self._value_serializer = config.value_serializer
         self._interceptors = config.interceptors
@@ -344,6 +346,7 @@ class Producer:
                 )
         self.client.add_metadata_listener(self._on_metadata)
         self._sender.start()
+        self._grow_batch = self._accumulator._grow
         self._batches = self._accumulator.batches
         self._loop = asyncio.get_running_loop()
         self._update_guard()
@@ -589,6 +592,7 @@ class Producer:
                 headers,
                 self._murmur_keys,
                 self._sticky_choices,
+                self._grow_batch,
             )
             if fut is not None:
                 return fut

@@ -197,7 +197,7 @@ def test_send_fast_path_follows_the_sticky_rule_at_its_edges() -> None:
         stays = python._current["t"] is own
         sticky = {"t": [0, produced]}
         fut = speedups.append_open(
-            {"t": info}, "t", b"y", None, None, None, None, True, (sticky, limit, tail_limit)
+            {"t": info}, "t", b"y", None, None, None, None, True, (sticky, limit, tail_limit), None
         )
         assert (fut is not None) == stays, (produced, records, tail_limit, shrink_to)
         assert sticky["t"] == ([0, produced + 9] if stays else [0, produced])
@@ -236,13 +236,17 @@ common_call = st.tuples(
 @given(
     calls=st.lists(common_call | common_call | append_open_call, min_size=1, max_size=60),
     max_size=st.integers(0, 20_000),
+    grows=st.booleans(),
+    memory=st.sampled_from([1 << 30, 0]),
 )
 def test_send_fast_path_appends_what_send_would_or_nothing(
-    calls: list[tuple[Any, ...]], max_size: int
+    calls: list[tuple[Any, ...]], max_size: int, grows: bool, memory: int
 ) -> None:
     # append_open (send()'s compiled common case) either appends the record exactly where
     # and as send()'s Python code would, or returns None having changed nothing but what
-    # the Python path changes too (a batch the record does not fit is closed).
+    # the Python path changes too (a batch the record does not fit is closed). With the
+    # accumulator's grow (grows), a batch full at its reservation asks it for more, as
+    # the Python path does, and only then.
     from aiokafka_lite.producer.accumulator import RecordAccumulator, RecordFuture
     from aiokafka_lite.producer.partitioner import StickyPartitioner
     from aiokafka_lite.producer.producer import _TopicInfo
@@ -250,8 +254,9 @@ def test_send_fast_path_appends_what_send_would_or_nothing(
 
     info = _TopicInfo("t", [0, 1, 2, 4], [0, 1, 2, 4])
     acc = RecordAccumulator(
-        batch_size=max(max_size, 1),
-        buffer_memory=1 << 30,
+        # growing: batches may double twice (memory 0: the buffer has nothing to give)
+        batch_size=4 * max(max_size, 1) if grows else max(max_size, 1),
+        buffer_memory=memory if grows else 1 << 30,
         compression=0,
         linger_ms=5,
         delivery_timeout_ms=1000,
@@ -265,6 +270,7 @@ def test_send_fast_path_appends_what_send_would_or_nothing(
         )
         if p == 1:
             batch.open = False
+        batch.memory = max_size
         info.open[p] = batch
         acc.batches[TopicPartition("t", p)] = collections.deque([batch])
     topics = {"t": info}
@@ -322,9 +328,20 @@ def test_send_fast_path_appends_what_send_would_or_nothing(
         )
         count = batch.record_count if batch is not None else 0
         before = bytes(batch.buf) if batch is not None else b""
+        reserved = batch.max_size if batch is not None else 0
+        used = acc.used_memory
         try:
             fut = speedups.append_open(
-                topics, topic, value, key, partition, ts, hdrs, murmur_keys, choices
+                topics,
+                topic,
+                value,
+                key,
+                partition,
+                ts,
+                hdrs,
+                murmur_keys,
+                choices,
+                acc._grow if grows else None,
             )
         except (TypeError, ValueError, errors.KafkaError) as exc:
             # The record itself is wrong (a header): the writer's error, as send() raises.
@@ -346,6 +363,18 @@ def test_send_fast_path_appends_what_send_would_or_nothing(
             continue
         ref = reference[id(batch)]
         stamp = ts if ts is not None else batch.timestamps[-1]
+        if batch.max_size != reserved:
+            # Grown: only because the record did not fit what was reserved, each step
+            # doubling (toward batch_size) and charged to the buffer.
+            assert grows and memory
+            assert ref.max_size == reserved and not ref.append(stamp, key, value, hdrs)
+            assert batch.max_size in (2 * reserved, acc.batch_size, 4 * reserved)
+            assert batch.max_size <= acc.batch_size
+            assert acc.used_memory - used == batch.max_size - reserved
+            ref.max_size = batch.max_size
+            ref.open = True
+        else:
+            assert acc.used_memory == used
         fits = ref.append(stamp, key, value, hdrs)
         if not fits:
             assert fut is None and not batch.open and batch.record_count == count
