@@ -527,8 +527,8 @@ static inline PyObject *size_int(int64_t n) {
 
 /* Append the ``count`` records in buf[pos:end] to ``out`` (decode_v2's work); -1 with an
  * exception set when they are malformed (some records may have been appended). */
-static int decode_into(PyObject *out, const unsigned char *data, Py_ssize_t pos, Py_ssize_t end,
-                       Py_ssize_t count, long long base_offset, long long base_ts,
+static int decode_into(PyObject *out, const unsigned char *data, Py_ssize_t pos,
+                       Py_ssize_t end, Py_ssize_t count, long long base_offset, long long base_ts,
                        PyObject *log_append, PyObject *topic, PyObject *partition,
                        PyObject *ts_type, PyObject *epoch, long long min_offset) {
     if (count < 0 || count > (end - pos) / 7) { /* a record takes at least 7 bytes */
@@ -685,10 +685,20 @@ fail:
     return -1;
 }
 
+/* A read-only view of bytes: what it shows cannot change while it is read. */
+static int is_view_of_bytes(PyObject *obj) {
+    if (!PyMemoryView_Check(obj))
+        return 0;
+    PyObject *base = PyMemoryView_GET_BASE(obj);
+    return PyMemoryView_GET_BUFFER(obj)->readonly && base != NULL && PyBytes_CheckExact(base) &&
+           PyBuffer_IsContiguous(PyMemoryView_GET_BUFFER(obj), 'C');
+}
+
 /* What decode_v2 and decode_batches check first: their argument count, that
- * set_record_type() was called, and that the data (args[0]) is bytes. */
+ * set_record_type() was called, and that the data (args[0]) is bytes (or, where views
+ * are taken, a read-only view of bytes). */
 static int check_decode_call(const char *name, PyObject *const *args, Py_ssize_t nargs,
-                             Py_ssize_t want) {
+                             Py_ssize_t want, int views) {
     if (nargs != want) {
         PyErr_Format(PyExc_TypeError, "%s takes %zd arguments", name, want);
         return -1;
@@ -697,15 +707,16 @@ static int check_decode_call(const char *name, PyObject *const *args, Py_ssize_t
         PyErr_SetString(PyExc_RuntimeError, "set_record_type() was not called");
         return -1;
     }
-    if (!PyBytes_CheckExact(args[0])) {
-        PyErr_Format(PyExc_TypeError, "%s needs bytes", name);
+    if (!PyBytes_CheckExact(args[0]) && !(views && is_view_of_bytes(args[0]))) {
+        PyErr_Format(PyExc_TypeError,
+                     views ? "%s needs bytes or a view of bytes" : "%s needs bytes", name);
         return -1;
     }
     return 0;
 }
 
 static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (check_decode_call("decode_v2", args, nargs, 12) < 0)
+    if (check_decode_call("decode_v2", args, nargs, 12, 0) < 0)
         return NULL;
     PyObject *buf = args[0];
     Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
@@ -726,8 +737,8 @@ static PyObject *decode_v2(PyObject *module, PyObject *const *args, Py_ssize_t n
     if (out == NULL)
         return NULL;
     if (decode_into(out, (const unsigned char *)PyBytes_AS_STRING(buf), pos, end, count,
-                    base_offset, base_ts, log_append, topic,
-                    partition, ts_type, epoch, min_offset) < 0) {
+                    base_offset, base_ts, log_append, topic, partition, ts_type, epoch,
+                    min_offset) < 0) {
         Py_DECREF(out);
         return NULL;
     }
@@ -778,24 +789,10 @@ static PyObject *view_of(const unsigned char *p, Py_ssize_t n) {
  * before any other batch, which the Python path then reads (and raises for, if it is
  * malformed): so errors keep their one source. */
 static PyObject *decode_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 13) {
-        PyErr_SetString(PyExc_TypeError, "decode_batches takes 13 arguments");
+    /* (a view: a fetch response's records, not copied out of its frame) */
+    if (check_decode_call("decode_batches", args, nargs, 13, 1) < 0)
         return NULL;
-    }
-    if (ConsumerRecordType == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "set_record_type() was not called");
-        return NULL;
-    }
-    /* bytes, or a read-only view of bytes (a fetch response's records, not copied out of
-     * its frame): what is read cannot change while it is read. */
     PyObject *buf = args[0];
-    if (!PyBytes_CheckExact(buf) &&
-        !(PyMemoryView_Check(buf) && PyMemoryView_GET_BUFFER(buf)->readonly &&
-          PyMemoryView_GET_BASE(buf) != NULL && PyBytes_CheckExact(PyMemoryView_GET_BASE(buf)) &&
-          PyBuffer_IsContiguous(PyMemoryView_GET_BUFFER(buf), 'C'))) {
-        PyErr_SetString(PyExc_TypeError, "decode_batches needs bytes or a view of bytes");
-        return NULL;
-    }
     Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
     PyObject *topic = args[2], *partition = args[3];
     long long min_offset = PyLong_AsLongLong(args[4]);
@@ -1478,8 +1475,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     if (m == NULL)
         return NULL;
     empty_tuple = PyTuple_New(0);
-    if (empty_tuple == NULL || make_size_ints() < 0 || PyModule_AddObjectRef(m, "RecordWriterBase",
-                                                    (PyObject *)&WriterType) < 0) {
+    if (empty_tuple == NULL || make_size_ints() < 0 ||
+        PyModule_AddObjectRef(m, "RecordWriterBase", (PyObject *)&WriterType) < 0) {
         Py_DECREF(m);
         return NULL;
     }
