@@ -130,10 +130,15 @@ async def request_any_node(
 ) -> ResponseT:
     """One request any broker can answer, to the least loaded node; another node (or
     the same one, reconnected) is tried after a backoff while connections fail."""
+    last: errors.KafkaConnectionError | None = None
     while True:
+        if last is not None and deadline.expired:
+            # The backoff overran the end (a busy loop): name why we were retrying.
+            raise deadline.timeout_error(last)
         try:
             return await request(client, client.least_loaded_node(), api_key, body, deadline)
         except errors.KafkaConnectionError as exc:
+            last = exc
             await deadline.pause(retry_delay(client), exc)
 
 

@@ -20,6 +20,7 @@ from aiokafka_lite.retry import BACKOFF_JITTER, Deadline, backoff_delay
 from aiokafka_lite.routing import (
     PartitionAnswer,
     leader_moved,
+    request_any_node,
     send_to_coordinator,
     send_to_leaders,
 )
@@ -406,6 +407,25 @@ async def test_a_backoff_that_overruns_the_deadline_still_names_the_last_error()
         await to_coordinator(fake, Coordinator(), timeout_ms=300)
     assert "the commit did not complete within 300 ms" in str(caught.value)
     assert "CoordinatorNotAvailableError" in str(caught.value)
+    assert len(fake.requests) == 1
+
+
+async def test_any_node_backoff_that_overruns_the_deadline_names_the_connection_error() -> None:
+    # As above for a request any node can answer: the connection fails, the loop stalls
+    # in the backoff until past the end, and the timeout still says why it retried.
+    async def answer(node: int, body: dict[str, Any], n: int) -> dict[str, Any]:
+        if n == 1:
+            asyncio.get_running_loop().call_later(0.005, time.sleep, 0.4)
+        raise errors.KafkaConnectionError("connection closed by the broker")
+
+    fake = FakeClient({}, answer)
+    fake.least_loaded_node = lambda: 3  # type: ignore[attr-defined]
+    with pytest.raises(errors.KafkaTimeoutError) as caught:
+        await request_any_node(
+            as_client(fake), ApiKey.DESCRIBE_CONFIGS, {}, Deadline(300, "describe_configs")
+        )
+    assert "describe_configs did not complete within 300 ms" in str(caught.value)
+    assert "connection closed by the broker" in str(caught.value)
     assert len(fake.requests) == 1
 
 
