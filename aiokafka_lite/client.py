@@ -33,7 +33,7 @@ from aiokafka_lite.connection import (
 )
 from aiokafka_lite.protocol import bodies
 from aiokafka_lite.protocol.api import Api, ApiKey, RequestT, ResponseT, api_name
-from aiokafka_lite.retry import backoff_delay
+from aiokafka_lite.retry import backoff_delay, retried_error
 from aiokafka_lite.security import SecurityConfig
 
 log = logging.getLogger(__name__)
@@ -782,7 +782,7 @@ class KafkaClient:
             except errors.KafkaError as exc:
                 if not exc.retriable:
                     raise
-                last_error = exc
+                last_error = retried_error(last_error, exc)
             else:
                 entry: bodies.FindCoordinatorCoordinator | bodies.FindCoordinatorResponse = (
                     response["coordinators"][0] if response.get("coordinators") else response

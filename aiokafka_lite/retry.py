@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from typing import NoReturn
 
 from aiokafka_lite import errors
 
-__all__ = ["BACKOFF_JITTER", "Deadline", "backoff_delay"]
+__all__ = ["BACKOFF_JITTER", "Deadline", "backoff_delay", "retried_error"]
 
 #: Each delay is scaled by a random factor in [1 - BACKOFF_JITTER, 1 + BACKOFF_JITTER].
 BACKOFF_JITTER = 0.2
@@ -30,6 +31,19 @@ def backoff_delay(attempt: int, base: float, cap: float) -> float:
     """
     exponent = min(max(attempt - 1, 0), 62)  # beyond this the cap has long won
     return min(base * 2.0**exponent, cap) * random.uniform(1 - BACKOFF_JITTER, 1 + BACKOFF_JITTER)
+
+
+def retried_error(last: errors.KafkaError | None, exc: errors.KafkaError) -> errors.KafkaError:
+    """The error a retry loop names when it gives up, after an attempt failed with ``exc``.
+
+    ``exc``, unless it is a timeout and an earlier error (``last``) started the
+    retries: an attempt cut short by the call's deadline says only that time ran out,
+    while ``last`` says why the call needed another attempt (a dropped connection, a
+    moved coordinator), which is what the caller can act on.
+    """
+    if last is not None and isinstance(exc, errors.KafkaTimeoutError):
+        return last
+    return exc
 
 
 class Deadline:
@@ -63,10 +77,29 @@ class Deadline:
 
     def timeout_error(self, last: errors.KafkaError | None = None) -> errors.KafkaTimeoutError:
         message = f"{self.what} did not complete within {self.timeout_ms} ms"
-        # The last error may be this deadline's own timeout: say it once.
-        if last is not None and str(last) != message:
-            message += f" (last error: {last})"
+        if last is not None:
+            # The last error may be this deadline's own timeout (a part of the call
+            # gave up first): say it once, with what it named.
+            said = str(last)
+            message = said if said.startswith(message) else f"{message} (last error: {said})"
         return errors.KafkaTimeoutError(message)
+
+    def check(self, last: errors.KafkaError | None = None) -> None:
+        """Raise the timeout (naming ``last``, the error being retried) once the end has
+        passed; a retry loop calls it before each attempt, since a backoff on a busy
+        loop can overrun the end."""
+        if self.expired:
+            raise self.timeout_error(last)
+
+    def raise_cut_short(
+        self, exc: errors.KafkaTimeoutError, last: errors.KafkaError | None
+    ) -> NoReturn:
+        """Raise for an attempt that ended in ``exc``, a timeout at this deadline: a first
+        attempt's own timeout, or, on a retry, this deadline's naming ``last``, the error
+        that made the call retry (see `retried_error`)."""
+        if last is None:
+            raise exc
+        raise self.timeout_error(last) from exc
 
     async def pause(self, delay: float, last: errors.KafkaError | None) -> None:
         """Sleep ``delay`` seconds before a retry, or raise the timeout (with ``last``,

@@ -33,7 +33,7 @@ from aiokafka_lite import errors
 from aiokafka_lite._aio import wait_for
 from aiokafka_lite.client import COORDINATOR_GROUP, KafkaClient
 from aiokafka_lite.protocol.api import Api, RequestT, ResponseT, api_name
-from aiokafka_lite.retry import Deadline, backoff_delay
+from aiokafka_lite.retry import Deadline, backoff_delay, retried_error
 from aiokafka_lite.structs import TopicPartition
 
 __all__ = [
@@ -114,8 +114,7 @@ async def request(
     not close a connection others share. A broker without the API raises
     `UnsupportedVersionError` naming it and what needed it.
     """
-    if deadline.expired:
-        raise deadline.timeout_error()
+    deadline.check()
     try:
         return await client.send_before(node_id, api_key, body, deadline.end)
     except errors.UnsupportedVersionError as exc:
@@ -130,16 +129,16 @@ async def request_any_node(
 ) -> ResponseT:
     """One request any broker can answer, to the least loaded node; another node (or
     the same one, reconnected) is tried after a backoff while connections fail."""
-    last: errors.KafkaConnectionError | None = None
+    last: errors.KafkaError | None = None
     while True:
-        if last is not None and deadline.expired:
-            # The backoff overran the end (a busy loop): name why we were retrying.
-            raise deadline.timeout_error(last)
+        deadline.check(last)
         try:
             return await request(client, client.least_loaded_node(), api_key, body, deadline)
         except errors.KafkaConnectionError as exc:
             last = exc
-            await deadline.pause(retry_delay(client), exc)
+        except errors.KafkaTimeoutError as exc:
+            deadline.raise_cut_short(exc, last)
+        await deadline.pause(retry_delay(client), last)
 
 
 # --- partition leaders -------------------------------------------------------------------
@@ -287,7 +286,8 @@ async def send_to_leaders(
         for node, outcome in zip(nodes, rounds, strict=True):
             if isinstance(outcome, BaseException):
                 if isinstance(outcome, errors.KafkaError) and outcome.retriable:
-                    pending.update(dict.fromkeys(by_leader[node], outcome))
+                    for tp in by_leader[node]:
+                        pending[tp] = retried_error(pending[tp], outcome)
                     continue
                 raise outcome
             final, again, fatal = outcome
@@ -347,11 +347,12 @@ async def send_to_coordinator(
     """
     last: errors.KafkaError | None = None
     while True:
-        if last is not None and deadline.expired:
-            # The backoff overran the end (a busy loop): name why we were retrying.
-            raise deadline.timeout_error(last)
+        deadline.check(last)
         payload = body if isinstance(body, Mapping) else await body()
-        node = await find(deadline)
+        try:
+            node = await find(deadline)
+        except errors.KafkaTimeoutError as exc:
+            deadline.raise_cut_short(exc, last)
         try:
             response = await request(client, node, api_key, payload, deadline)
         except errors.KafkaError as exc:
@@ -359,7 +360,7 @@ async def send_to_coordinator(
                 raise
             if lost is not None:
                 lost(f"{api_name(api_key)} failed: {exc}")
-            last = exc
+            last = retried_error(last, exc)
         else:
             last = retry_on(response)
             if last is None:

@@ -37,6 +37,7 @@ from aiokafka_lite.protocol.bodies import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitRequestPartition,
 )
+from aiokafka_lite.retry import retried_error
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -408,6 +409,7 @@ class TransactionManager:
         Returns the response; error codes in it are for the caller to interpret, except
         the top-level ``error_code`` which is handled here.
         """
+        retried: errors.KafkaError | None = None
         while True:
             try:
                 node = await self._coordinator(deadline)
@@ -426,9 +428,10 @@ class TransactionManager:
                     self.coordinator = None
                 elif not (isinstance(exc, _RETRY_LATER) or exc.retriable):
                     raise exc from None
+                retried = retried_error(retried, exc)
                 if time.monotonic() + self.retry_backoff >= deadline:
                     raise errors.KafkaTimeoutError(
-                        f"{what} did not complete in time: {exc}"
+                        f"{what} did not complete in time: {retried}"
                     ) from exc
                 log.debug("%s failed (%s); retrying", what, exc)
                 await asyncio.sleep(self.retry_backoff)
@@ -554,6 +557,7 @@ class TransactionManager:
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
         }
         group_coordinator: int | None = None
+        retried: errors.KafkaError | None = None
         while True:
             try:
                 if group_coordinator is None:
@@ -584,9 +588,10 @@ class TransactionManager:
                 elif not (isinstance(exc, _RETRY_LATER) or exc.retriable):
                     self.set_abortable(exc)
                     raise exc from None
+                retried = retried_error(retried, exc)
                 if time.monotonic() + self.retry_backoff >= deadline:
                     raise errors.KafkaTimeoutError(
-                        f"TxnOffsetCommit did not complete in time: {exc}"
+                        f"TxnOffsetCommit did not complete in time: {retried}"
                     ) from exc
                 await asyncio.sleep(self.retry_backoff)
 

@@ -16,7 +16,7 @@ import pytest
 from aiokafka_lite import errors
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.protocol.api import ApiKey
-from aiokafka_lite.retry import BACKOFF_JITTER, Deadline, backoff_delay
+from aiokafka_lite.retry import BACKOFF_JITTER, Deadline, backoff_delay, retried_error
 from aiokafka_lite.routing import (
     PartitionAnswer,
     leader_moved,
@@ -429,6 +429,104 @@ async def test_any_node_backoff_that_overruns_the_deadline_names_the_connection_
     assert len(fake.requests) == 1
 
 
+# A retry cut short: the first attempt's connection drops, the retry is still unanswered
+# at the deadline. The timeout must name the dropped connection (why the call retried),
+# not only that the last attempt got no answer.
+
+
+async def dropped_then_silent(node: int, body: dict[str, Any], n: int) -> dict[str, Any]:
+    if n == 1:
+        raise errors.KafkaConnectionError("connection closed by the broker")
+    await asyncio.sleep(10)
+    raise AssertionError("the deadline ends the wait first")
+
+
+async def test_a_coordinator_retry_cut_short_names_the_dropped_connection() -> None:
+    fake = FakeClient({}, dropped_then_silent)
+    with pytest.raises(errors.KafkaTimeoutError) as caught:
+        await to_coordinator(fake, Coordinator(), timeout_ms=300)
+    assert str(caught.value) == (
+        "the commit did not complete within 300 ms (last error: connection closed by the broker)"
+    )
+    assert len(fake.requests) == 2
+
+
+async def test_a_coordinator_lookup_cut_short_names_the_dropped_connection() -> None:
+    async def find(deadline: Deadline) -> int:
+        finds.append(deadline.remaining())
+        if len(finds) > 1:  # the lookup before the retry runs out of time
+            await asyncio.sleep(deadline.remaining())
+            raise errors.KafkaTimeoutError("no coordinator found for 'g' within 0.3s")
+        return 7
+
+    finds: list[float] = []
+
+    async def dropped(node: int, body: dict[str, Any], n: int) -> dict[str, Any]:
+        raise errors.KafkaConnectionError("connection closed by the broker")
+
+    fake = FakeClient({}, dropped)
+    with pytest.raises(errors.KafkaTimeoutError) as caught:
+        await send_to_coordinator(
+            as_client(fake),
+            ApiKey.END_TXN,
+            {},
+            Deadline(300, "EndTxn"),
+            find=find,
+            retry_on=group_code,
+        )
+    assert str(caught.value) == (
+        "EndTxn did not complete within 300 ms (last error: connection closed by the broker)"
+    )
+    assert isinstance(caught.value.__cause__, errors.KafkaTimeoutError)  # the lookup's
+    assert len(finds) == 2 and len(fake.requests) == 1
+
+
+async def test_an_any_node_retry_cut_short_names_the_dropped_connection() -> None:
+    fake = FakeClient({}, dropped_then_silent)
+    fake.least_loaded_node = lambda: 3  # type: ignore[attr-defined]
+    with pytest.raises(errors.KafkaTimeoutError) as caught:
+        await request_any_node(
+            as_client(fake), ApiKey.DESCRIBE_CONFIGS, {}, Deadline(300, "describe_configs")
+        )
+    assert str(caught.value) == (
+        "describe_configs did not complete within 300 ms "
+        "(last error: connection closed by the broker)"
+    )
+    assert len(fake.requests) == 2
+
+
+async def test_a_first_any_node_attempt_that_times_out_is_its_own_error() -> None:
+    async def silent(node: int, body: dict[str, Any], n: int) -> dict[str, Any]:
+        await asyncio.sleep(10)
+        raise AssertionError("the deadline ends the wait first")
+
+    fake = FakeClient({}, silent)
+    fake.least_loaded_node = lambda: 3  # type: ignore[attr-defined]
+    with pytest.raises(errors.KafkaTimeoutError, match=r"^no answer in time$"):
+        await request_any_node(
+            as_client(fake), ApiKey.DESCRIBE_CONFIGS, {}, Deadline(200, "describe_configs")
+        )
+
+
+async def test_a_leader_retry_cut_short_keeps_the_dropped_connection_as_the_answer() -> None:
+    fake = FakeClient({A0: 1}, dropped_then_silent)
+    answers = await to_leaders(fake, [A0], timeout_ms=300)
+    assert answers[A0].timed_out
+    assert isinstance(answers[A0].error, errors.KafkaConnectionError)
+    assert str(answers[A0].error) == "connection closed by the broker"
+    assert len(fake.requests) == 2
+
+
+def test_the_error_retried_is_the_one_that_started_the_retries_not_a_timeout() -> None:
+    dropped = errors.KafkaConnectionError("connection closed by the broker")
+    moved = errors.NotCoordinatorError("group 'g'")
+    late = errors.KafkaTimeoutError("no answer in time")
+    assert retried_error(None, late) is late  # a first attempt's timeout is the error
+    assert retried_error(dropped, late) is dropped
+    assert retried_error(dropped, moved) is moved  # any other error is news
+    assert retried_error(late, dropped) is dropped
+
+
 async def test_a_body_function_makes_each_attempts_request() -> None:
     made: list[int] = []
 
@@ -467,4 +565,6 @@ async def test_a_deadline_refuses_a_retry_that_would_not_start_in_time() -> None
     await deadline.pause(0.01, last)  # fits: just sleeps
     own = deadline.timeout_error()
     assert str(deadline.timeout_error(own)) == str(own)  # said once, not twice
+    named = deadline.timeout_error(last)
+    assert str(deadline.timeout_error(named)) == str(named)  # with what it named, once
     assert "last error" in str(deadline.timeout_error(last))
