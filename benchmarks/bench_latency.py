@@ -16,13 +16,17 @@ Two measurements per client (ours, aiokafka, confluent-kafka), each in a fresh p
   its send time in a ``sent-at`` header, and its latency is the time from the producer's
   send call to the consumer loop having the record in hand. Records are sent when due
   (asyncio's timers have ~1 ms resolution, so some go in pairs); the first second of the
-  stream is not counted (connections, first fetches).
+  stream is not counted (connections, first fetches). Each client's turn runs
+  ``--streams`` (2) such streams, each on a fresh broker, and reports their samples
+  together.
 
 Every client runs with its own defaults otherwise (idempotence: ours on with acks=all as
 the Java client, aiokafka and confluent-kafka off; fetch waits 500 ms).
 
-Each client's turn in each round gets a fresh broker (unless ``--bootstrap`` names one):
-a broker's latency drifts as its log grows, which would charge whoever runs later.
+Every run (the acks, each stream) gets a fresh broker (unless ``--bootstrap`` names one):
+a broker's latency drifts as its log grows, which would charge whoever runs later (and
+a longer stream measures more of the broker: at 60 s, every client's e2e p99 on noida-db
+was 1.5-4x its 30 s figure).
 The broker is noida-db by default: Tansu's fetch long-poll does not wake when new data
 arrives, so on Tansu (``--broker tansu``) end-to-end latency is the broker's fetch wait,
 not the client's. Reported per client: p50, p90, p99, p99.9 and the max of each round,
@@ -67,6 +71,23 @@ def measured(latencies: list[float]) -> dict[str, Any]:
     ms, to the µs) for the parent to pool over the rounds; they are not kept in the JSON."""
     result: dict[str, Any] = percentiles(latencies)
     result["samples_ms"] = [round(v * 1000, 3) for v in latencies]
+    return result
+
+
+def merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One client's turn from its runs (the e2e streams, each on its own broker): the
+    percentiles of their samples together; the first error if any run failed."""
+    for part in parts:
+        if "error" in part:
+            return part
+    if len(parts) == 1:
+        return parts[0]
+    samples = [v for part in parts for v in part["samples_ms"]]
+    result = measured([v / 1000 for v in samples])
+    result["streams"] = len(parts)
+    result["stream_p99_ms"] = [part["p99_ms"] for part in parts]
+    if all("achieved_rate" in part for part in parts):
+        result["achieved_rate"] = min(part["achieved_rate"] for part in parts)
     return result
 
 
@@ -321,7 +342,8 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     clients = args.clients.split(",") if args.clients else list(CLIENTS)
     samples = args.ack_samples or (300 if args.quick else 5000)
-    seconds = args.seconds or (3.0 if args.quick else 60.0)
+    seconds = args.seconds or (3.0 if args.quick else 30.0)
+    streams = args.streams or (1 if args.quick else 2)
     repeat = args.repeat or (1 if args.quick else 3)
     results = h.run_header(
         "latency",
@@ -330,6 +352,7 @@ def run(args: argparse.Namespace) -> int:
         ack_samples=samples,
         rate=args.rate,
         seconds=seconds,
+        streams=streams,
         partitions=PARTITIONS,
         statistics=(
             "per round: percentiles of that round's samples (nearest rank), in ms; "
@@ -348,48 +371,52 @@ def run(args: argparse.Namespace) -> int:
     for rnd in range(repeat):
         order = clients[rnd % len(clients) :] + clients[: rnd % len(clients)]
         for client in order:
-            # A fresh broker for each client's turn (unless --bootstrap names one): a
-            # broker's latency drifts as its log grows (noida-db's e2e p99 went from
-            # ~10 ms to over 100 ms across one shared run, for every client alike), so
-            # sharing one would charge whoever runs later.
-            with h.broker(args.bootstrap, args.broker) as handle:
-                results["broker"] = handle.kind
-                bootstrap = handle.bootstrap_servers
-                for mode in ("ack", "e2e"):
-                    topic = f"bench-latency-{mode}-{uuid.uuid4().hex[:8]}"
-                    h.create_topic(bootstrap, topic, PARTITIONS)
-                    spec = {
-                        "client": client,
-                        "mode": mode,
-                        "bootstrap": bootstrap,
-                        "topic": topic,
-                        "samples": samples,
-                        "rate": args.rate,
-                        "seconds": seconds,
-                    }
-                    result = h.run_worker(__file__, [json.dumps(spec)], timeout=600)
-                    raw = result.pop("samples_ms", [])
-                    if "error" not in result:
-                        pooled.setdefault((mode, client), []).extend(raw)
-                    result.update(client=client, mode=mode, round=rnd + 1)
-                    results["rounds"].append(result)
-                    if "error" in result:
-                        print(
-                            f"  [{rnd + 1}] {mode:3} {client:16} failed: {result['error']}",
-                            flush=True,
-                        )
-                    else:
-                        extra = (
-                            f", {result['achieved_rate']:,.0f}/s sent"
-                            if "achieved_rate" in result
-                            else ""
-                        )
-                        print(
-                            f"  [{rnd + 1}] {mode:3} {client:16} p50 {result['p50_ms']:7.3f} ms  "
-                            f"p99 {result['p99_ms']:7.3f}  p99.9 {result['p99_9_ms']:7.3f}  "
-                            f"max {result['max_ms']:7.2f}  ({result['samples']:,} samples{extra})",
-                            flush=True,
-                        )
+            for mode, runs in (("ack", 1), ("e2e", streams)):
+                parts = []
+                for _ in range(runs):
+                    # A fresh broker for each run (unless --bootstrap names one): a
+                    # broker's latency drifts as its log grows (noida-db's e2e p99 went
+                    # from ~10 ms to over 100 ms across one shared run, for every client
+                    # alike; a 60 s stream already doubled it), so sharing one would
+                    # charge whoever runs later, and longer streams measure the broker.
+                    with h.broker(args.bootstrap, args.broker) as handle:
+                        results["broker"] = handle.kind
+                        bootstrap = handle.bootstrap_servers
+                        topic = f"bench-latency-{mode}-{uuid.uuid4().hex[:8]}"
+                        h.create_topic(bootstrap, topic, PARTITIONS)
+                        spec = {
+                            "client": client,
+                            "mode": mode,
+                            "bootstrap": bootstrap,
+                            "topic": topic,
+                            "samples": samples,
+                            "rate": args.rate,
+                            "seconds": seconds,
+                        }
+                        parts.append(h.run_worker(__file__, [json.dumps(spec)], timeout=600))
+                result = merged(parts)
+                raw = result.pop("samples_ms", [])
+                if "error" not in result:
+                    pooled.setdefault((mode, client), []).extend(raw)
+                result.update(client=client, mode=mode, round=rnd + 1)
+                results["rounds"].append(result)
+                if "error" in result:
+                    print(
+                        f"  [{rnd + 1}] {mode:3} {client:16} failed: {result['error']}",
+                        flush=True,
+                    )
+                else:
+                    extra = (
+                        f", {result['achieved_rate']:,.0f}/s sent"
+                        if "achieved_rate" in result
+                        else ""
+                    )
+                    print(
+                        f"  [{rnd + 1}] {mode:3} {client:16} p50 {result['p50_ms']:7.3f} ms  "
+                        f"p99 {result['p99_ms']:7.3f}  p99.9 {result['p99_9_ms']:7.3f}  "
+                        f"max {result['max_ms']:7.2f}  ({result['samples']:,} samples{extra})",
+                        flush=True,
+                    )
     summary: dict[str, dict[str, Any]] = {}
     for mode in ("ack", "e2e"):
         summary[mode] = {}
@@ -474,7 +501,13 @@ def main() -> int:
     p.add_argument("--ack-samples", type=int, default=None, help="send_and_wait samples (5,000)")
     p.add_argument("--rate", type=int, default=2000, help="records/s of the e2e stream")
     p.add_argument(
-        "--seconds", type=float, default=None, help="e2e stream length (60 s; quick 3 s)"
+        "--seconds", type=float, default=None, help="e2e stream length (30 s; quick 3 s)"
+    )
+    p.add_argument(
+        "--streams",
+        type=int,
+        default=None,
+        help="e2e streams per client and round, each on a fresh broker (2; quick 1)",
     )
     p.add_argument("--clients", default="", help="default " + ",".join(CLIENTS))
     p.add_argument("--broker", default="noida", help="noida (default), tansu, docker")
