@@ -179,15 +179,18 @@ class OffsetMarks:
     def __init__(self) -> None:
         self.marks: dict[tuple[str, int], bytearray] = {}
 
-    def mark(self, topic: str, partition: int, offset: int) -> None:
+    def mark(self, topic: str, partition: int, offset: int) -> bool:
+        """Count one sighting of the record; True when it is the first."""
         key = (topic, partition)
         marks = self.marks.get(key)
         if marks is None:
             marks = self.marks[key] = bytearray()
         if offset >= len(marks):
             marks.extend(bytes(max(offset + 1 - len(marks), len(marks), 1024)))
-        if marks[offset] < 255:
-            marks[offset] += 1
+        seen = marks[offset]
+        if seen < 255:
+            marks[offset] = seen + 1
+        return seen == 0
 
 
 def _rss_mib() -> float:
@@ -251,7 +254,7 @@ async def run(
         broker.cpu_percent(None)
 
     acked, consumed = OffsetMarks(), OffsetMarks()
-    counts = {"sent": 0, "acked": 0, "errors": 0, "consumed": 0, "no_header": 0}
+    counts = {"sent": 0, "acked": 0, "errors": 0, "consumed": 0, "distinct": 0, "no_header": 0}
     stop_sending = asyncio.Event()
     stop_consuming = asyncio.Event()
     stop_probe = asyncio.Event()
@@ -308,11 +311,13 @@ async def run(
             batches = await consumer.getmany(timeout_ms=200, max_records=2000)
             for tp, records in batches.items():
                 for record in records:
-                    consumed.mark(tp.topic, tp.partition, record.offset)
+                    counts["distinct"] += consumed.mark(tp.topic, tp.partition, record.offset)
                     if not record.headers:
                         counts["no_header"] += 1
                 counts["consumed"] += len(records)
-            if flushed.is_set() and counts["consumed"] >= counts["acked"]:
+            # Distinct records: a group that read some twice after a rebalance has not
+            # read everything when its count of reads reaches the acknowledged count.
+            if flushed.is_set() and counts["distinct"] >= counts["acked"]:
                 drained.set()
 
     lag_max = [0.0, 0.0]  # the worst lag, and the thread's CPU over that window
@@ -447,10 +452,6 @@ async def run(
         result.cpu_us_per_record = round(
             (time.process_time() - cpu_began) / max(counts["acked"], 1) * 1e6, 1
         )
-        result.rebalances_after_stable = sum(
-            c.health().rebalance_count - before
-            for c, before in zip(consumers, rebalances, strict=True)
-        )
 
         # --- drain: stop sending, flush, read up to what was acknowledged ---------------
         drain_began = time.monotonic()
@@ -458,11 +459,17 @@ async def run(
         await asyncio.gather(*producing)
         await asyncio.gather(*(p.flush(cfg.drain_timeout_s) for p in producers))
         flushed.set()
-        if counts["consumed"] >= counts["acked"]:
+        if counts["distinct"] >= counts["acked"]:
             drained.set()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(drained.wait(), cfg.drain_timeout_s)
         result.drain_s = round(time.monotonic() - drain_began, 2)
+        # Counted after the drain: a group that rebalances while it catches up reads
+        # again from its last commit, and those duplicates are the rebalance's.
+        result.rebalances_after_stable = sum(
+            c.health().rebalance_count - before
+            for c, before in zip(consumers, rebalances, strict=True)
+        )
         stop_consuming.set()
         stop_probe.set()
         await asyncio.gather(*workers)
