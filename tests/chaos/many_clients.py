@@ -258,7 +258,8 @@ async def run(
     stop_sending = asyncio.Event()
     stop_consuming = asyncio.Event()
     stop_probe = asyncio.Event()
-    #: Set once the producers have flushed; then drained once consumed >= acknowledged.
+    #: Set once the producers have flushed; then drained once every acknowledged record
+    #: was read (distinct records, see check_drained).
     flushed = asyncio.Event()
     drained = asyncio.Event()
 
@@ -306,6 +307,12 @@ async def run(
                 counts["sent"] += 1
             await asyncio.sleep(cfg.tick_s)
 
+    def check_drained() -> None:
+        # Distinct records: a group that read some twice after a rebalance has not read
+        # everything when its count of reads reaches the acknowledged count.
+        if flushed.is_set() and counts["distinct"] >= counts["acked"]:
+            drained.set()
+
     async def consume(consumer: Consumer) -> None:
         while not stop_consuming.is_set():
             batches = await consumer.getmany(timeout_ms=200, max_records=2000)
@@ -315,10 +322,7 @@ async def run(
                     if not record.headers:
                         counts["no_header"] += 1
                 counts["consumed"] += len(records)
-            # Distinct records: a group that read some twice after a rebalance has not
-            # read everything when its count of reads reaches the acknowledged count.
-            if flushed.is_set() and counts["distinct"] >= counts["acked"]:
-                drained.set()
+            check_drained()
 
     lag_max = [0.0, 0.0]  # the worst lag, and the thread's CPU over that window
 
@@ -459,8 +463,7 @@ async def run(
         await asyncio.gather(*producing)
         await asyncio.gather(*(p.flush(cfg.drain_timeout_s) for p in producers))
         flushed.set()
-        if counts["distinct"] >= counts["acked"]:
-            drained.set()
+        check_drained()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(drained.wait(), cfg.drain_timeout_s)
         result.drain_s = round(time.monotonic() - drain_began, 2)
