@@ -235,6 +235,8 @@ class Consumer:
             return
         self._closed = True
         self._closed_event.set()
+        if self._fetcher is not None:
+            self._fetcher.data_ready.set()  # wakes a caller waiting for records
         timeout_ms = timeout_ms if timeout_ms is not None else self._config.request_timeout_ms
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
@@ -574,15 +576,23 @@ class Consumer:
         self, fetcher: Fetcher, coordinator: GroupCoordinator | None, deadline: float | None
     ) -> None:
         loop = asyncio.get_running_loop()
-        waits: list[asyncio.Future[Any]] = [
-            loop.create_task(fetcher.data_ready.wait()),
-            loop.create_task(self._closed_event.wait()),
-        ]
-        if coordinator is not None and not coordinator.callbacks_idle.is_set():
-            waits.append(loop.create_task(coordinator.callbacks_idle.wait()))
         timeout = None if deadline is None else max(deadline - loop.time(), 0)
         # Wake up now and then anyway: errors and positions change without an event.
         timeout = 0.5 if timeout is None else min(timeout, 0.5)
+        if coordinator is None or coordinator.callbacks_idle.is_set():
+            # The usual wait, for records alone (stop() sets data_ready too): no task
+            # between the fetch that brings them and the caller, which wakes on the
+            # loop's next turn.
+            try:
+                await wait_for(fetcher.data_ready.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+            return
+        waits: list[asyncio.Future[Any]] = [
+            loop.create_task(fetcher.data_ready.wait()),
+            loop.create_task(self._closed_event.wait()),
+            loop.create_task(coordinator.callbacks_idle.wait()),
+        ]
         try:
             await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:

@@ -200,14 +200,27 @@ class Fetcher:
 
     def _send_fetches(self) -> float | None:
         """Send a Fetch to each leader that has none in flight; return the next retry time."""
+        by_node, next_check = self._fetchable()
+        for node_id, parts in by_node.items():
+            self._in_flight_nodes.add(node_id)
+            self._in_flight_tps.update(tp for tp, _ in parts)
+            self._spawn(self._fetch(node_id, parts), f"aiokafka-lite-fetch-{node_id}")
+        return next_check
+
+    def _fetchable(
+        self, node: int | None = None
+    ) -> tuple[dict[int, list[tuple[TopicPartition, PartitionState]]], float | None]:
+        """The partitions to fetch now by node, of the nodes without a fetch in flight
+        (and of ``node``, whose fetch loop asks), and the next retry time."""
         if self.buffered_bytes >= self._config.max_buffer_bytes:
-            return None
+            return {}, None
         loop = asyncio.get_running_loop()
         now = loop.time()
         cluster = self._client.cluster
         by_node: dict[int, list[tuple[TopicPartition, PartitionState]]] = {}
         next_check: float | None = None
         missing_leader = False
+        busy = self._in_flight_nodes
         for tp, state in self._subs.items():
             if (
                 state.fetch_offset is None
@@ -220,24 +233,19 @@ class Fetcher:
             if leader is None:
                 missing_leader = True
                 continue
-            node = self._read_replica(tp, leader, now)
-            if node in self._in_flight_nodes:
+            node_id = self._read_replica(tp, leader, now)
+            if node_id in busy and node_id != node:
                 continue
-            until = self._node_backoff.get(node, 0.0)
+            until = self._node_backoff.get(node_id, 0.0)
             if until > now:
                 next_check = until if next_check is None else min(next_check, until)
                 continue
-            by_node.setdefault(node, []).append((tp, state))
+            by_node.setdefault(node_id, []).append((tp, state))
         if missing_leader:
             self._request_metadata()
             retry = now + max(self._config.retry_backoff_ms, 50) / 1000
             next_check = retry if next_check is None else min(next_check, retry)
-        for node_id, parts in by_node.items():
-            self._in_flight_nodes.add(node_id)
-            for tp, _ in parts:
-                self._in_flight_tps.add(tp)
-            self._spawn(self._fetch(node_id, parts), f"aiokafka-lite-fetch-{node_id}")
-        return next_check
+        return by_node, next_check
 
     def _read_replica(self, tp: TopicPartition, leader: int, now: float) -> int:
         """The node to fetch ``tp`` from: the replica its leader named (KIP-392) while
@@ -269,6 +277,29 @@ class Fetcher:
     async def _fetch(
         self, node_id: int, parts: list[tuple[TopicPartition, PartitionState]]
     ) -> None:
+        """Fetch from ``node_id``, and again as soon as each answer is handled while the
+        node has partitions to fetch: the request is written before the records just
+        fetched reach the application, since the broker's long-poll is what wakes on new
+        data and any time without one in flight adds to the next record's latency."""
+        try:
+            while True:
+                ok = await self._fetch_once(node_id, parts)
+                self.wake()  # the fetch loop: positions to look up, other nodes
+                if not ok or self._closed:
+                    return
+                parts = self._fetchable(node_id)[0].get(node_id, [])
+                if not parts:
+                    return
+                self._in_flight_tps.update(tp for tp, _ in parts)
+        finally:
+            self._in_flight_nodes.discard(node_id)
+            self.wake()
+
+    async def _fetch_once(
+        self, node_id: int, parts: list[tuple[TopicPartition, PartitionState]]
+    ) -> bool:
+        """One Fetch to ``node_id`` for ``parts`` (marked in flight by the caller, and
+        unmarked here once answered); False when it failed."""
         config = self._config
         requested: dict[TopicPartition, tuple[PartitionState, int, int]] = {}
         try:
@@ -341,22 +372,22 @@ class Fetcher:
             self._forget_read_replicas(tp for tp, _ in parts)
             self._fetch_failed(node_id, f"fetch from node {node_id} failed: {exc}")
             self._request_metadata()
-            return
+            return False
         except Exception as exc:  # a bug, not the network: say so and keep going
             log.exception("building or sending the fetch to node %s failed", node_id)
             self._sessions.pop(node_id, None)
             self._fetch_failed(node_id, f"fetch from node {node_id} failed: {exc!r}")
-            return
+            return False
         finally:
-            self._in_flight_nodes.discard(node_id)
             for tp, _ in parts:
                 self._in_flight_tps.discard(tp)
-            self.wake()
         try:
             self._handle_response(node_id, session, response, requested)
         except Exception as exc:
             log.exception("handling the fetch response of node %s failed", node_id)
             self._fetch_failed(node_id, f"bad fetch response from node {node_id}: {exc!r}")
+            return False
+        return True
 
     def _forget_read_replicas(self, tps: Iterable[TopicPartition]) -> None:
         """Fetch these partitions from their leaders again (which may name a replica anew)."""

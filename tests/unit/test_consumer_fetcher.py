@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiokafka_lite import errors
+from aiokafka_lite._aio import wait_for
 from aiokafka_lite.consumer import ConsumerConfig, ConsumerRecord, RecordDeserializationError
 from aiokafka_lite.consumer.fetched import CompletedFetch, scan_next_offset
 from aiokafka_lite.consumer.fetcher import Fetcher, FetcherStats, FetchSessionHandler
@@ -408,3 +409,62 @@ async def test_a_partition_that_got_data_is_fetched_after_the_others() -> None:
         await fetcher.close()
     assert [order[0] for order in client.requests[:6]] == [0, 1, 2, 0, 1, 2]
     assert all(sorted(order) == [0, 1, 2] for order in client.requests[:6])
+
+
+# --- the next fetch: out before the records just fetched reach the application ----------
+
+
+class _LongPollBroker:
+    """Answers the first fetch with two records; holds every later one (a long poll)."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.cluster = _OrderCluster()
+        self.events = events
+        self.fetches = 0
+        self._never = asyncio.Event()
+
+    async def send(self, node: int, api: object, body: Any, **kw: Any) -> dict[str, Any]:
+        self.fetches += 1
+        self.events.append(f"fetch {self.fetches}")
+        if self.fetches > 1:
+            await self._never.wait()
+        offset = body["topics"][0]["partitions"][0]["fetch_offset"]
+        return {
+            "error_code": 0,
+            "session_id": 0,
+            "responses": [
+                {
+                    "topic": "t",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "error_code": 0,
+                            "high_watermark": 1000,
+                            "records": batch(offset, 2),
+                        }
+                    ],
+                }
+            ],
+        }
+
+
+async def test_the_next_fetch_is_sent_before_the_application_wakes() -> None:
+    # The broker's long poll is what wakes on new data: while none is in flight, a new
+    # record waits. So the fetch after an answer goes out in the same step that handles
+    # the answer, ahead of the application's wake-up (and of its work on the records).
+    events: list[str] = []
+    client: Any = _LongPollBroker(events)
+    subs = SubscriptionState()
+    subs.assign_from_user([TP])
+    subs.seek(TP, 0)
+    fetcher = Fetcher(client, subs, ConsumerConfig())
+    fetcher.start()
+    try:
+        # (Bounded without a task of its own, which would add a turn of the loop.)
+        await wait_for(fetcher.data_ready.wait(), 5)
+        events.append("application")
+        assert [r.offset for r in fetcher.fetched_records(10)[TP]] == [0, 1]
+    finally:
+        await fetcher.close()
+    assert events == ["fetch 1", "fetch 2", "application"]
+    assert subs.state(TP).fetch_offset == 2
