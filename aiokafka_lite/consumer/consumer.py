@@ -475,13 +475,13 @@ class Consumer:
         # The fast path skips getone(); not when getone() was wrapped (instrumentation
         # such as opentelemetry-instrumentation-aiokafka wraps it and must see each record).
         if fetcher is not None and not self._closed and type(self).getone is _GETONE:
-            self._last_poll = time.monotonic()
+            self._last_poll = now = time.monotonic()
             if coordinator is None:
                 rec = fetcher.next_record()
                 if rec is not None:
                     return rec
             elif coordinator.callbacks_idle.is_set():
-                coordinator.poll()
+                coordinator.poll(now)
                 rec = fetcher.next_record()
                 if rec is not None:
                     return rec

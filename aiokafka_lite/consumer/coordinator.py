@@ -222,9 +222,10 @@ class GroupCoordinator:
 
     # --- notifications -------------------------------------------------------------
 
-    def poll(self) -> None:
-        """The user asked for records (resets the max_poll_interval_ms clock)."""
-        self._last_poll = time.monotonic()
+    def poll(self, now: float | None = None) -> None:
+        """The user asked for records at ``now`` (`time.monotonic`, default the present):
+        resets the max_poll_interval_ms clock."""
+        self._last_poll = time.monotonic() if now is None else now
         if self._poll_expired:
             self._poll_expired = False
             self.membership.request_rejoin("consumer polled again after a poll timeout")

@@ -106,7 +106,6 @@ class CompletedFetch:
         "_on_corrupt",
         "_past_first",
         "_pos",
-        "_recs",
         "_value_des",
         "batch_epoch",
         "batch_next",
@@ -118,7 +117,9 @@ class CompletedFetch:
         "n",
         "nbytes",
         "partition",
+        "plain",
         "read_committed",
+        "recs",
         "start_offset",
         "state",
         "topic",
@@ -154,8 +155,10 @@ class CompletedFetch:
         self._aborted_pids: set[int] = set()
         self._key_des = config.key_deserializer
         self._value_des = config.value_deserializer
+        #: No deserializer: the decoded records are handed over as they are.
+        self.plain = self._key_des is None and self._value_des is None
         self._on_corrupt = on_corrupt
-        self._recs: list[ConsumerRecord[Any, Any]] = []
+        self.recs: list[ConsumerRecord[Any, Any]] = []
         self.i = 0
         self.n = 0
         #: The offset after the last batch loaded (the fetch offset before the first).
@@ -174,7 +177,7 @@ class CompletedFetch:
 
     def _next_batch(self) -> bool:
         """Load the next batch with records to return; False when none is left."""
-        self._recs = []
+        self.recs = []
         self.i = self.n = 0
         state = self.state
         if not self._past_first and state.position != self.start_offset:
@@ -296,7 +299,7 @@ class CompletedFetch:
         if not recs:
             state.position = max(state.position or 0, next_offset)
             return False
-        self._recs = recs
+        self.recs = recs
         self.n = len(recs)
         self.batch_epoch = epoch
         return True
@@ -365,7 +368,7 @@ class CompletedFetch:
         """Stay on record ``i``, which could not be handed over."""
         self.i = i
         self.error = exc
-        self.state.position = self._recs[i].offset
+        self.state.position = self.recs[i].offset
 
     def take(self, max_records: int) -> list[ConsumerRecord[Any, Any]]:
         """Up to ``max_records`` records; moves the partition's position past them.
@@ -377,13 +380,13 @@ class CompletedFetch:
             return out
         self.error = None
         state = self.state
-        plain = self._key_des is None and self._value_des is None
+        plain = self.plain
         while len(out) < max_records:
             if self.i >= self.n and not self._next_batch():
                 break
             i = self.i
             stop = min(self.n, i + max_records - len(out))
-            recs = self._recs
+            recs = self.recs
             if plain:
                 if i == 0 and stop == self.n and not out:
                     out = recs
@@ -413,8 +416,8 @@ class CompletedFetch:
             if not self._next_batch():
                 return None
             i = 0
-        r = self._recs[i]
-        if self._key_des is not None or self._value_des is not None:
+        r = self.recs[i]
+        if not self.plain:
             try:
                 r = self._deserialize(r)
             except RecordDeserializationError as exc:

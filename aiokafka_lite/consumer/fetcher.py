@@ -887,6 +887,20 @@ class Fetcher:
     def next_record(self) -> ConsumerRecord[Any, Any] | None:
         """One buffered record, or None (no waiting)."""
         cf = self._current
+        if cf is not None:
+            # `CompletedFetch.valid` and `next_one` inline for their common case (this
+            # runs once per record of `async for`): a decoded record ready, nothing to
+            # deserialize, the partition neither moved, paused nor being revoked.
+            i = cf.i
+            if i < cf.n and cf.plain:
+                state = cf.state
+                if state.epoch == cf.epoch and not state.paused and not state.pending_revocation:
+                    r = cf.recs[i]
+                    i += 1
+                    cf.i = i
+                    state.position = r.offset + 1 if i < cf.n else cf.batch_next
+                    state.leader_epoch = cf.batch_epoch
+                    return r
         while True:
             if cf is not None:
                 if cf.valid:
