@@ -401,6 +401,13 @@ def peak_rss_mib() -> float:
 # --- statistics -------------------------------------------------------------------------
 
 
+def rotated(names: Sequence[str], round_: int) -> list[str]:
+    """The clients (or modes) in round ``round_``'s order: each round starts one later,
+    so that none always runs first (on a fresh machine) or last (on a warm one)."""
+    k = round_ % len(names)
+    return [*names[k:], *names[:k]]
+
+
 def spread(values: Sequence[float]) -> dict[str, Any]:
     """Median, lowest, highest and the range relative to the median, of ``values``."""
     med = statistics.median(values)

@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     with h.broker(args.bootstrap, args.broker) as handle:
         results["broker"] = handle.kind
         for rnd in range(repeat):
-            order = clients[rnd % len(clients) :] + clients[: rnd % len(clients)]
+            order = h.rotated(clients, rnd)
             for client in order:
                 topic = f"bench-group-{uuid.uuid4().hex[:8]}"
                 h.create_topic(handle.bootstrap_servers, topic, args.partitions)

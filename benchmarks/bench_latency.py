@@ -369,7 +369,7 @@ def run(args: argparse.Namespace) -> int:
     results["broker_per_run"] = not args.bootstrap
     pooled: dict[tuple[str, str], list[float]] = {}
     for rnd in range(repeat):
-        order = clients[rnd % len(clients) :] + clients[: rnd % len(clients)]
+        order = h.rotated(clients, rnd)
         for client in order:
             for mode, runs in (("ack", 1), ("e2e", streams)):
                 parts = []

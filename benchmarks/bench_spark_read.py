@@ -150,7 +150,7 @@ def main() -> int:
         runs: dict[str, list[float]] = {m: [] for m in MODES}
         totals: dict[str, tuple[int, int]] = {}
         for rnd in range(args.repeat + 1):  # round 0 warms every path up, not counted
-            order = MODES[rnd % len(MODES) :] + MODES[: rnd % len(MODES)]
+            order = h.rotated(MODES, rnd)
             for mode in order:
                 t0 = time.perf_counter()
                 if mode == "ours":

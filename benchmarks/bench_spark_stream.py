@@ -510,7 +510,7 @@ def main() -> int:
         # fresh session's first micro-batches take seconds.
         first = 0 if args.warmup_round else 1
         for rnd in range(first, args.repeat + 1):
-            order = modes[rnd % len(modes) :] + modes[: rnd % len(modes)]
+            order = h.rotated(modes, rnd)
             for mode in order:
                 with h.broker(external, args.broker) as handle:
                     bootstrap = handle.bootstrap_servers

@@ -165,7 +165,7 @@ def main() -> int:
         df.count()  # made once, before any clock runs
         runs: dict[str, list[float]] = {m: [] for m in MODES}
         for rnd in range(args.repeat + 1):  # round 0 warms every path up, not counted
-            order = MODES[rnd % len(MODES) :] + MODES[: rnd % len(MODES)]
+            order = h.rotated(MODES, rnd)
             for mode in order:
                 topic = f"bench-spark-{uuid.uuid4().hex[:8]}"
                 h.create_topic(bootstrap, topic, 8)

@@ -243,7 +243,7 @@ def main() -> int:
     ours = {k: ast.literal_eval(v) for k, v in (o.split("=", 1) for o in args.ours)}
     analyses = []
     for n in range(args.streams):
-        for client in clients[n % len(clients) :] + clients[: n % len(clients)]:
+        for client in h.rotated(clients, n):
             with h.broker(None, args.broker) as handle:
                 topic = f"trace-{uuid.uuid4().hex[:8]}"
                 h.create_topic(handle.bootstrap_servers, topic, bl.PARTITIONS)
