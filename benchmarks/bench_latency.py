@@ -169,19 +169,28 @@ def _ack_confluent(spec: dict[str, Any]) -> dict[str, Any]:
     return measured(latencies)
 
 
-async def _e2e_asyncio(spec: dict[str, Any]) -> dict[str, Any]:
+async def e2e_clients(spec: dict[str, Any], **producer_options: Any) -> tuple[Any, Any]:
+    """The e2e stream's producer (acks=all, linger 0, ``producer_options``) and consumer,
+    started, the consumer assigned every partition of the topic from its beginning."""
     producer_class, consumer_class, tp_class = _asyncio_classes(spec["client"])
-    topic = spec["topic"]
-    producer: Any = producer_class(bootstrap_servers=spec["bootstrap"], acks="all", linger_ms=0)
+    producer: Any = producer_class(
+        bootstrap_servers=spec["bootstrap"], acks="all", linger_ms=0, **producer_options
+    )
     consumer: Any = consumer_class(
         bootstrap_servers=spec["bootstrap"], auto_offset_reset="earliest", enable_auto_commit=False
     )
     await producer.start()
     await consumer.start()
-    tps = [tp_class(topic, p) for p in range(PARTITIONS)]
+    tps = [tp_class(spec["topic"], p) for p in range(PARTITIONS)]
     consumer.assign(tps)
     if spec["client"] == "aiokafka":
         await consumer.seek_to_beginning(*tps)
+    return producer, consumer
+
+
+async def _e2e_asyncio(spec: dict[str, Any]) -> dict[str, Any]:
+    topic = spec["topic"]
+    producer, consumer = await e2e_clients(spec)
     rate = spec["rate"]
     total = int(rate * (spec["seconds"] + WARMUP_SECONDS))
     records = w.records("service", total)

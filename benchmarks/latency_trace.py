@@ -31,7 +31,6 @@ import asyncio
 import bisect
 import gc
 import json
-import statistics
 import sys
 import time
 import uuid
@@ -62,21 +61,9 @@ class _GcClock:
 
 
 async def _stream(spec: dict[str, Any]) -> dict[str, Any]:
-    producer_class, consumer_class, tp_class = bl._asyncio_classes(spec["client"])
     topic = spec["topic"]
     options: dict[str, Any] = spec.get("ours", {}) if spec["client"] == "aiokafka_lite" else {}
-    producer: Any = producer_class(
-        bootstrap_servers=spec["bootstrap"], acks="all", linger_ms=0, **options
-    )
-    consumer: Any = consumer_class(
-        bootstrap_servers=spec["bootstrap"], auto_offset_reset="earliest", enable_auto_commit=False
-    )
-    await producer.start()
-    await consumer.start()
-    tps = [tp_class(topic, p) for p in range(bl.PARTITIONS)]
-    consumer.assign(tps)
-    if spec["client"] == "aiokafka":
-        await consumer.seek_to_beginning(*tps)
+    producer, consumer = await bl.e2e_clients(spec, **options)
     answered: list[float] = []
     if spec["client"] == "aiokafka_lite":
         fetcher = consumer._fetcher
@@ -148,14 +135,11 @@ async def _stream(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ms(values: list[float]) -> str:
-    if not values:
+    """p50, p90 and max of ``values`` (seconds) in ms, as bench_latency.py takes them."""
+    stats = bl.percentiles(values)
+    if not stats:
         return "-"
-    ordered = sorted(values)
-    return (
-        f"p50 {statistics.median(ordered) * 1000:6.2f}  "
-        f"p90 {ordered[int(0.9 * (len(ordered) - 1))] * 1000:6.2f}  "
-        f"max {ordered[-1] * 1000:6.2f}"
-    )
+    return f"p50 {stats['p50_ms']:6.2f}  p90 {stats['p90_ms']:6.2f}  max {stats['max_ms']:6.2f}"
 
 
 def analyse(client: str, trace: dict[str, Any]) -> dict[str, Any]:
@@ -164,7 +148,8 @@ def analyse(client: str, trace: dict[str, Any]) -> dict[str, Any]:
     latency = [a - s for s, a in zip(sent, arrived, strict=True)]
     produce = [a - s for s, a in zip(sent, acked, strict=True)]  # before the ack
     fetch = [r - a for a, r in zip(acked, arrived, strict=True)]  # after it
-    p99 = sorted(latency)[int(0.99 * len(latency))]
+    stats = bl.percentiles(latency)
+    p99 = stats["p99_ms"] / 1000
     late = [i for i, lat in enumerate(latency) if lat >= p99]
     pauses = [(start, length) for start, length, _ in trace["gc"] if length >= 0.001]
 
@@ -183,20 +168,20 @@ def analyse(client: str, trace: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "client": client,
         "records": len(latency),
-        "p50_ms": statistics.median(latency) * 1000,
-        "p99_ms": p99 * 1000,
+        "p50_ms": stats["p50_ms"],
+        "p99_ms": stats["p99_ms"],
         "late": len(late),
         "late_produce_ms": [produce[i] * 1000 for i in late],
         "late_fetch_ms": [fetch[i] * 1000 for i in late],
         "late_gc_ms": [paused(i) * 1000 for i in late],
-        "all_produce_ms_p50": statistics.median(produce) * 1000,
-        "all_fetch_ms_p50": statistics.median(fetch) * 1000,
+        "all_produce_ms_p50": bl.percentiles(produce)["p50_ms"],
+        "all_fetch_ms_p50": bl.percentiles(fetch)["p50_ms"],
         "gc": {
             str(gen): {"count": len(v), "total_ms": sum(v) * 1000, "max_ms": max(v) * 1000}
             for gen, v in sorted(by_gen.items())
         },
     }
-    print(f"\n{client}: {len(latency):,} records, p50 {out['p50_ms']:.2f} ms, p99 {p99 * 1000:.2f}")
+    print(f"\n{client}: {len(latency):,} records, {_ms(latency)}, p99 {stats['p99_ms']:.2f}")
     print(f"  all  acked-sent    {_ms(produce)}")
     print(f"  all  arrived-acked {_ms(fetch)}")
     print(f"  late ({len(late)}) latency  {_ms([latency[i] for i in late])}")
