@@ -325,6 +325,9 @@ class ProducerBatch(RecordWriter):
         self.open = False  # (an open batch can expire or be aborted)
         self.buf = bytearray()
         self.payload = None
+        # Resolved above; a record future points at its batch, so keeping them here
+        # would make a reference cycle per waiting record for the collector to find.
+        self.waiters.clear()
         callback = self.on_complete
         if callback is not None:
             # Dropped: a record future kept by the caller keeps only its batch alive.

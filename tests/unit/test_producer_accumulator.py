@@ -606,3 +606,35 @@ async def test_record_futures_sequence_makes_each_future_once() -> None:
     batch.complete(200, -1, 0)
     assert [m.offset for m in await waiting] == list(range(200, 206))
     assert [f.result().offset for f in futures] == [200, 201, 202, 205, 203, 204]
+
+
+async def test_a_delivered_batch_leaves_no_reference_cycle_per_record() -> None:
+    # A record future with a callback, awaited or cancelled is among its batch's waiters
+    # and points at the batch: once the batch is done, that pair must not stay a cycle,
+    # or an application adding a callback per record feeds the garbage collector a
+    # cycle per record (young collections, and full ones that pause the loop).
+    acc = _accumulator()
+    futs = [acc.try_append(TP, 1, None, b"v%d" % i, None) for i in range(6)]
+    seen: list[RecordFuture] = []
+    for fut in futs[:4]:
+        fut.add_done_callback(seen.append)
+    waiting = asyncio.ensure_future(_result_of(futs[4]))
+    await asyncio.sleep(0)
+    assert futs[5].cancel()
+    batch = acc.batches[TP].popleft()
+    assert len(batch.waiters) == 6
+    batch.complete(7, -1, 0)
+    assert (await waiting).offset == 11
+    await asyncio.sleep(0)
+    assert len(seen) == 4 and not batch.waiters
+    gc.collect()  # (whatever else is garbage by now)
+    flags = gc.get_debug()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        del acc, fut, futs, seen, waiting, batch
+        gc.collect()
+        cyclic = [o for o in gc.garbage if isinstance(o, (RecordFuture, ProducerBatch))]
+    finally:
+        gc.set_debug(flags)
+        gc.garbage.clear()
+    assert cyclic == []
