@@ -200,7 +200,7 @@ class Fetcher:
 
     def _send_fetches(self) -> float | None:
         """Send a Fetch to each leader that has none in flight; return the next retry time."""
-        by_node, next_check = self._fetchable()
+        by_node, next_check, _ = self._fetchable()
         for node_id, parts in by_node.items():
             self._in_flight_nodes.add(node_id)
             self._in_flight_tps.update(tp for tp, _ in parts)
@@ -209,25 +209,25 @@ class Fetcher:
 
     def _fetchable(
         self, node: int | None = None
-    ) -> tuple[dict[int, list[tuple[TopicPartition, PartitionState]]], float | None]:
+    ) -> tuple[dict[int, list[tuple[TopicPartition, PartitionState]]], float | None, int]:
         """The partitions to fetch now by node, of the nodes without a fetch in flight
-        (and of ``node``, whose fetch loop asks), and the next retry time."""
+        (and of ``node``, whose fetch loop asks), the next retry time, and how many
+        partitions wait for a position."""
         if self.buffered_bytes >= self._config.max_buffer_bytes:
-            return {}, None
+            return {}, None, 0
         loop = asyncio.get_running_loop()
         now = loop.time()
         cluster = self._client.cluster
         by_node: dict[int, list[tuple[TopicPartition, PartitionState]]] = {}
         next_check: float | None = None
         missing_leader = False
+        unplaced = 0
         busy = self._in_flight_nodes
         for tp, state in self._subs.items():
-            if (
-                state.fetch_offset is None
-                or state.paused
-                or state.pending_revocation
-                or tp in self._in_flight_tps
-            ):
+            if state.fetch_offset is None:
+                unplaced += 1
+                continue
+            if state.paused or state.pending_revocation or tp in self._in_flight_tps:
                 continue
             leader = cluster.leader_for(tp)
             if leader is None:
@@ -245,7 +245,7 @@ class Fetcher:
             self._request_metadata()
             retry = now + max(self._config.retry_backoff_ms, 50) / 1000
             next_check = retry if next_check is None else min(next_check, retry)
-        return by_node, next_check
+        return by_node, next_check, unplaced
 
     def _read_replica(self, tp: TopicPartition, leader: int, now: float) -> int:
         """The node to fetch ``tp`` from: the replica its leader named (KIP-392) while
@@ -284,12 +284,16 @@ class Fetcher:
         try:
             while True:
                 ok = await self._fetch_once(node_id, parts)
-                self.wake()  # the fetch loop: positions to look up, other nodes
                 if not ok or self._closed:
                     return
-                parts = self._fetchable(node_id)[0].get(node_id, [])
+                by_node, next_check, unplaced = self._fetchable(node_id)
+                parts = by_node.pop(node_id, [])
                 if not parts:
                     return
+                if by_node or next_check is not None or unplaced:
+                    # Work for the fetcher's loop: other idle nodes, a retry, positions
+                    # to look up. Otherwise waking it would only repeat this walk.
+                    self.wake()
                 self._in_flight_tps.update(tp for tp, _ in parts)
         finally:
             self._in_flight_nodes.discard(node_id)
