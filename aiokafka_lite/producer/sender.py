@@ -205,12 +205,10 @@ class Sender:
             wait = await self._maintain_producer_state(txn, now)
             if wait is not None:
                 delay = wait
-                self._expire(_monotonic())
-                return min(delay, self._next_expiry())
+                return min(delay, self._expire(_monotonic()))
         if not acc.batches:
             if self._requests:
-                self._expire(_monotonic())
-                return min(delay, self._next_expiry())
+                return min(delay, self._expire(_monotonic()))
             return delay
         now = _monotonic()
         ready, next_delay, unknown = self._ready(now)
@@ -244,8 +242,7 @@ class Sender:
             finally:
                 conn.uncork()
         delay = min(delay, self._drain_wait)
-        self._expire(_monotonic())
-        return min(delay, self._next_expiry())
+        return min(delay, self._expire(_monotonic()))
 
     async def _maintain_producer_state(self, txn: TransactionManager, now: float) -> float | None:
         """Producer id, epoch bumps, AddPartitionsToTxn; returns a delay to hold sending."""
@@ -828,25 +825,45 @@ class Sender:
 
     # --- expiry ------------------------------------------------------------------------
 
-    def _expire(self, now: float) -> None:
-        """Fail batches whose delivery timeout passed, queued or in flight."""
+    def _expire(self, now: float) -> float:
+        """Fail batches whose delivery timeout passed, queued or in flight; return the
+        time until the next deadline (inf: none). One walk over the queues a round."""
         if self._requests:
             self._expire_in_flight(now)
-        for tp, dq in list(self.acc.batches.items()):
-            if not dq or dq[0].deadline > now:
+        batches = self.acc.batches
+        soonest = math.inf
+        due: list[TopicPartition] = []
+        for tp, dq in batches.items():
+            if dq:
+                deadline = dq[0].deadline
+                if deadline <= now:
+                    due.append(tp)
+                elif deadline < soonest:
+                    soonest = deadline
+        for tp in due:
+            queue = batches.get(tp)  # (failing a batch may have changed the queues)
+            if not queue:
                 continue
-            expired = [b for b in dq if b.deadline <= now and not b.in_flight]
+            expired = [b for b in queue if b.deadline <= now and not b.in_flight]
             if not expired:
+                soonest = min(soonest, queue[0].deadline)
                 continue
-            keep = collections.deque(b for b in dq if b not in expired)
+            keep = collections.deque(b for b in queue if b not in expired)
             if keep:
-                self.acc.batches[tp] = keep
+                batches[tp] = keep
+                soonest = min(soonest, keep[0].deadline)
             else:
-                del self.acc.batches[tp]
+                del batches[tp]
             for batch in expired:
                 self._fail_batch(
                     batch, self._expired_error(batch, batch.last_error), sent=batch.attempts > 0
                 )
+        for request_soonest, _batches in self._requests.values():
+            if request_soonest[0] < soonest:
+                soonest = request_soonest[0]
+        if soonest == math.inf:
+            return math.inf
+        return max(soonest - _monotonic(), 0.001)
 
     def _expire_in_flight(self, now: float) -> None:
         """Fail the records of in-flight batches whose delivery timeout passed.
@@ -871,16 +888,6 @@ class Sender:
                 elif batch.deadline < remaining:
                     remaining = batch.deadline
             soonest[0] = remaining
-
-    def _next_expiry(self) -> float:
-        now = _monotonic()
-        soonest = math.inf
-        for dq in self.acc.batches.values():
-            if dq:
-                soonest = min(soonest, dq[0].deadline - now)
-        for request_soonest, _batches in self._requests.values():
-            soonest = min(soonest, request_soonest[0] - now)
-        return max(soonest, 0.001) if soonest != math.inf else math.inf
 
 
 def _set_none(fut: asyncio.Future[None]) -> None:
