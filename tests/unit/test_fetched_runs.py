@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from aiokafka_lite import errors
@@ -186,6 +186,13 @@ def in_frame(data: bytes, rest: bytes) -> memoryview:
     return memoryview(frame)[13 : 13 + len(data)]
 
 
+def _then_unknown_magic(first: bytes, base: int) -> bytes:
+    """``first``, then a batch at ``base`` whose magic byte a flipped bit made 3."""
+    second = bytearray(data_batch(base, 2, codec=None, epoch=0, pid=-1, txn=False, log_time=False))
+    second[16] ^= 1  # magic 2 -> 3
+    return first + bytes(second)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     fetch=fetch_data(),
@@ -193,6 +200,20 @@ def in_frame(data: bytes, rest: bytes) -> memoryview:
     steps=st.lists(st.integers(0, 60), max_size=6),
     read_committed=st.booleans(),
     as_view=st.booleans(),
+)
+@example(  # found by hypothesis: the error named a position in a detached copy
+    fetch=(
+        _then_unknown_magic(
+            data_batch(0, 5, codec="zstd", epoch=0, pid=-1, txn=False, log_time=False), 5
+        ),
+        [],
+        -1,
+        b"",
+    ),
+    start=0,
+    steps=[],
+    read_committed=False,
+    as_view=True,
 )
 def test_runs_give_what_the_batch_at_a_time_path_gives(
     fetch: tuple[bytes, list[tuple[int, int]], int, bytes],

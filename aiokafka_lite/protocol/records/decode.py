@@ -32,6 +32,7 @@ from aiokafka_lite.protocol.records.format import (
     CONTROL_MASK,
     DELETE_HORIZON_MASK,
     I32,
+    I64,
     LEGACY_MIN_SIZE,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
@@ -674,7 +675,7 @@ def read_batch(
     (length,) = I32.unpack_from(buf, pos + 8)
     end = pos + LOG_OVERHEAD + length
     if length < LEGACY_MIN_SIZE[0]:
-        raise CorruptRecordError(f"bad batch length {length} at position {pos}")
+        raise CorruptRecordError(f"bad batch length {length} {_where(buf, pos)}")
     if end > n:
         return None  # truncated trailing batch: the rest comes with the next fetch
     magic = buf[pos + MAGIC_OFFSET]
@@ -686,7 +687,14 @@ def read_batch(
         return LegacyRecordBatch(
             buf, pos, end, check_crc=check_crc, max_decompressed_size=max_decompressed_size
         )
-    raise CorruptRecordError(f"unknown magic {magic} at position {pos}")
+    raise CorruptRecordError(f"unknown magic {magic} {_where(buf, pos)}")
+
+
+def _where(buf: bytes, pos: int) -> str:
+    # The batch's base offset, as it reads (the field may be as damaged as the rest):
+    # a byte position would count from wherever the caller's copy of the data begins.
+    (base,) = I64.unpack_from(buf, pos)
+    return f"in the batch at offset {base}"
 
 
 def iter_batches(
