@@ -23,6 +23,7 @@ from aiokafka_lite.protocol.records import (
     RecordBatchBuilder,
     build_control_batch,
 )
+from aiokafka_lite.protocol.records.format import MAGIC_OFFSET
 from aiokafka_lite.structs import TopicPartition
 
 pytestmark = pytest.mark.skipif(speedups is None, reason="the compiled decoder is not built")
@@ -189,7 +190,7 @@ def in_frame(data: bytes, rest: bytes) -> memoryview:
 def _then_unknown_magic(first: bytes, base: int) -> bytes:
     """``first``, then a batch at ``base`` whose magic byte a flipped bit made 3."""
     second = bytearray(data_batch(base, 2, codec=None, epoch=0, pid=-1, txn=False, log_time=False))
-    second[16] ^= 1  # magic 2 -> 3
+    second[MAGIC_OFFSET] ^= 1  # magic 2 -> 3
     return first + bytes(second)
 
 
