@@ -30,7 +30,7 @@ help:
 	@echo "make test-spark-cluster  the Spark tests on a standalone cluster (master + 2 workers) and the exactly-once sink's"
 	@echo "make lint        ruff check, ruff format --check, mypy"
 	@echo "make broker      an embedded Tansu broker in the foreground on port \$$PORT ($(PORT))"
-	@echo "make bench       the benchmarks vs aiokafka and confluent-kafka: workloads, memory, latency,"
+	@echo "make bench       the benchmarks vs aiokafka and confluent-kafka: workloads, fetch ceiling, memory, latency,"
 	@echo "                 group (~1.5 h on 2 cores; benchmarks/README.md)"
 	@echo "make bench-quick the same as a smoke run (~7 min; results in benchmarks/results/quick/)"
 	@echo "make bench-micro the older single-shape benchmarks (bench_produce, bench_consume, bench_records)"
@@ -111,7 +111,7 @@ broker: $(STAMP)
 # 10-member group. BENCH_ARGS go to each, e.g. BENCH_ARGS="--quick" (bench-quick).
 # Every script runs even when one fails; the exit status says whether any did.
 BENCH_ARGS ?=
-BENCH_SCRIPTS := bench_workloads bench_memory bench_latency bench_group
+BENCH_SCRIPTS := bench_workloads bench_fetch_ceiling bench_memory bench_latency bench_group
 MICRO_SCRIPTS := bench_produce bench_consume bench_records
 define run_benches
 	@failed=""; \
