@@ -254,7 +254,8 @@ def library_info() -> dict[str, Any]:
 
 def harness_info() -> dict[str, Any]:
     """The benchmark code that ran (this directory's tree)."""
-    status = _git(ROOT, "status", "--porcelain", "--", ".")
+    # Results are not the harness: a run writing beside earlier results is not a change.
+    status = _git(ROOT, "status", "--porcelain", "--", ".", ":(exclude)results")
     return {
         "path": str(ROOT),
         "commit": _git(ROOT, "rev-parse", "HEAD"),
