@@ -30,6 +30,16 @@ TANSU_LIST_OFFSETS = (
     "batch holds several records"
 )
 
+NOIDA_NO_LONG_POLL = (
+    "noida-db 0.2.3 answers a Fetch that has nothing to return at once, not after "
+    "max_wait_ms: an idle consumer's Fetches follow one another without a pause"
+)
+
+TANSU_NOTHING_WITHOUT_WAIT = (
+    "Tansu 0.6 answers a Fetch whose max_wait_ms is 0 with no topics at all, records there "
+    "or not: a consumer with fetch_max_wait_ms=0 reads nothing"
+)
+
 Records = dict[TopicPartition, list[ConsumerRecord[Any, Any]]]
 
 
@@ -292,6 +302,48 @@ async def test_auto_offset_reset_latest_after_multi_record_batches(
         position = await c.position(tp)
     with expect_deviation("tansu", TANSU_LIST_OFFSETS):
         assert position == 3
+
+
+async def test_an_idle_consumer_waits_in_the_brokers_long_poll(
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Callable[..., str],
+    expect_deviation: ExpectDeviation,
+) -> None:
+    """At the log end a Fetch (``min_bytes`` 1) is held by the broker for up to
+    ``fetch_max_wait_ms``: an idle consumer sends a few Fetches a second, not a loop of
+    them."""
+    create_topic(topic_name, 1)
+    await produce(bootstrap_servers, topic_name, [b"old"])
+    tp = TopicPartition(topic_name, 0)
+    async with assigned_consumer(bootstrap_servers, [tp], fetch_max_wait_ms=250) as c:
+        assert [r.value for r in await drain(c, 1)] == [b"old"]
+        assert c._fetcher is not None
+        stats = c._fetcher.stats
+        before = stats.round_trips
+        started = time.monotonic()
+        await nothing_more(c, wait_ms=2000)
+        seconds = time.monotonic() - started
+        fetches = stats.round_trips - before
+    # One Fetch per fetch_max_wait_ms, and one more at each end of the interval.
+    with expect_deviation("noida", NOIDA_NO_LONG_POLL):
+        assert fetches <= seconds / 0.25 + 2, f"{fetches} Fetches in {seconds:.1f} s, idle"
+
+
+async def test_fetch_max_wait_zero_reads_what_is_there(
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Callable[..., str],
+    expect_deviation: ExpectDeviation,
+) -> None:
+    """``fetch_max_wait_ms=0``: the broker answers each Fetch at once, with the records
+    it has."""
+    create_topic(topic_name, 1)
+    await produce(bootstrap_servers, topic_name, [b"a", b"b"])
+    tp = TopicPartition(topic_name, 0)
+    async with assigned_consumer(bootstrap_servers, [tp], fetch_max_wait_ms=0) as c:
+        with expect_deviation("tansu", TANSU_NOTHING_WITHOUT_WAIT, match="only 0/2 records"):
+            assert [r.value for r in await drain(c, 2, timeout=3.0)] == [b"a", b"b"]
 
 
 async def test_auto_offset_reset_none_raises_until_seek(
