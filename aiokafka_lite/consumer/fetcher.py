@@ -374,6 +374,9 @@ class Fetcher:
             if session is not None:
                 session.reset()
             self._forget_read_replicas(tp for tp, _ in parts)
+            if isinstance(exc, errors.ResponseTooLargeError):
+                self._response_too_large(node_id, requested, exc)
+                return False
             self._fetch_failed(node_id, f"fetch from node {node_id} failed: {exc}")
             self._request_metadata()
             return False
@@ -404,6 +407,33 @@ class Fetcher:
         self.stats.failure(message)
         loop = asyncio.get_running_loop()
         self._node_backoff[node_id] = loop.time() + max(self._config.retry_backoff_ms, 50) / 1000
+
+    def _response_too_large(
+        self,
+        node_id: int,
+        requested: Mapping[TopicPartition, tuple[PartitionState, int, int]],
+        exc: errors.ResponseTooLargeError,
+    ) -> None:
+        """The answer was larger than the connection accepts although the request's
+        ``max_bytes`` fits under that limit (checked at construction): the broker ignored
+        ``max_bytes``, and asking again gets the same answer. So the user must know,
+        never a retry loop with a log line: raised for these partitions until they seek."""
+        named = [f"{tp.topic}-{tp.partition} at offset {o}" for tp, (_, _, o) in requested.items()]
+        more = f" and {len(named) - 5} more" if len(named) > 5 else ""
+        error = errors.ResponseTooLargeError(
+            f"the Fetch from node {node_id} for {', '.join(named[:5])}{more} asked for at "
+            f"most max_bytes={self._config.fetch_max_bytes}, and the answer was refused: "
+            f"{exc}. The broker does not honour max_bytes: raise receive_message_max_bytes, "
+            "then seek to the position to read on"
+        )
+        error.__cause__ = exc
+        for state, epoch, offset in requested.values():
+            if state.epoch == epoch and state.fetch_offset == offset:
+                state.error = error
+                state.fetch_offset = None
+        self.stats.failure(str(error))
+        log.error("%s", error)
+        self.data_ready.set()
 
     def _handle_response(
         self,

@@ -171,6 +171,43 @@ async def test_partitions_take_turns_when_a_fetch_has_room_for_one_batch(
             assert [r.offset for r in got if r.partition == p] == list(range(8))
 
 
+NOIDA_IGNORES_MAX_BYTES = (
+    "noida-db 0.2.3 ignores a Fetch's max_bytes: it answers with every batch there is, and "
+    "an answer above receive_message_max_bytes is refused"
+)
+
+
+async def test_fetch_answers_stay_within_fetch_max_bytes(
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Callable[..., str],
+    expect_deviation: ExpectDeviation,
+) -> None:
+    """A partition holding far more than ``fetch_max_bytes`` is read in answers of about
+    that size, so a connection's ``receive_message_max_bytes`` just above it is enough;
+    from a broker that ignores ``max_bytes`` the refused answer is raised by name, not
+    retried in silence."""
+    create_topic(topic_name, 1)
+    values = [b"%04d" % i + b"." * 10_000 for i in range(200)]  # ~2 MB
+    await produce(bootstrap_servers, topic_name, values)
+    tp = TopicPartition(topic_name, 0)
+    async with assigned_consumer(
+        bootstrap_servers,
+        [tp],
+        fetch_max_bytes=64 * 1024,
+        max_partition_fetch_bytes=64 * 1024,
+        receive_message_max_bytes=64 * 1024 + 512 * 1024,
+    ) as consumer:
+        with expect_deviation(
+            "noida",
+            NOIDA_IGNORES_MAX_BYTES,
+            raises=errors.ResponseTooLargeError,
+            match=rf"Fetch from node \d+ for {topic_name}-0 at offset 0 .*does not honour",
+        ):
+            got = await drain(consumer, 200)
+            assert [r.value for r in got] == values
+
+
 async def test_subscribe_without_group_reads_all_partitions(
     bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
 ) -> None:

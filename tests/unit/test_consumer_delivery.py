@@ -573,3 +573,30 @@ async def test_a_batch_too_large_for_any_response_is_raised_not_stalled_on() -> 
     assert state.fetch_offset is None  # nothing more fetched until the user decides
     h.subs.seek(T0, 1)
     assert h.fetcher.pending_error() is None
+
+
+async def test_an_answer_larger_than_the_connection_accepts_is_raised_not_retried() -> None:
+    """A broker that ignores a Fetch's max_bytes answers with more than
+    receive_message_max_bytes, and would again: the partitions of that Fetch raise an
+    error naming each with its offset until the user seeks, instead of a retry loop."""
+    h = Harness({T0: make_log([3]), T1: make_log([2])})
+    h.subs.seek(T1, 1)
+    refused = errors.ResponseTooLargeError(
+        "connection to b:9092 closed: a response claims 274441437 bytes, more than "
+        "receive_message_max_bytes (104857600)"
+    )
+
+    async def send(*args: Any, **kwargs: Any) -> Any:
+        raise refused
+
+    h.fetcher._client.send = send  # type: ignore[method-assign]
+    parts = [(tp, h.subs.state(tp)) for tp in (T0, T1)]
+    assert await h.fetcher._fetch_once(0, parts) is False
+    error = h.fetcher.pending_error()
+    assert isinstance(error, errors.ResponseTooLargeError) and error.__cause__ is refused
+    assert "t-0 at offset 0, t-1 at offset 1" in str(error) and "274441437" in str(error)
+    assert h.fetcher.pending_error([T1]) is error
+    assert h.subs.state(T0).fetch_offset is None and h.subs.state(T1).fetch_offset is None
+    h.subs.seek(T0, 0)
+    h.subs.seek(T1, 1)
+    assert h.fetcher.pending_error() is None
