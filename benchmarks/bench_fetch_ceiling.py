@@ -47,6 +47,7 @@ from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.consumer.config import ConsumerConfig
 from aiokafka_lite.consumer.fetch_session import FetchSessionHandler
 from aiokafka_lite.consumer.fetched import scan_next_offset
+from aiokafka_lite.consumer.fetcher import fetch_request
 from aiokafka_lite.protocol import bodies
 from aiokafka_lite.structs import TopicPartition
 
@@ -73,26 +74,22 @@ class _FetchLoop:
     """One connection fetching some partitions of a topic from offset 0."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: list[int]) -> None:
-
         self.client = KafkaClient(bootstrap)
         self.topic = topic
         self.partitions = partitions
 
     async def connect(self) -> None:
         """Connect and load metadata (before the clock starts, as the consumers do)."""
-
         await self.client.start()
         self.client.add_topics([self.topic])
         await self.client.wait_for_metadata(self.topic, 30_000)
         leader = self.client.cluster.leader_for(TopicPartition(self.topic, self.partitions[0]))
-        topic_id = self.client.cluster.topic_id(self.topic)
-        assert leader is not None and topic_id is not None
-        self.leader, self.topic_id = leader, topic_id
+        assert leader is not None
+        self.leader = leader
         await self.client.get_connection(leader)
 
     async def run(self, total: int) -> int:
         """Fetch until ``total`` records passed; the count passed."""
-
         defaults = ConsumerConfig()
         session = FetchSessionHandler(self.leader)
         cluster = self.client.cluster
@@ -109,36 +106,10 @@ class _FetchLoop:
                     defaults.max_partition_fetch_bytes,
                     cluster.leader_epoch_for(tp),
                 )
-            to_send, _forget, session_id, epoch = session.build(wanted)
-            body: Any = {
-                "replica_id": -1,
-                "max_wait_ms": defaults.fetch_max_wait_ms,
-                "min_bytes": defaults.fetch_min_bytes,
-                "max_bytes": defaults.fetch_max_bytes,
-                "isolation_level": 0,
-                "session_id": session_id,
-                "session_epoch": epoch,
-                "topics": [
-                    {
-                        "topic": self.topic,
-                        "topic_id": self.topic_id,
-                        "partitions": [
-                            {
-                                "partition": tp.partition,
-                                "current_leader_epoch": leader_epoch,
-                                "fetch_offset": offset,
-                                "last_fetched_epoch": -1,
-                                "log_start_offset": -1,
-                                "partition_max_bytes": max_bytes,
-                            }
-                            for tp, (offset, max_bytes, leader_epoch) in to_send.items()
-                        ],
-                    }
-                ],
-                "forgotten_topics_data": [],
-                "rack_id": "",
-            }
-            response = await self.client.send(self.leader, bodies.FETCH, body, timeout_ms=30_000)
+            body, version = fetch_request(defaults, cluster.topic_id, *session.build(wanted))
+            response = await self.client.send(
+                self.leader, bodies.FETCH, body, version=version, timeout_ms=30_000
+            )
             if not session.handle_response(
                 response.get("error_code", 0) or 0, response.get("session_id", 0) or 0
             ):

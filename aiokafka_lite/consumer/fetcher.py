@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections import deque
 from collections.abc import (
     Awaitable,
@@ -69,7 +70,7 @@ from aiokafka_lite.retry import Deadline
 from aiokafka_lite.routing import PartitionAnswer, send_to_leaders
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
-__all__ = ["FetchSessionHandler", "Fetcher", "OffsetInfo", "scan_next_offset"]
+__all__ = ["FetchSessionHandler", "Fetcher", "OffsetInfo", "fetch_request", "scan_next_offset"]
 
 log = logging.getLogger(__name__)
 
@@ -319,45 +320,7 @@ class Fetcher:
                 requested[tp] = (state, state.epoch, offset)
                 max_bytes = self._partition_max_bytes.get(tp, config.max_partition_fetch_bytes)
                 wanted[tp] = (offset, max_bytes, cluster.leader_epoch_for(tp))
-            to_send, forget, session_id, session_epoch = session.build(wanted)
-            topics: dict[str, list[FetchPartition]] = {}
-            for tp, (offset, max_bytes, leader_epoch) in to_send.items():
-                topics.setdefault(tp.topic, []).append(
-                    {
-                        "partition": tp.partition,
-                        "current_leader_epoch": leader_epoch,
-                        "fetch_offset": offset,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": max_bytes,
-                    }
-                )
-            forgotten: dict[str, list[int]] = {}
-            for tp in forget:
-                forgotten.setdefault(tp.topic, []).append(tp.partition)
-            ids = {t: cluster.topic_id(t) for t in set(topics) | set(forgotten)}
-            # (A topic without an id is asked for by name, at v12, which sends no ids.)
-            body: FetchRequest = {
-                "replica_id": -1,
-                "max_wait_ms": config.fetch_max_wait_ms,
-                "min_bytes": config.fetch_min_bytes,
-                "max_bytes": config.fetch_max_bytes,
-                "isolation_level": config.isolation_level_code,
-                "session_id": session_id,
-                "session_epoch": session_epoch,
-                "topics": [
-                    {"topic": t, "topic_id": ids[t] or ZERO_UUID, "partitions": p}
-                    for t, p in topics.items()
-                ],
-                "forgotten_topics_data": [
-                    {"topic": t, "topic_id": ids[t] or ZERO_UUID, "partitions": p}
-                    for t, p in forgotten.items()
-                ],
-                "rack_id": config.client_rack or "",
-            }
-            version = None
-            if any(v is None for v in ids.values()):
-                version = 12  # some topic has no id: use topic names
+            body, version = fetch_request(config, cluster.topic_id, *session.build(wanted))
             sent_at = time.monotonic()
             response = await self._client.send(
                 node_id,
@@ -950,6 +913,55 @@ class Fetcher:
                 self.data_ready.clear()
                 return None
             cf = self._current = self._completed.popleft()
+
+
+def fetch_request(
+    config: ConsumerConfig,
+    topic_id: Callable[[str], uuid.UUID | None],
+    to_send: Mapping[TopicPartition, tuple[int, int, int]],
+    forget: Iterable[TopicPartition],
+    session_id: int,
+    session_epoch: int,
+) -> tuple[FetchRequest, int | None]:
+    """The Fetch request for what a session's ``build()`` returned (partitions to send as
+    ``(offset, max_bytes, leader_epoch)``, partitions to forget, session id and epoch),
+    and the version to send it at: 12 (topics by name) when a topic has no id, else the
+    highest both sides know."""
+    topics: dict[str, list[FetchPartition]] = {}
+    for tp, (offset, max_bytes, leader_epoch) in to_send.items():
+        topics.setdefault(tp.topic, []).append(
+            {
+                "partition": tp.partition,
+                "current_leader_epoch": leader_epoch,
+                "fetch_offset": offset,
+                "last_fetched_epoch": -1,
+                "log_start_offset": -1,
+                "partition_max_bytes": max_bytes,
+            }
+        )
+    forgotten: dict[str, list[int]] = {}
+    for tp in forget:
+        forgotten.setdefault(tp.topic, []).append(tp.partition)
+    ids = {t: topic_id(t) for t in set(topics) | set(forgotten)}
+    body: FetchRequest = {
+        "replica_id": -1,
+        "max_wait_ms": config.fetch_max_wait_ms,
+        "min_bytes": config.fetch_min_bytes,
+        "max_bytes": config.fetch_max_bytes,
+        "isolation_level": config.isolation_level_code,
+        "session_id": session_id,
+        "session_epoch": session_epoch,
+        "topics": [
+            {"topic": t, "topic_id": ids[t] or ZERO_UUID, "partitions": p}
+            for t, p in topics.items()
+        ],
+        "forgotten_topics_data": [
+            {"topic": t, "topic_id": ids[t] or ZERO_UUID, "partitions": p}
+            for t, p in forgotten.items()
+        ],
+        "rack_id": config.client_rack or "",
+    }
+    return body, 12 if any(v is None for v in ids.values()) else None
 
 
 def _parse_list_offsets(
