@@ -379,15 +379,17 @@ class Fetcher:
     ) -> None:
         """The answer was larger than the connection accepts although the request's
         ``max_bytes`` fits under that limit (checked at construction): the broker ignored
-        ``max_bytes``, and asking again gets the same answer. So the user must know,
-        never a retry loop with a log line: raised for these partitions until they seek."""
+        ``max_bytes``, or the first batch alone is that large (Kafka sends it whole).
+        Asking again gets the same answer, so the user must know, never a retry loop with
+        a log line: raised for these partitions until they seek."""
         named = [f"{tp.topic}-{tp.partition} at offset {o}" for tp, (_, _, o) in requested.items()]
         more = f" and {len(named) - 5} more" if len(named) > 5 else ""
         error = errors.ResponseTooLargeError(
             f"the Fetch from node {node_id} for {', '.join(named[:5])}{more} asked for at "
             f"most max_bytes={self._config.fetch_max_bytes}, and the answer was refused: "
-            f"{exc}. The broker does not honour max_bytes: raise receive_message_max_bytes, "
-            "then seek to the position to read on"
+            f"{exc}. The broker does not honour max_bytes, or a single record batch is "
+            "that large: raise receive_message_max_bytes, then seek to the position to "
+            "read on (or past the batch)"
         )
         error.__cause__ = exc
         for state, epoch, offset in requested.values():
