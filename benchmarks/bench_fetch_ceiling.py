@@ -6,11 +6,12 @@ interleaved, in fresh processes,
 
 * ``ours getmany()`` and ``confluent-kafka consume()``: the consume workers of
   bench_workloads.py (``_consume.py``: every record's key, value and headers read);
-* ``Fetch loop``: our connection sending Fetch requests back to back (one in flight,
-  in a KIP-227 fetch session, the sizes of the consumer's defaults, partitions that got
-  data moved to the back of the next request as the consumer does) and advancing each
-  partition's offset by its batch headers only: nothing decoded, nothing handed over.
-  What one connection gets from the broker when the client costs next to nothing;
+* ``Fetch loop``: our connection sending the consumer's own Fetch requests
+  (``fetcher.fetch_request``, the consumer's default sizes, a KIP-227 fetch session,
+  partitions that got data moved to the back of the next request as the consumer does)
+  back to back, one in flight, and advancing each partition's offset by its batch
+  headers only: nothing decoded, nothing handed over. What one connection gets from
+  the broker when the client costs next to nothing;
 * ``Fetch loop x2``: two such connections side by side in one process, each with half
   of the partitions: whether the broker answers a second Fetch in flight in parallel.
 
@@ -21,8 +22,11 @@ metadata requests included, so an upper bound) / records read; "broker cores" is
 CPU time over the timed seconds.
 
     python benchmarks/bench_fetch_ceiling.py             # Tansu, 3 rounds
-    python benchmarks/bench_fetch_ceiling.py --broker noida
     python benchmarks/bench_fetch_ceiling.py --bootstrap HOST:PORT  # broker CPU not measured
+
+(``--broker noida`` starts noida-db, but noida-db 0.2.3 ignores ``max_bytes`` and
+answers these reads with ~270 MB, which ours and the loop refuse with
+``ResponseTooLargeError``.)
 
 Writes ``benchmarks/results/fetch-ceiling.json`` and ``.png`` (``--quick``: results/quick/).
 """
