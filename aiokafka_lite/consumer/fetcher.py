@@ -394,10 +394,15 @@ class Fetcher:
         error.__cause__ = exc
         for state, epoch, offset in requested.values():
             if state.epoch == epoch and state.fetch_offset == offset:
-                state.error = error
-                state.fetch_offset = None
+                self._stop_at_error(state, error)
         self.stats.failure(str(error))
         log.error("%s", error)
+
+    def _stop_at_error(self, state: PartitionState, error: errors.KafkaError) -> None:
+        """Fetch no more of this partition: ``error`` is raised to the user until they
+        seek (never a partition that stops in silence)."""
+        state.error = error
+        state.fetch_offset = None
         self.data_ready.set()
 
     def _handle_response(
@@ -535,15 +540,14 @@ class Fetcher:
             if bigger <= current:
                 # The batch can never be read with this configuration: the user must
                 # know (raised until they seek past it), never a stall with a log line.
-                state.error = errors.RecordTooLargeError(
+                error = errors.RecordTooLargeError(
                     f"the record batch at offset {offset} of {tp.topic}-{tp.partition} is "
                     f"larger than the partition fetch size {current}, which cannot grow: a "
                     f"response may hold at most receive_message_max_bytes ({limit}); raise "
                     "it, or seek past the batch"
                 )
-                state.fetch_offset = None
-                log.error("%s", state.error)
-                self.data_ready.set()
+                self._stop_at_error(state, error)
+                log.error("%s", error)
                 return
             log.warning(
                 "a record batch of %s is larger than the partition fetch size %d; "
@@ -579,9 +583,7 @@ class Fetcher:
                     f"fetch offset {offset} of {tp.topic}-{tp.partition} is out of range "
                     "and auto_offset_reset is 'none'; seek to a valid offset"
                 )
-                state.error = errors.OffsetOutOfRangeError({tp: offset}, message)
-                state.fetch_offset = None
-                self.data_ready.set()
+                self._stop_at_error(state, errors.OffsetOutOfRangeError({tp: offset}, message))
             else:
                 log.info(
                     "fetch offset %d of %s is out of range; resetting to %s",
@@ -598,9 +600,7 @@ class Fetcher:
             log.debug("fetch of %s failed: %s; refreshing metadata", tp, exc)
             return True
         log.error("fetch of %s failed: %s", tp, exc)
-        state.error = exc
-        state.fetch_offset = None
-        self.data_ready.set()
+        self._stop_at_error(state, exc)
         return False
 
     # --- positions: committed offsets and resets ---------------------------------------
