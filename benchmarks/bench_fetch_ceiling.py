@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import time
 import uuid
@@ -46,6 +45,7 @@ from typing import Any
 import _consume
 import _harness as h
 import bench_workloads as bw
+import psutil  # type: ignore[import-untyped]
 
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.consumer.config import ConsumerConfig
@@ -162,9 +162,9 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User and system CPU seconds of process ``pid`` so far."""
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
 
 
 def run(args: argparse.Namespace) -> int:
