@@ -26,8 +26,10 @@ Which keys are required:
   default for a missing key and ignores keys of other versions).
 
 Types: ``int`` (int8..int64, uint16, uint32), ``bool``, ``float`` (float64), ``str``,
-``bytes``, ``bytes | None`` for records (``bytes | memoryview | None`` in responses: the
-decoder hands out a view of the response frame), ``uuid.UUID``, ``X | None`` when the field is
+``bytes``, ``uuid.UUID``; records are ``bytes | tuple[bytes | bytearray | memoryview, ...]
+| None`` in requests (a tuple's parts are written one after the other: a batch's header
+and its records, not joined first) and ``bytes | memoryview | None`` in responses (the
+decoder hands out a view of the response frame); ``X | None`` when the field is
 nullable at some version, arrays as ``Sequence[X]`` in requests (any sequence encodes)
 and ``list[X]`` in responses (what the decoder returns).
 """
@@ -131,8 +133,9 @@ def collect(api: str, spec: MessageSpec) -> list[Struct]:
 
 def annotation(f: Field, kind: str, present: frozenset[int], api: str) -> str:
     base = struct_name(api, f.element) if f.is_struct else _SCALARS[f.element]
-    if f.element == "records" and kind == "response":
-        base = "bytes | memoryview"
+    if f.element == "records":
+        parts = "tuple[bytes | bytearray | memoryview, ...]"
+        base = "bytes | memoryview" if kind == "response" else f"bytes | {parts}"
     if f.is_array:
         base = f"{'Sequence' if kind == 'request' else 'list'}[{base}]"
     nullable = bool(versions_in(f.nullable, present)) or f.type == "records"

@@ -35,9 +35,11 @@ from aiokafka_lite.protocol.codecs import compress
 from aiokafka_lite.protocol.records import (
     NO_SEQUENCE,
     RecordWriter,
+    batch_parts,
     build_batch,
     decode_records,
 )
+from aiokafka_lite.protocol.records.format import BytesLike
 from aiokafka_lite.structs import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -161,6 +163,12 @@ class ProducerBatch(RecordWriter):
 
     def build(self) -> bytes:
         """The batch as sent: header with the current producer state, compressed, CRC."""
+        return b"".join(self.build_parts())
+
+    def build_parts(self) -> tuple[bytes, BytesLike]:
+        """:meth:`build` as the header and the payload (``buf`` itself when not
+        compressed): a request writes them one after the other, with no copy of the
+        records in between. Valid until the next append."""
         payload: bytes | bytearray | None = self.payload
         if payload is None:
             payload = self.buf
@@ -168,7 +176,7 @@ class ProducerBatch(RecordWriter):
                 payload = compress(self.compression, payload)
                 if not self.open:
                     self.payload = payload
-        return build_batch(
+        return batch_parts(
             payload,
             self.record_count,
             self.base_ts,

@@ -463,12 +463,12 @@ class Sender:
         built: list[ProducerBatch] = []
         for batch in batches:
             try:
-                data = batch.build()
+                data = batch.build_parts()  # (written into the request as they are)
             except Exception as exc:  # (a bug: send() checks what it encodes)
                 self._unbuildable(batch, exc)
                 continue
             built.append(batch)
-            total += len(data)
+            total += len(data[0]) + len(data[1])
             entry = by_topic.get(batch.tp.topic)
             part: ProducePartitionProduceData = {"index": batch.tp.partition, "records": data}
             if entry is None:

@@ -34,7 +34,7 @@ class ProducePartitionProduceData(TypedDict):
     """``ProduceRequest.topic_data[].partition_data[]``."""
 
     index: int
-    records: bytes | None
+    records: bytes | tuple[bytes | bytearray | memoryview, ...] | None
 
 
 class ProduceTopicProduceData(TypedDict):

@@ -469,7 +469,18 @@ def _gen_encoder(spec: MessageSpec, version: int) -> tuple[str, dict[str, Any], 
                 else:
                     code(f"{buf} += _ph(len({s}))")
                 code(f"{buf} += {s}")
-            else:  # bytes, records
+            elif t == "records":
+                # A tuple of parts (a batch's header, its records) is written part after
+                # part: the records are not copied into one bytes object first.
+                part = code.var("part")
+                with code.block(f"if {v}.__class__ is tuple:"):
+                    emit_len(buf, f"sum(map(len, {v}))", compact)
+                    with code.block(f"for {part} in {v}:"):
+                        code(f"{buf} += {part}")
+                with code.block("else:"):
+                    emit_len(buf, f"len({v})", compact)
+                    code(f"{buf} += {v}")
+            else:  # bytes
                 emit_len(buf, f"len({v})", compact)
                 code(f"{buf} += {v}")
 

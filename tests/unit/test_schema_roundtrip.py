@@ -571,3 +571,27 @@ def test_varint_known_values() -> None:
     assert encode_varint(1) == b"\x02"
     assert encode_varlong(-1) == b"\x01"
     assert encode_uvarint(128) == b"\x80\x01"
+
+
+@given(
+    parts=st.lists(st.binary(max_size=300), min_size=1, max_size=4),
+    kinds=st.lists(st.sampled_from([bytes, bytearray, memoryview]), min_size=4, max_size=4),
+    version=st.sampled_from([7, 8, 9, 10, 11]),
+)
+def test_request_records_given_as_parts_encode_as_their_join(
+    parts: list[bytes], kinds: list[type], version: int
+) -> None:
+    # The producer hands a batch over as (header, records): written part after part,
+    # the request is byte for byte the one with the parts joined (across the compact
+    # length's 1- and 2-byte forms, and the int32 length of the older versions).
+    typed = tuple(kind(part) for kind, part in zip(kinds, parts, strict=False))
+    joined = b"".join(parts)
+
+    def produce(records: Any) -> dict[str, Any]:
+        data = [{"index": 0, "records": records}, {"index": 1, "records": joined}]
+        return {"acks": 1, "timeout_ms": 5, "topic_data": [{"name": "t", "partition_data": data}]}
+
+    frame = api.encode_request(0, version, 1, "c", produce(typed))
+    assert frame == api.encode_request(0, version, 1, "c", produce(joined))
+    _, decoded = api.decode_request(frame)
+    assert [p["records"] for p in decoded["topic_data"][0]["partition_data"]] == [joined, joined]

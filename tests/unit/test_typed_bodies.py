@@ -94,7 +94,8 @@ def test_mypy_reports_the_misspelt_and_misplaced_fields(tmp_path: Path) -> None:
 
 def _unwrap(hint: object) -> tuple[object, bool, bool]:
     """``NotRequired[list[X] | None]`` -> (X, is a sequence, may be None); a response's
-    records, ``bytes | memoryview | None`` -> (memoryview, False, True)."""
+    records, ``bytes | memoryview | None`` -> (memoryview, False, True); a request's records,
+    ``bytes | tuple[...] | None`` -> (tuple, False, True)."""
     if typing.get_origin(hint) in (NotRequired, Required):
         (hint,) = typing.get_args(hint)
     nullable = False
@@ -103,6 +104,8 @@ def _unwrap(hint: object) -> tuple[object, bool, bool]:
         nullable = len(args) < len(typing.get_args(hint))
         if args == [bytes, memoryview]:
             return memoryview, False, nullable
+        if len(args) == 2 and args[0] is bytes and typing.get_origin(args[1]) is tuple:
+            return tuple, False, nullable
         (hint,) = args
     sequence = typing.get_origin(hint) in (list, Sequence)
     if sequence:
@@ -161,6 +164,9 @@ def test_typed_dicts_have_every_field_of_every_version(spec: MessageSpec) -> Non
             elif f.element == "records" and spec.kind == "response":
                 # decoded as a view of the response frame (see schema._records_view)
                 assert inner is memoryview, where
+            elif f.element == "records":
+                # bytes, or parts written one after the other (see schema's encoder)
+                assert inner is tuple, where
             else:
                 assert inner is _SCALARS[f.element], where
             if any(v in f.nullable for v in versions) or f.type == "records":

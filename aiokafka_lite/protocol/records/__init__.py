@@ -46,6 +46,7 @@ from aiokafka_lite.protocol.records.decode import (
 from aiokafka_lite.protocol.records.encode import (
     RecordBatchBuilder,
     RecordWriter,
+    batch_parts,
     build_batch,
     encode_record,
     patch_batch,
@@ -107,6 +108,7 @@ __all__ = [
     "RecordBatchBuilder",
     "RecordWriter",
     "TimestampType",
+    "batch_parts",
     "build_batch",
     "build_control_batch",
     "create_batch_builder",

@@ -3,7 +3,8 @@
 :class:`RecordWriter` checks, sizes and writes each record into the batch's buffer in
 one pass; the producer's batches are RecordWriters, and :class:`RecordBatchBuilder` (batches
 built by hand: tests, scripted brokers, control markers) writes through one.
-:func:`build_batch` frames encoded records (header, compression, CRC);
+:func:`build_batch` frames encoded records (header, compression, CRC; :func:`batch_parts`
+  gives the header and the records apart, for a request to write without joining them);
 :func:`patch_batch` rewrites header fields of a built batch.
 
 Producer side::
@@ -67,6 +68,7 @@ __all__ = [
     "PythonRecordWriter",
     "RecordBatchBuilder",
     "RecordWriter",
+    "batch_parts",
     "build_batch",
     "encode_record",
     "patch_batch",
@@ -316,7 +318,7 @@ def record_size(
 # --- framing -------------------------------------------------------------------------
 
 
-def build_batch(
+def batch_parts(
     records: BytesLike,
     record_count: int,
     base_timestamp: int,
@@ -334,8 +336,9 @@ def build_batch(
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     last_offset_delta: int | None = None,
     compressed: bool = False,
-) -> bytes:
-    """Frame already-encoded v2 records (a RecordWriter's ``buf``) as a batch.
+) -> tuple[bytes, BytesLike]:
+    """Frame already-encoded v2 records (a RecordWriter's ``buf``) as a batch: its
+    61-byte header and its payload, which are the batch when written one after the other.
 
     Compresses ``records`` when asked, fills the header and the CRC-32C.
     ``last_offset_delta`` defaults to ``record_count - 1``. With ``compressed=True``,
@@ -371,7 +374,49 @@ def build_batch(
         2,
         crc,
     )
-    return b"".join((head, tail, payload))
+    return head + tail, payload
+
+
+def build_batch(
+    records: BytesLike,
+    record_count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    *,
+    compression: int | str | None = None,
+    compression_level: int | None = None,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    timestamp_type: int = TimestampType.CREATE_TIME,
+    base_offset: int = 0,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    last_offset_delta: int | None = None,
+    compressed: bool = False,
+) -> bytes:
+    """The batch of :func:`batch_parts` as one bytes object."""
+    return b"".join(
+        batch_parts(
+            records,
+            record_count,
+            base_timestamp,
+            max_timestamp,
+            compression=compression,
+            compression_level=compression_level,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            is_transactional=is_transactional,
+            is_control=is_control,
+            timestamp_type=timestamp_type,
+            base_offset=base_offset,
+            partition_leader_epoch=partition_leader_epoch,
+            last_offset_delta=last_offset_delta,
+            compressed=compressed,
+        )
+    )
 
 
 def patch_batch(
