@@ -1,0 +1,321 @@
+"""Where our CPU per record goes, ``service`` records against ``uniform`` ones.
+
+Issue 15 asks that our CPU per record on ``service`` (a key, a 60-700 byte JSON value,
+two headers, 8 partitions) be within 1.5x of ``uniform`` (100 identical bytes, nothing
+else, one partition), both ways. bench_workloads.py measures the ratio (2.4-2.9x at
+16 KiB batches); this splits it into its parts.
+
+* **produce** (the broker): ours ``await send()`` with bench_workloads.py's settings
+  (acks=1, linger 5 ms) at batch sizes 4 KiB to 1 MB, in fresh processes, interleaved.
+  Each run reports its CPU per record and the batches the producer sent (its
+  ``metrics()``). A least-squares line through every run of a workload,
+  ``cpu/record = per_record + per_batch * batches/record``, splits the cost into what
+  each record costs and what each batch costs; at 16 KiB a ``service`` batch holds ~35
+  records and a ``uniform`` one ~148, so the per-batch part weighs 4x more per
+  ``service`` record.
+* **consume** (no broker, no network): 16 KiB batches of each workload, encoded as the
+  producer does, decoded by the decoder the consumer uses (the compiled one when it is
+  built), then read by the loop of the consume benchmark's ``getmany()`` path (every
+  record's key, value and header values: the application's own code, which
+  bench_workloads.py's CPU per record includes), then freed. Each step is timed apart
+  by process CPU time; the best of the rounds (offline work: the least disturbed).
+
+Run: ``python benchmarks/bench_record_cost.py [--repeat 3] [--bootstrap HOST:PORT]``.
+Writes ``benchmarks/results/record-cost.json`` (``--quick``: results/quick/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _harness as h
+import _produce
+import _workloads as w
+
+WORKLOADS = ("uniform", "service")
+BATCH_SIZES = (4096, 16384, 65536, 1048576)
+RECORDS = 300_000
+QUICK_RECORDS = 30_000
+CONSUME_RECORDS = 200_000
+CONSUME_BATCH = 16384
+
+
+# --- produce: one run in a fresh process ------------------------------------------------
+
+
+async def _produce_run(spec: dict[str, Any]) -> dict[str, Any]:
+    from aiokafka_lite import Producer, accel
+
+    wl = w.workload(spec["workload"])
+    records = w.records(wl.name, spec["records"])
+    fixed = None if wl.keyed else 0
+    producer = Producer(
+        bootstrap_servers=spec["bootstrap"],
+        acks=_produce.ACKS,
+        linger_ms=_produce.LINGER_MS,
+        max_batch_size=spec["batch_size"],
+    )
+    await producer.start()
+    try:
+        topic = spec["topic"]
+        k0, v0, h0 = records[0]
+        await producer.send_and_wait(topic, v0, key=k0, partition=0, headers=h0)
+        before = producer.metrics()["batches_sent"]
+        gc.collect()
+        send = producer.send
+        start = h.stamp()
+        for key, value, headers in records:
+            fut = await send(topic, value, key=key, partition=fixed, headers=headers)
+        await producer.flush()
+        fut.result()
+        end = h.stamp()
+        batches = producer.metrics()["batches_sent"] - before
+    finally:
+        await producer.stop()
+    result = h.throughput(len(records), start, end)
+    result["batches"] = batches
+    result["records_per_batch"] = len(records) / batches
+    result["compiled"] = accel.COMPILED
+    return result
+
+
+def _fit(points: list[tuple[float, float]]) -> dict[str, float]:
+    """Least squares ``y = a + b x`` over (x, y) points."""
+    xs = [x for x, _ in points]
+    ys = [y for _, y in points]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in points) / sxx
+    a = my - b * mx
+    worst = max(abs(y - (a + b * x)) / y for x, y in points)
+    return {"per_record_us": a, "per_batch_us": b, "worst_residual_pct": 100 * worst}
+
+
+def produce(bootstrap: str, records: int, repeat: int) -> dict[str, Any]:
+    cases = [(wl, size) for wl in WORKLOADS for size in BATCH_SIZES]
+    runs: dict[str, list[dict[str, Any]]] = {f"{wl} {size}": [] for wl, size in cases}
+    for round_ in range(repeat):
+        for wl, size in h.rotated(cases, round_):
+            topic = f"cost-{wl}-{size}-{uuid.uuid4().hex[:8]}"
+            h.create_topic(bootstrap, topic, w.workload(wl).partitions)
+            spec = {
+                "workload": wl,
+                "batch_size": size,
+                "records": records,
+                "bootstrap": bootstrap,
+                "topic": topic,
+            }
+            result = h.run_worker(__file__, [json.dumps(spec)], timeout=600)
+            runs[f"{wl} {size}"].append(result)
+            shown = (
+                result.get("error")
+                or f"{result['cpu_us_per_record']:.2f} us CPU/rec, "
+                f"{result['records_per_batch']:.0f} rec/batch"
+            )
+            print(f"  [{round_ + 1}] {wl:8} {size:>8} B batches: {shown}", flush=True)
+    out: dict[str, Any] = {"cases": {}, "model": {}}
+    for wl, size in cases:
+        good = [r for r in runs[f"{wl} {size}"] if "error" not in r]
+        out["cases"][f"{wl} {size}"] = {
+            "workload": wl,
+            "batch_size": size,
+            "runs": runs[f"{wl} {size}"],
+            "cpu_us_per_record": h.spread([r["cpu_us_per_record"] for r in good]),
+            "records_per_batch": h.spread([r["records_per_batch"] for r in good]),
+        }
+    for wl in WORKLOADS:
+        points = [
+            (1 / r["records_per_batch"], r["cpu_us_per_record"])
+            for size in BATCH_SIZES
+            for r in runs[f"{wl} {size}"]
+            if "error" not in r
+        ]
+        if len(points) >= 3:
+            out["model"][wl] = _fit(points)
+    return out
+
+
+# --- consume: offline --------------------------------------------------------------------
+
+
+def _batches(name: str, n: int) -> list[bytes]:
+    from aiokafka_lite.protocol.records import RecordBatchBuilder
+
+    out = []
+    ts = 1_700_000_000_000
+    builder = RecordBatchBuilder(compression=0, max_size=CONSUME_BATCH)
+    for key, value, headers in w.records(name, n):
+        if builder.append(ts, key, value, headers) is None:
+            out.append(builder.build())
+            builder = RecordBatchBuilder(compression=0, max_size=CONSUME_BATCH)
+            builder.append(ts, key, value, headers)
+    out.append(builder.build())
+    return out
+
+
+def _read(records: list[Any]) -> int:
+    # The loop of _consume.py's getmany() path, as an application reads a record.
+    touched = 0
+    for record in records:
+        key = record.key
+        touched += len(record.value)
+        if key is not None:
+            touched += len(key)
+        for _name, value in record.headers:
+            touched += len(value)
+    return touched
+
+
+def consume(records: int, repeat: int) -> dict[str, Any]:
+    from aiokafka_lite import accel
+    from aiokafka_lite.protocol.records import iter_batches
+
+    out: dict[str, Any] = {"batch_size": CONSUME_BATCH, "compiled": accel.COMPILED, "cases": {}}
+    blobs = {name: _batches(name, records) for name in WORKLOADS}
+    batches = {name: [next(iter(iter_batches(b))) for b in blobs[name]] for name in WORKLOADS}
+    best: dict[str, dict[str, float]] = {
+        name: {"decode": 1e9, "read": 1e9, "free": 1e9} for name in WORKLOADS
+    }
+    for round_ in range(max(repeat, 3)):
+        for name in h.rotated(list(WORKLOADS), round_):
+            gc.collect()
+            t0 = time.process_time()
+            decoded = [batch.records() for batch in batches[name]]
+            t1 = time.process_time()
+            for recs in decoded:
+                _read(recs)
+            t2 = time.process_time()
+            del decoded
+            t3 = time.process_time()
+            for step, seconds in (("decode", t1 - t0), ("read", t2 - t1), ("free", t3 - t2)):
+                best[name][step] = min(best[name][step], seconds / records * 1e6)
+    for name in WORKLOADS:
+        blob_bytes = sum(map(len, blobs[name]))
+        steps = best[name]
+        out["cases"][name] = {
+            "records_per_batch": records / len(batches[name]),
+            "decode_us_per_record": steps["decode"],
+            "read_loop_us_per_record": steps["read"],
+            "free_us_per_record": steps["free"],
+            "client_us_per_record": steps["decode"] + steps["free"],
+            "batch_bytes_per_record": blob_bytes / records,
+        }
+    return out
+
+
+# --- the run -----------------------------------------------------------------------------
+
+
+def _ratio(results: dict[str, Any], path: list[str]) -> float | None:
+    values = []
+    for name in WORKLOADS:
+        node: Any = results
+        for key in [*path[:1], name, *path[1:]]:
+            node = node.get(key) if isinstance(node, dict) else None
+        values.append(node)
+    uniform, service = values
+    return None if not uniform or service is None else service / uniform
+
+
+def report(results: dict[str, Any]) -> str:
+    lines = []
+    prod = results.get("produce")
+    if prod:
+        lines.append("produce: ours await send(), CPU us/record, median of the rounds")
+        lines.append("| batch size | " + " | ".join(WORKLOADS) + " | service / uniform |")
+        lines.append("|---|---|---|---|")
+        for size in BATCH_SIZES:
+            cells = []
+            for wl in WORKLOADS:
+                case = prod["cases"][f"{wl} {size}"]
+                cpu = case["cpu_us_per_record"].get("median")
+                rpb = case["records_per_batch"].get("median")
+                cells.append(f"{cpu:.2f} ({rpb:.0f} rec/batch)" if cpu else "-")
+            u = prod["cases"][f"uniform {size}"]["cpu_us_per_record"].get("median")
+            s = prod["cases"][f"service {size}"]["cpu_us_per_record"].get("median")
+            ratio = f"{s / u:.2f}x" if u and s else "-"
+            lines.append(f"| {size:,} | " + " | ".join(cells) + f" | {ratio} |")
+        for wl, m in prod["model"].items():
+            lines.append(
+                f"{wl}: {m['per_record_us']:.2f} us a record + {m['per_batch_us']:.1f} us a "
+                f"batch (least squares over every run; worst residual "
+                f"{m['worst_residual_pct']:.0f} %)"
+            )
+    cons = results.get("consume")
+    if cons:
+        lines.append("")
+        lines.append(
+            f"consume: {cons['batch_size']:,} B batches decoded offline, CPU us/record, "
+            "best of the rounds"
+        )
+        lines.append(
+            "| workload | decode | free | client (decode + free) | read loop (application) |"
+        )
+        lines.append("|---|---|---|---|---|")
+        for name in WORKLOADS:
+            c = cons["cases"][name]
+            lines.append(
+                f"| {name} | {c['decode_us_per_record']:.3f} | {c['free_us_per_record']:.3f} | "
+                f"{c['client_us_per_record']:.3f} | {c['read_loop_us_per_record']:.3f} |"
+            )
+        for label, key in (
+            ("client", "client_us_per_record"),
+            ("read loop", "read_loop_us_per_record"),
+        ):
+            ratio = _ratio(cons, ["cases", key])
+            lines.append(f"service / uniform, {label}: {ratio:.2f}x" if ratio else "")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="smoke run: 30k records, one round")
+    p.add_argument("--repeat", type=int, default=3, help="interleaved rounds (default 3)")
+    p.add_argument("--broker", default="tansu", help="tansu (default), noida, docker")
+    p.add_argument("--bootstrap", default=None, help="use this broker instead of starting one")
+    p.add_argument("--out", default=None, help="results directory (default benchmarks/results)")
+    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        print(json.dumps(asyncio.run(_produce_run(json.loads(args.worker)))), flush=True)
+        return 0
+    repeat = 1 if args.quick else args.repeat
+    records = QUICK_RECORDS if args.quick else RECORDS
+    started = time.monotonic()
+    results = h.run_header(
+        "record-cost",
+        args.quick,
+        repeat=repeat,
+        produce_records=records,
+        consume_records=CONSUME_RECORDS // 10 if args.quick else CONSUME_RECORDS,
+        settings={"acks": _produce.ACKS, "linger_ms": _produce.LINGER_MS},
+        statistics=(
+            "produce: median (and spread) of the rounds of process CPU time over the timed "
+            "interval / records; the model is a least-squares line through every run. "
+            "consume: best of the rounds of process CPU time per step / records"
+        ),
+    )
+    results["consume"] = consume(results["consume_records"], repeat)
+    with h.broker(args.bootstrap, None if args.bootstrap else args.broker) as broker:
+        results["broker"] = getattr(broker, "kind", "external")
+        results["produce"] = produce(broker.bootstrap_servers, records, repeat)
+    h.finish(results, started)
+    print(report(results))
+    path = h.write_json(results, h.results_dir(args.out, args.quick), "record-cost")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
