@@ -18,7 +18,9 @@ Producer side::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, ParamSpec
 
 from crc32c import crc32c
 
@@ -318,6 +320,9 @@ def record_size(
 # --- framing -------------------------------------------------------------------------
 
 
+P = ParamSpec("P")
+
+
 def batch_parts(
     records: BytesLike,
     record_count: int,
@@ -377,46 +382,23 @@ def batch_parts(
     return head + tail, payload
 
 
-def build_batch(
-    records: BytesLike,
-    record_count: int,
-    base_timestamp: int,
-    max_timestamp: int,
-    *,
-    compression: int | str | None = None,
-    compression_level: int | None = None,
-    producer_id: int = NO_PRODUCER_ID,
-    producer_epoch: int = NO_PRODUCER_EPOCH,
-    base_sequence: int = NO_SEQUENCE,
-    is_transactional: bool = False,
-    is_control: bool = False,
-    timestamp_type: int = TimestampType.CREATE_TIME,
-    base_offset: int = 0,
-    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-    last_offset_delta: int | None = None,
-    compressed: bool = False,
-) -> bytes:
-    """The batch of :func:`batch_parts` as one bytes object."""
-    return b"".join(
-        batch_parts(
-            records,
-            record_count,
-            base_timestamp,
-            max_timestamp,
-            compression=compression,
-            compression_level=compression_level,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            base_sequence=base_sequence,
-            is_transactional=is_transactional,
-            is_control=is_control,
-            timestamp_type=timestamp_type,
-            base_offset=base_offset,
-            partition_leader_epoch=partition_leader_epoch,
-            last_offset_delta=last_offset_delta,
-            compressed=compressed,
-        )
+def _joined(parts: Callable[P, tuple[bytes, BytesLike]], name: str) -> Callable[P, bytes]:
+    """``parts`` with its header and payload joined into one bytes object."""
+
+    def joined(*args: P.args, **kwargs: P.kwargs) -> bytes:
+        return b"".join(parts(*args, **kwargs))
+
+    joined.__name__ = joined.__qualname__ = name
+    joined.__doc__ = f"The batch of :func:`{parts.__name__}` as one bytes object."
+    # (its parameters, for help() and inspect.signature())
+    joined.__signature__ = inspect.signature(parts).replace(  # type: ignore[attr-defined]
+        return_annotation="bytes"
     )
+    return joined
+
+
+#: :func:`batch_parts`' batch as one bytes object (same parameters).
+build_batch = _joined(batch_parts, "build_batch")
 
 
 def patch_batch(
