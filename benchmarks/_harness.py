@@ -49,6 +49,19 @@ def parser(doc: str, clients: Sequence[str], repeat: int = 3) -> argparse.Argume
     return p
 
 
+def run_parser(doc: str | None, quick: str) -> argparse.ArgumentParser:
+    """The options of a benchmark that runs its own rounds on one broker (``quick``:
+    what ``--quick`` does), with the hidden ``--worker`` of its fresh processes."""
+    p = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help=f"smoke run: {quick}")
+    p.add_argument("--repeat", type=int, default=3, help="interleaved rounds (default 3)")
+    p.add_argument("--broker", default="tansu", help="tansu (default), noida, docker")
+    p.add_argument("--bootstrap", default=None, help="use this broker instead of starting one")
+    p.add_argument("--out", default=None, help="results directory (default benchmarks/results)")
+    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    return p
+
+
 class External:
     """A broker given by ``--bootstrap``: used, never started or stopped."""
 

@@ -325,14 +325,7 @@ def tables(results: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="smoke run: 20k records, one round")
-    p.add_argument("--repeat", type=int, default=3, help="interleaved rounds (default 3)")
-    p.add_argument("--broker", default="tansu", help="tansu (default), noida, docker")
-    p.add_argument("--bootstrap", default=None, help="use this broker instead of starting one")
-    p.add_argument("--out", default=None, help="results directory (default benchmarks/results)")
-    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    args = p.parse_args()
+    args = h.run_parser(__doc__, "20k records, one round").parse_args()
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))), flush=True)
         return 0
