@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _harness as h
 import _produce
 import _workloads as w
+from _consume import read_records
 
 WORKLOADS = ("uniform", "service")
 BATCH_SIZES = (4096, 16384, 65536, 1048576)
@@ -163,19 +164,6 @@ def _batches(name: str, n: int) -> list[bytes]:
     return out
 
 
-def _read(records: list[Any]) -> int:
-    # The loop of _consume.py's getmany() path, as an application reads a record.
-    touched = 0
-    for record in records:
-        key = record.key
-        touched += len(record.value)
-        if key is not None:
-            touched += len(key)
-        for _name, value in record.headers:
-            touched += len(value)
-    return touched
-
-
 def consume(records: int, repeat: int) -> dict[str, Any]:
     from aiokafka_lite import accel
     from aiokafka_lite.protocol.records import iter_batches
@@ -193,7 +181,7 @@ def consume(records: int, repeat: int) -> dict[str, Any]:
             decoded = [batch.records() for batch in batches[name]]
             t1 = time.process_time()
             for recs in decoded:
-                _read(recs)
+                read_records(recs)
             t2 = time.process_time()
             del decoded
             t3 = time.process_time()
