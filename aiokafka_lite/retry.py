@@ -59,6 +59,14 @@ class Deadline:
         self.what = what
         self.end = time.monotonic() + timeout_ms / 1000
 
+    @classmethod
+    def until(cls, end: float, what: str) -> Deadline:
+        """A deadline at ``end``, a `time.monotonic` time a caller set before: its
+        timeout is what is left of it now."""
+        deadline = cls(max(int((end - time.monotonic()) * 1000), 0), what)
+        deadline.end = end
+        return deadline
+
     def remaining(self) -> float:
         """Seconds left (negative once passed)."""
         return self.end - time.monotonic()

@@ -18,7 +18,8 @@ and types the answers (for ``parse``, ``retry_on``, the caller) as the response'
 request that could not be delivered (a retriable connection or timeout error) is
 retried too. Retries wait `retry_delay` (the client's ``retry_backoff_ms`` through
 `retry.backoff_delay`) and stop when the `Deadline` leaves no time for the next one.
-Used by the admin client and by the consumer's fetcher and group coordinator.
+Used by the admin client, the consumer's fetcher and group coordinator, and the
+producer's transaction manager.
 """
 
 from __future__ import annotations
@@ -107,16 +108,19 @@ async def request(
     api_key: Api[RequestT, ResponseT],
     body: RequestT,
     deadline: Deadline,
+    *,
+    version: int | None = None,
 ) -> ResponseT:
     """One request to ``node_id``, waiting for its answer until ``deadline`` at most.
 
     The connection keeps its own request timeout: a caller running out of time does
-    not close a connection others share. A broker without the API raises
+    not close a connection others share. ``version`` caps the API version (the
+    highest both sides speak by default). A broker without the API raises
     `UnsupportedVersionError` naming it and what needed it.
     """
     deadline.check()
     try:
-        return await client.send_before(node_id, api_key, body, deadline.end)
+        return await client.send_before(node_id, api_key, body, deadline.end, version=version)
     except errors.UnsupportedVersionError as exc:
         raise errors.UnsupportedVersionError(
             f"the broker does not support the {api_name(api_key)} API "
@@ -334,6 +338,7 @@ async def send_to_coordinator(
     find: Callable[[Deadline], Awaitable[int]],
     retry_on: Callable[[ResponseT], errors.KafkaError | None],
     lost: Callable[[str], None] | None = None,
+    version: int | None = None,
 ) -> tuple[int, ResponseT]:
     """Send to a coordinator until it gives an answer to keep; returns (node, answer).
 
@@ -343,7 +348,8 @@ async def send_to_coordinator(
     coordinator moved or is loading, ...), or None to keep the answer. A request that
     could not be delivered is retried too, after ``lost`` is told why (so a cached
     coordinator is looked up again). When the deadline leaves no time for another
-    backoff, its `KafkaTimeoutError` is raised, naming the last error.
+    backoff, its `KafkaTimeoutError` is raised, naming the last error. ``retry_on`` may
+    raise instead, for an answer that ends the call. ``version`` caps the API version.
     """
     last: errors.KafkaError | None = None
     while True:
@@ -354,7 +360,7 @@ async def send_to_coordinator(
         except errors.KafkaTimeoutError as exc:
             deadline.raise_cut_short(exc, last)
         try:
-            response = await request(client, node, api_key, payload, deadline)
+            response = await request(client, node, api_key, payload, deadline, version=version)
         except errors.KafkaError as exc:
             if not exc.retriable:
                 raise

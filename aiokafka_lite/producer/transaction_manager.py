@@ -36,8 +36,10 @@ from aiokafka_lite.protocol.bodies import (
     InitProducerIdRequest,
     TxnOffsetCommitRequest,
     TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitResponse,
 )
-from aiokafka_lite.retry import retried_error
+from aiokafka_lite.retry import Deadline
+from aiokafka_lite.routing import send_to_coordinator
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -409,32 +411,35 @@ class TransactionManager:
         Returns the response; error codes in it are for the caller to interpret, except
         the top-level ``error_code`` which is handled here.
         """
-        retried: errors.KafkaError | None = None
-        while True:
-            try:
-                node = await self._coordinator(deadline)
-                response = await self.client.send(
-                    node, api_key, body, version=version, timeout_ms=self._timeout_ms(deadline)
-                )
-                code = response.get("error_code", 0)
-                if code:
-                    raise errors.error_for_code(code, what)
-                return response
-            except errors.KafkaError as exc:
-                exc = _fenced(exc)
-                if isinstance(exc, _COORDINATOR_MOVED):
-                    self.coordinator = None
-                elif isinstance(exc, errors.KafkaConnectionError):
-                    self.coordinator = None
-                elif not (isinstance(exc, _RETRY_LATER) or exc.retriable):
-                    raise exc from None
-                retried = retried_error(retried, exc)
-                if time.monotonic() + self.retry_backoff >= deadline:
-                    raise errors.KafkaTimeoutError(
-                        f"{what} did not complete in time: {retried}"
-                    ) from exc
-                log.debug("%s failed (%s); retrying", what, exc)
-                await asyncio.sleep(self.retry_backoff)
+
+        def check(response: ResponseT) -> errors.KafkaError | None:
+            code = response.get("error_code", 0)
+            return self._worth_retrying(errors.error_for_code(code, what)) if code else None
+
+        def forget(reason: str) -> None:
+            self.coordinator = None
+
+        _, response = await send_to_coordinator(
+            self.client,
+            api_key,
+            body,
+            Deadline.until(deadline, what),
+            find=lambda d: self._coordinator(d.end),
+            retry_on=check,
+            lost=forget,
+            version=version,
+        )
+        return response
+
+    def _worth_retrying(self, error: errors.KafkaError) -> errors.KafkaError:
+        """``error`` (an epoch error as fenced) if it is worth asking again for, once the
+        transaction coordinator is looked up again where it moved; else raises it."""
+        error = _fenced(error)
+        if isinstance(error, _COORDINATOR_MOVED):
+            self.coordinator = None
+        elif not (isinstance(error, _RETRY_LATER) or error.retriable):
+            raise error
+        return error
 
     async def add_pending_partitions(self, deadline: float) -> None:
         """AddPartitionsToTxn for partitions whose first batch is waiting (sender only)."""
@@ -557,43 +562,52 @@ class TransactionManager:
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
         }
         group_coordinator: int | None = None
-        retried: errors.KafkaError | None = None
-        while True:
-            try:
-                if group_coordinator is None:
-                    group_coordinator = await self.client.find_coordinator(
-                        group_id, COORDINATOR_GROUP, timeout_ms=self._timeout_ms(deadline)
-                    )
-                response = await self.client.send(
-                    group_coordinator,
-                    bodies.TXN_OFFSET_COMMIT,
-                    body,
-                    timeout_ms=self._timeout_ms(deadline),
+
+        async def find_group_coordinator(d: Deadline) -> int:
+            nonlocal group_coordinator
+            if group_coordinator is None:
+                group_coordinator = await self.client.find_coordinator(
+                    group_id, COORDINATOR_GROUP, timeout_ms=d.remaining_ms()
                 )
-                first: errors.KafkaError | None = None
-                for topic in response["topics"]:
-                    for part in topic["partitions"]:
-                        if part["error_code"] and first is None:
-                            first = errors.error_for_code(
+            return group_coordinator
+
+        def forget_group_coordinator(reason: str) -> None:
+            nonlocal group_coordinator
+            group_coordinator = None
+
+        def check(response: TxnOffsetCommitResponse) -> errors.KafkaError | None:
+            for topic in response["topics"]:
+                for part in topic["partitions"]:
+                    if part["error_code"]:
+                        error = _fenced(
+                            errors.error_for_code(
                                 part["error_code"],
                                 f"TxnOffsetCommit {topic['name']}-{part['partition_index']}",
                             )
-                if first is not None:
-                    raise first
-                return
-            except errors.KafkaError as exc:
-                exc = _fenced(exc)
-                if isinstance(exc, (*_COORDINATOR_MOVED, errors.KafkaConnectionError)):
-                    group_coordinator = None
-                elif not (isinstance(exc, _RETRY_LATER) or exc.retriable):
-                    self.set_abortable(exc)
-                    raise exc from None
-                retried = retried_error(retried, exc)
-                if time.monotonic() + self.retry_backoff >= deadline:
-                    raise errors.KafkaTimeoutError(
-                        f"TxnOffsetCommit did not complete in time: {retried}"
-                    ) from exc
-                await asyncio.sleep(self.retry_backoff)
+                        )
+                        if isinstance(error, _COORDINATOR_MOVED):
+                            forget_group_coordinator(str(error))
+                        elif not (isinstance(error, _RETRY_LATER) or error.retriable):
+                            raise error
+                        return error
+            return None
+
+        try:
+            await send_to_coordinator(
+                self.client,
+                bodies.TXN_OFFSET_COMMIT,
+                body,
+                Deadline.until(deadline, "TxnOffsetCommit"),
+                find=find_group_coordinator,
+                retry_on=check,
+                lost=forget_group_coordinator,
+            )
+        except errors.KafkaTimeoutError:
+            raise
+        except errors.KafkaError as exc:
+            exc = _fenced(exc)
+            self.set_abortable(exc)
+            raise exc from None
 
     def start_commit(self) -> None:
         self._raise_if_fatal()

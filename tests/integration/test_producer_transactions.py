@@ -194,8 +194,8 @@ async def test_second_producer_fences_the_first(
             "answering PRODUCER_FENCED/INVALID_PRODUCER_EPOCH (the client retries until it "
             "times out, naming the dropped connection that started the retries)",
             raises=errors.KafkaTimeoutError,
-            match=r"^EndTxn did not complete in time: "
-            r"connection to \S+ closed: connection closed by the broker$",
+            match=r"^EndTxn did not complete within \d+ ms \(last error: "
+            r"connection to \S+ closed: connection closed by the broker\)$",
         ):
             with pytest.raises(errors.ProducerFencedError):
                 await first.commit_transaction()

@@ -51,15 +51,24 @@ class FakeClient:
         self.cluster = FakeCluster(leaders)
         self.answer = answer
         self.requests: list[tuple[int, int, dict[str, Any]]] = []
+        #: The version cap each request was sent with (None: the highest both speak).
+        self.versions: list[int | None] = []
         self.tracked: set[str] = set()
         self.refreshes = 0
         #: Run on each metadata refresh (a leader election, say).
         self.on_refresh: Callable[[], None] = lambda: None
 
     async def send_before(
-        self, node_id: int, api_key: int, body: Mapping[str, Any], deadline: float
+        self,
+        node_id: int,
+        api_key: int,
+        body: Mapping[str, Any],
+        deadline: float,
+        *,
+        version: int | None = None,
     ) -> dict[str, Any]:
         self.requests.append((node_id, api_key, dict(body)))
+        self.versions.append(version)
         try:
             return await asyncio.wait_for(
                 self.answer(node_id, dict(body), len(self.requests)), deadline - time.monotonic()
@@ -357,6 +366,51 @@ async def test_an_answer_with_another_error_is_kept() -> None:
     _node, response = await to_coordinator(fake, Coordinator())
     assert response["error_code"] == errors.GroupAuthorizationFailedError.errno
     assert len(fake.requests) == 1
+
+
+async def test_a_coordinator_request_keeps_its_version_cap_on_every_attempt() -> None:
+    async def answer(node: int, body: dict[str, Any], n: int) -> dict[str, Any]:
+        return {"error_code": errors.NotCoordinatorError.errno if n == 1 else 0}
+
+    fake = FakeClient({}, answer)
+    await send_to_coordinator(
+        as_client(fake),
+        ApiKey.END_TXN,
+        {},
+        Deadline(5000, "EndTxn"),
+        find=Coordinator().find,
+        retry_on=group_code,
+        version=4,
+    )
+    assert fake.versions == [4, 4]
+
+
+async def test_a_retry_on_that_raises_ends_the_call_with_its_error() -> None:
+    async def answer(node: int, body: dict[str, Any], n: int) -> dict[str, Any]:
+        return {"error_code": errors.ProducerFencedError.errno}
+
+    def fatal(response: Mapping[str, Any]) -> errors.KafkaError | None:
+        raise errors.error_for_code(response["error_code"], "EndTxn")
+
+    fake = FakeClient({}, answer)
+    with pytest.raises(errors.ProducerFencedError):
+        await send_to_coordinator(
+            as_client(fake),
+            ApiKey.END_TXN,
+            {},
+            Deadline(5000, "EndTxn"),
+            find=Coordinator().find,
+            retry_on=fatal,
+        )
+    assert len(fake.requests) == 1
+
+
+async def test_a_deadline_until_a_time_set_before_keeps_that_end() -> None:
+    end = time.monotonic() + 2.0
+    await asyncio.sleep(0.05)
+    deadline = Deadline.until(end, "EndTxn")
+    assert deadline.end == end
+    assert 1800 <= deadline.timeout_ms < 2000  # what was left of it when it was made
 
 
 async def test_an_undelivered_request_tells_lost_and_is_retried() -> None:
