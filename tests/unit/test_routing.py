@@ -331,6 +331,8 @@ async def to_coordinator(
     coordinator: Coordinator,
     timeout_ms: int = 2000,
     body: Any = None,
+    retry_on: Callable[[dict[str, Any]], errors.KafkaError | None] = group_code,
+    version: int | None = None,
 ) -> tuple[int, dict[str, Any]]:
     return await send_to_coordinator(
         as_client(fake),
@@ -338,8 +340,9 @@ async def to_coordinator(
         {"group_id": "g"} if body is None else body,
         Deadline(timeout_ms, "the commit"),
         find=coordinator.find,
-        retry_on=group_code,
+        retry_on=retry_on,
         lost=coordinator.lost.append,
+        version=version,
     )
 
 
@@ -373,15 +376,7 @@ async def test_a_coordinator_request_keeps_its_version_cap_on_every_attempt() ->
         return {"error_code": errors.NotCoordinatorError.errno if n == 1 else 0}
 
     fake = FakeClient({}, answer)
-    await send_to_coordinator(
-        as_client(fake),
-        ApiKey.END_TXN,
-        {},
-        Deadline(5000, "EndTxn"),
-        find=Coordinator().find,
-        retry_on=group_code,
-        version=4,
-    )
+    await to_coordinator(fake, Coordinator(), version=4)
     assert fake.versions == [4, 4]
 
 
@@ -389,19 +384,12 @@ async def test_a_retry_on_that_raises_ends_the_call_with_its_error() -> None:
     async def answer(node: int, body: dict[str, Any], n: int) -> dict[str, Any]:
         return {"error_code": errors.ProducerFencedError.errno}
 
-    def fatal(response: Mapping[str, Any]) -> errors.KafkaError | None:
+    def fatal(response: dict[str, Any]) -> errors.KafkaError | None:
         raise errors.error_for_code(response["error_code"], "EndTxn")
 
     fake = FakeClient({}, answer)
     with pytest.raises(errors.ProducerFencedError):
-        await send_to_coordinator(
-            as_client(fake),
-            ApiKey.END_TXN,
-            {},
-            Deadline(5000, "EndTxn"),
-            find=Coordinator().find,
-            retry_on=fatal,
-        )
+        await to_coordinator(fake, Coordinator(), retry_on=fatal)
     assert len(fake.requests) == 1
 
 
