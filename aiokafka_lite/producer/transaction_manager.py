@@ -95,6 +95,19 @@ def _fenced(exc: errors.KafkaError) -> errors.KafkaError:
     return exc
 
 
+def _worth_retrying(
+    error: errors.KafkaError, forget_coordinator: Callable[[str], None]
+) -> errors.KafkaError:
+    """A coordinator's answer ``error`` (an epoch error as fenced) if it is worth asking
+    again for, after ``forget_coordinator`` where the coordinator moved; else raises it."""
+    error = _fenced(error)
+    if isinstance(error, _COORDINATOR_MOVED):
+        forget_coordinator(str(error))
+    elif not (isinstance(error, _RETRY_LATER) or error.retriable):
+        raise error
+    return error
+
+
 class TransactionManager:
     """Idempotence state for every idempotent producer, plus transactions when configured."""
 
@@ -414,10 +427,9 @@ class TransactionManager:
 
         def check(response: ResponseT) -> errors.KafkaError | None:
             code = response.get("error_code", 0)
-            return self._worth_retrying(errors.error_for_code(code, what)) if code else None
-
-        def forget(reason: str) -> None:
-            self.coordinator = None
+            if not code:
+                return None
+            return _worth_retrying(errors.error_for_code(code, what), self._forget_coordinator)
 
         _, response = await send_to_coordinator(
             self.client,
@@ -426,20 +438,13 @@ class TransactionManager:
             Deadline.until(deadline, what),
             find=lambda d: self._coordinator(d.end),
             retry_on=check,
-            lost=forget,
+            lost=self._forget_coordinator,
             version=version,
         )
         return response
 
-    def _worth_retrying(self, error: errors.KafkaError) -> errors.KafkaError:
-        """``error`` (an epoch error as fenced) if it is worth asking again for, once the
-        transaction coordinator is looked up again where it moved; else raises it."""
-        error = _fenced(error)
-        if isinstance(error, _COORDINATOR_MOVED):
-            self.coordinator = None
-        elif not (isinstance(error, _RETRY_LATER) or error.retriable):
-            raise error
-        return error
+    def _forget_coordinator(self, reason: str) -> None:
+        self.coordinator = None
 
     async def add_pending_partitions(self, deadline: float) -> None:
         """AddPartitionsToTxn for partitions whose first batch is waiting (sender only)."""
@@ -579,17 +584,11 @@ class TransactionManager:
             for topic in response["topics"]:
                 for part in topic["partitions"]:
                     if part["error_code"]:
-                        error = _fenced(
-                            errors.error_for_code(
-                                part["error_code"],
-                                f"TxnOffsetCommit {topic['name']}-{part['partition_index']}",
-                            )
+                        error = errors.error_for_code(
+                            part["error_code"],
+                            f"TxnOffsetCommit {topic['name']}-{part['partition_index']}",
                         )
-                        if isinstance(error, _COORDINATOR_MOVED):
-                            forget_group_coordinator(str(error))
-                        elif not (isinstance(error, _RETRY_LATER) or error.retriable):
-                            raise error
-                        return error
+                        return _worth_retrying(error, forget_group_coordinator)
             return None
 
         try:
@@ -605,9 +604,8 @@ class TransactionManager:
         except errors.KafkaTimeoutError:
             raise
         except errors.KafkaError as exc:
-            exc = _fenced(exc)
             self.set_abortable(exc)
-            raise exc from None
+            raise
 
     def start_commit(self) -> None:
         self._raise_if_fatal()
