@@ -543,6 +543,45 @@ async def test_add_partitions_to_txn_follows_the_coordinator(
     assert got == {0: [b"0", b"2"], 1: [b"1"]}
 
 
+async def test_send_offsets_to_transaction_follows_the_group_coordinator(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """The group's coordinator moves before each send_offsets_to_transaction(), and
+    again while the new one is still loading: the TxnOffsetCommit answers are
+    COORDINATOR_LOAD_IN_PROGRESS, then NOT_COORDINATOR per partition; the producer finds
+    the coordinator again, commits the offsets there, and the transactions commit them
+    with their records."""
+    create_topic(topic_name, 2)
+    txn_id, group = f"txn-{topic_name}", f"g-{topic_name}"
+    # The new coordinator answers COORDINATOR_LOAD_IN_PROGRESS for 0.3 s after a move;
+    # the second move, 0.1 s into the call, lands while the producer is still retrying.
+    async with simulated(bootstrap_servers, load_seconds=0.3) as cluster:
+
+        def move() -> None:
+            cluster.move_coordinator("group", group, cluster.coordinator("group", group) % 3 + 1)
+
+        async with Producer(
+            bootstrap_servers=cluster.bootstrap_servers, transactional_id=txn_id, **FAST
+        ) as producer:
+            for i in range(3):
+                await producer.begin_transaction()
+                await producer.send(topic_name, b"%d" % i, partition=0)
+                move()
+                asyncio.get_running_loop().call_later(0.1, move)
+                await producer.send_offsets_to_transaction(
+                    {TopicPartition(topic_name, 1): 10 * (i + 1)}, group, timeout=10
+                )
+                await producer.commit_transaction(timeout=10)
+        stats = cluster.stats
+        assert stats.errors["NOT_COORDINATOR"] >= 3, stats
+        assert stats.errors["COORDINATOR_LOAD_IN_PROGRESS"] >= 3, stats
+    async with AdminClient(bootstrap_servers=bootstrap_servers) as admin:
+        offsets = await admin.list_consumer_group_offsets(group)
+    assert {tp: oam.offset for tp, oam in offsets.items()} == {TopicPartition(topic_name, 1): 30}
+    got = await read_all(bootstrap_servers, topic_name, 2, 3, isolation_level="read_committed")
+    assert got[0] == [b"0", b"1", b"2"]
+
+
 def test_another_client_through_the_fixture(
     simulated_cluster: SimulatedCluster, topic_name: str, create_topic: Callable[..., str]
 ) -> None:
