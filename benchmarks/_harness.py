@@ -423,7 +423,10 @@ def rotated(names: Sequence[str], round_: int) -> list[str]:
 
 
 def spread(values: Sequence[float]) -> dict[str, Any]:
-    """Median, lowest, highest and the range relative to the median, of ``values``."""
+    """Median, lowest, highest and the range relative to the median, of ``values``
+    (all None when there are none: every run failed)."""
+    if not values:
+        return {"median": None, "min": None, "max": None, "spread_pct": None, "runs": []}
     med = statistics.median(values)
     return {
         "median": med,

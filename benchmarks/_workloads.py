@@ -6,6 +6,8 @@ each client is handed identical data and a run can be repeated.
 
 * ``uniform``: 100 identical bytes (one shared ``bytes`` object), no key, no headers,
   one partition, sent to partition 0 explicitly (the earlier benchmarks' shape).
+  ``uniform/<size>`` is the same with ``size`` bytes: a control with as many bytes a
+  record as another workload, without its keys, headers, varied values and partitions.
 * ``service``: what a service emits. Key ``user-<n>`` (n drawn uniformly from 100,000
   users, so keys repeat a few times in a run of 300,000, as active users do); a JSON
   value of 60-700 bytes (sizes uniform in that range, drawn from a pool of 4,096
@@ -61,6 +63,9 @@ def workload(name: str) -> Workload:
     """The workload called ``name`` (``many-partitions/<count>`` for that family)."""
     if name == "uniform":
         return Workload(name, 1, False, False, True, "100 identical bytes, no key/headers")
+    family, _, count = name.partition("/")
+    if family == "uniform" and count.isdigit():
+        return Workload(name, 1, False, False, True, f"{count} identical bytes, no key/headers")
     if name == "service":
         return Workload(
             name, 8, True, True, False, "key user-<n>, JSON 60-700 B, 2 headers, 8 partitions"
@@ -69,7 +74,6 @@ def workload(name: str) -> Workload:
         return Workload(
             name, 8, True, True, False, "key user-<n>, 10-100 KiB values, 2 headers, 8 partitions"
         )
-    family, _, count = name.partition("/")
     if family == "many-partitions" and count.isdigit():
         return Workload(
             name, int(count), True, True, False, f"service records over {count} partitions"
@@ -139,8 +143,9 @@ def _pool(kind: str) -> list[bytes]:
 def iter_records(name: str, n: int) -> Iterator[Record]:
     """The first ``n`` records of workload ``name``, generated as they are iterated."""
     wl = workload(name)
-    if wl.name == "uniform":
-        value = b"x" * 100
+    if wl.name.startswith("uniform"):
+        _, _, size = wl.name.partition("/")
+        value = b"x" * int(size or 100)
         for _ in range(n):
             yield (None, value, None)
         return

@@ -20,6 +20,12 @@ else, one partition), both ways. bench_workloads.py measures the ratio (2.4-2.9x
   bench_workloads.py's CPU per record includes), then freed. Each step is timed apart
   by process CPU time; the best of the rounds (offline work: the least disturbed).
 
+A third workload is a control: ``uniform/448``, uniform records of 448 identical bytes,
+which encode to as many bytes a record as ``service``'s (~458 in a batch, against ~110
+for ``uniform``'s 100). It splits the ratio in two: control / uniform is what the bytes
+cost (4x more to copy, checksum and write), service / control what the shape costs (a
+key and its partition, two headers, values that vary, 8 partitions instead of one).
+
 Run: ``python benchmarks/bench_record_cost.py [--repeat 3] [--bootstrap HOST:PORT]``.
 Writes ``benchmarks/results/record-cost.json`` (``--quick``: results/quick/).
 """
@@ -43,12 +49,16 @@ import _produce
 import _workloads as w
 from _consume import read_records
 
-WORKLOADS = ("uniform", "service")
+#: The control: as many bytes a record as ``service`` (see above), none of its shape.
+CONTROL = "uniform/448"
+WORKLOADS = ("uniform", CONTROL, "service")
 BATCH_SIZES = (4096, 16384, 65536, 1048576)
 RECORDS = 300_000
 QUICK_RECORDS = 30_000
 CONSUME_RECORDS = 200_000
 CONSUME_BATCH = 16384
+#: Decoded, read and freed together: a fetch's worth (max_partition_fetch_bytes' default).
+FETCH_BYTES = 1 << 20
 
 
 # --- produce: one run in a fresh process ------------------------------------------------
@@ -107,7 +117,7 @@ def produce(bootstrap: str, records: int, repeat: int) -> dict[str, Any]:
     runs: dict[str, list[dict[str, Any]]] = {f"{wl} {size}": [] for wl, size in cases}
     for round_ in range(repeat):
         for wl, size in h.rotated(cases, round_):
-            topic = f"cost-{wl}-{size}-{uuid.uuid4().hex[:8]}"
+            topic = f"cost-{wl.replace('/', '-')}-{size}-{uuid.uuid4().hex[:8]}"
             h.create_topic(bootstrap, topic, w.workload(wl).partitions)
             spec = {
                 "workload": wl,
@@ -123,7 +133,7 @@ def produce(bootstrap: str, records: int, repeat: int) -> dict[str, Any]:
                 or f"{result['cpu_us_per_record']:.2f} us CPU/rec, "
                 f"{result['records_per_batch']:.0f} rec/batch"
             )
-            print(f"  [{round_ + 1}] {wl:8} {size:>8} B batches: {shown}", flush=True)
+            print(f"  [{round_ + 1}] {wl:11} {size:>8} B batches: {shown}", flush=True)
     out: dict[str, Any] = {"cases": {}, "model": {}}
     for wl, size in cases:
         good = [r for r in runs[f"{wl} {size}"] if "error" not in r]
@@ -174,18 +184,29 @@ def consume(records: int, repeat: int) -> dict[str, Any]:
     best: dict[str, dict[str, float]] = {
         name: {"decode": 1e9, "read": 1e9, "free": 1e9} for name in WORKLOADS
     }
+    clock = time.process_time
     for round_ in range(max(repeat, 3)):
         for name in h.rotated(list(WORKLOADS), round_):
+            per_fetch = max(1, FETCH_BYTES * len(blobs[name]) // sum(map(len, blobs[name])))
+            todo = batches[name]
             gc.collect()
-            t0 = time.process_time()
-            decoded = [batch.records() for batch in batches[name]]
-            t1 = time.process_time()
-            for recs in decoded:
-                read_records(recs)
-            t2 = time.process_time()
-            del decoded
-            t3 = time.process_time()
-            for step, seconds in (("decode", t1 - t0), ("read", t2 - t1), ("free", t3 - t2)):
+            spent = {"decode": 0.0, "read": 0.0, "free": 0.0}
+            # A fetch's worth at a time, decoded, read, then let go before the next one
+            # (as the consumer does): the memory each step touches is the memory the
+            # one before let go, as in a consumer that keeps up.
+            for start in range(0, len(todo), per_fetch):
+                t0 = clock()
+                decoded = [batch.records() for batch in todo[start : start + per_fetch]]
+                t1 = clock()
+                for recs in decoded:
+                    read_records(recs)
+                t2 = clock()
+                del decoded
+                t3 = clock()
+                spent["decode"] += t1 - t0
+                spent["read"] += t2 - t1
+                spent["free"] += t3 - t2
+            for step, seconds in spent.items():
                 best[name][step] = min(best[name][step], seconds / records * 1e6)
     for name in WORKLOADS:
         blob_bytes = sum(map(len, blobs[name]))
@@ -204,15 +225,24 @@ def consume(records: int, repeat: int) -> dict[str, Any]:
 # --- the run -----------------------------------------------------------------------------
 
 
-def _ratio(results: dict[str, Any], path: list[str]) -> float | None:
+def _ratio(results: dict[str, Any], path: list[str], top: str, bottom: str) -> float | None:
+    """``top`` / ``bottom`` of the value at ``path`` (the workload's name goes second)."""
     values = []
-    for name in WORKLOADS:
+    for name in (top, bottom):
         node: Any = results
         for key in [*path[:1], name, *path[1:]]:
             node = node.get(key) if isinstance(node, dict) else None
         values.append(node)
-    uniform, service = values
-    return None if not uniform or service is None else service / uniform
+    high, low = values
+    return None if not low or high is None else high / low
+
+
+#: The ratios reported: (label, top, bottom).
+RATIOS = (
+    ("service / uniform", "service", "uniform"),
+    ("bytes: control / uniform", CONTROL, "uniform"),
+    ("shape: service / control", "service", CONTROL),
+)
 
 
 def report(results: dict[str, Any]) -> str:
@@ -220,19 +250,21 @@ def report(results: dict[str, Any]) -> str:
     prod = results.get("produce")
     if prod:
         lines.append("produce: ours await send(), CPU us/record, median of the rounds")
-        lines.append("| batch size | " + " | ".join(WORKLOADS) + " | service / uniform |")
-        lines.append("|---|---|---|---|")
+        labels = [label for label, _, _ in RATIOS]
+        lines.append("| batch size | " + " | ".join([*WORKLOADS, *labels]) + " |")
+        lines.append("|---" * (1 + len(WORKLOADS) + len(labels)) + "|")
         for size in BATCH_SIZES:
             cells = []
+            cpu_of: dict[str, float | None] = {}
             for wl in WORKLOADS:
                 case = prod["cases"][f"{wl} {size}"]
-                cpu = case["cpu_us_per_record"].get("median")
+                cpu = cpu_of[wl] = case["cpu_us_per_record"].get("median")
                 rpb = case["records_per_batch"].get("median")
                 cells.append(f"{cpu:.2f} ({rpb:.0f} rec/batch)" if cpu else "-")
-            u = prod["cases"][f"uniform {size}"]["cpu_us_per_record"].get("median")
-            s = prod["cases"][f"service {size}"]["cpu_us_per_record"].get("median")
-            ratio = f"{s / u:.2f}x" if u and s else "-"
-            lines.append(f"| {size:,} | " + " | ".join(cells) + f" | {ratio} |")
+            for _, top, bottom in RATIOS:
+                high, low = cpu_of[top], cpu_of[bottom]
+                cells.append(f"{high / low:.2f}x" if high and low else "-")
+            lines.append(f"| {size:,} | " + " | ".join(cells) + " |")
         for wl, m in prod["model"].items():
             lines.append(
                 f"{wl}: {m['per_record_us']:.2f} us a record + {m['per_batch_us']:.1f} us a "
@@ -247,21 +279,26 @@ def report(results: dict[str, Any]) -> str:
             "best of the rounds"
         )
         lines.append(
-            "| workload | decode | free | client (decode + free) | read loop (application) |"
+            "| workload | batch bytes/record | decode | free | client (decode + free) "
+            "| read loop (application) |"
         )
-        lines.append("|---|---|---|---|---|")
+        lines.append("|---|---|---|---|---|---|")
         for name in WORKLOADS:
             c = cons["cases"][name]
             lines.append(
-                f"| {name} | {c['decode_us_per_record']:.3f} | {c['free_us_per_record']:.3f} | "
-                f"{c['client_us_per_record']:.3f} | {c['read_loop_us_per_record']:.3f} |"
+                f"| {name} | {c['batch_bytes_per_record']:.0f} "
+                f"| {c['decode_us_per_record']:.3f} | {c['free_us_per_record']:.3f} "
+                f"| {c['client_us_per_record']:.3f} | {c['read_loop_us_per_record']:.3f} |"
             )
         for label, key in (
             ("client", "client_us_per_record"),
             ("read loop", "read_loop_us_per_record"),
         ):
-            ratio = _ratio(cons, ["cases", key])
-            lines.append(f"service / uniform, {label}: {ratio:.2f}x" if ratio else "")
+            shown = []
+            for name, top, bottom in RATIOS:
+                ratio = _ratio(cons, ["cases", key], top, bottom)
+                shown.append(f"{name} {ratio:.2f}x" if ratio else f"{name} -")
+            lines.append(f"{label}: " + ", ".join(shown))
     return "\n".join(lines)
 
 
