@@ -21,7 +21,7 @@ SYSTEM_TOOLS := kcat socat tmux openssl
 
 .DEFAULT_GOAL := help
 
-.PHONY: help install system-tools test test-noida test-spark-cluster lint broker bench bench-quick bench-micro demo compat chaos fuzz soak many-clients clean distclean
+.PHONY: help install system-tools test test-noida test-spark-cluster lint broker bench bench-quick bench-micro results demo compat chaos fuzz soak many-clients clean distclean
 
 help:
 	@echo "make install     create $(VENV) and install aiokafka_lite with its dev extras (+ kcat, socat, tmux, openssl, java)"
@@ -34,6 +34,7 @@ help:
 	@echo "                 group (~1.5 h on 2 cores; benchmarks/README.md)"
 	@echo "make bench-quick the same as a smoke run (~7 min; results in benchmarks/results/quick/)"
 	@echo "make bench-micro the older single-shape benchmarks (bench_produce, bench_consume, bench_records)"
+	@echo "make results     every result kept in benchmarks/results/, regenerated in turn (~80 min): after a hot-path change"
 	@echo "make demo        the Spark streaming pipeline demo on an embedded broker"
 	@echo "make chaos       the eleven chaos scenarios at full size; prints the table (~12 min)"
 	@echo "make fuzz        fuzz the decoders for FUZZ_SECONDS (300) per target (~10 min on 2 cores)"
@@ -130,6 +131,36 @@ bench-quick: $(STAMP)
 
 bench-micro: $(STAMP)
 	$(call run_benches,$(MICRO_SCRIPTS),$(BENCH_ARGS))
+
+# Every result benchmarks/README.md keeps as the reference, regenerated one after the
+# other on this tree with the options it names (~80 min on 2 cores; run nothing else
+# meanwhile): what a change to a hot path owes before it lands. Every run goes on when
+# one fails; the exit status says whether any did. Soak and many-clients are apart
+# (make soak, make many-clients: 1 h more).
+RESULT_RUNS := \
+	"benchmarks/bench_workloads.py --repeat 3" \
+	"benchmarks/bench_fetch_ceiling.py --repeat 3" \
+	"benchmarks/bench_memory.py --repeat 3" \
+	"benchmarks/bench_latency.py --repeat 3" \
+	"benchmarks/bench_group.py --repeat 3" \
+	"benchmarks/bench_workloads.py --workloads uniform,service --codecs none --batch-sizes 4096,16384,65536,1048576 --directions produce --repeat 3 --out benchmarks/results/batch-size-sweep" \
+	"-m tests.chaos.run" \
+	"benchmarks/bench_future_type.py" \
+	"benchmarks/bench_spark_write.py" \
+	"benchmarks/bench_spark_write.py --cluster" \
+	"benchmarks/bench_spark_read.py" \
+	"benchmarks/bench_spark_read.py --cluster" \
+	"benchmarks/bench_spark_stream.py" \
+	"benchmarks/bench_spark_stream.py --cluster" \
+	"benchmarks/bench_record_cost.py --repeat 5"
+
+results: $(STAMP)
+	@failed=""; \
+	for run in $(RESULT_RUNS); do \
+		echo "== $$(date -u +%H:%M:%S) python $$run"; \
+		$(PY) $$run || failed="$$failed; $$run"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "failed:$$failed" >&2; exit 1; fi
 
 # The data pipeline demo, examples/spark_pipeline.py (docs/spark.md): embedded broker
 # (or $KAFKA_BOOTSTRAP_SERVERS), an async producer service, a Spark Structured Streaming
