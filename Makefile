@@ -34,7 +34,7 @@ help:
 	@echo "                 group (~1.5 h on 2 cores; benchmarks/README.md)"
 	@echo "make bench-quick the same as a smoke run (~7 min; results in benchmarks/results/quick/)"
 	@echo "make bench-micro the older single-shape benchmarks (bench_produce, bench_consume, bench_records)"
-	@echo "make results     every result kept in benchmarks/results/, regenerated in turn (~80 min): after a hot-path change"
+	@echo "make results     the reference results (benchmarks/README.md) regenerated in turn (~80 min): after a hot-path change"
 	@echo "make demo        the Spark streaming pipeline demo on an embedded broker"
 	@echo "make chaos       the eleven chaos scenarios at full size; prints the table (~12 min)"
 	@echo "make fuzz        fuzz the decoders for FUZZ_SECONDS (300) per target (~10 min on 2 cores)"
