@@ -903,8 +903,11 @@ class Consumer:
                 m.state is GroupState.REBALANCING
                 and (now - m.state_since) * 1000 > self._config.session_timeout_ms
             ):
+                # A coordinator silent for most of that time is named, with what it owes.
+                rebalancing = now - m.state_since
                 problems.append(
-                    f"rebalancing for {now - m.state_since:.1f}s (last error: {m.last_error})"
+                    f"rebalancing for {rebalancing:.1f}s"
+                    + coordinator.coordinator_hint(rebalancing)
                 )
             elif (
                 m.state is GroupState.STABLE

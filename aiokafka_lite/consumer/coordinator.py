@@ -360,7 +360,7 @@ class GroupCoordinator:
         m = self.membership
         return f" (last error: {m.last_error})" if m.last_error else ""
 
-    def _coordinator_hint(self, waited: float) -> str:
+    def coordinator_hint(self, waited: float) -> str:
         """Why a wait of ``waited`` seconds on the group timed out, when the coordinator
         is the likely reason: it is unreachable, lost, or silent the whole time."""
         m = self.membership
@@ -964,7 +964,7 @@ class GroupCoordinator:
             raise errors.KafkaTimeoutError(
                 f"commit for group {self.group_id} did not start within "
                 f"{deadline.timeout_ms} ms: an earlier commit is still running"
-                + self._coordinator_hint(deadline.timeout_ms / 1000)
+                + self.coordinator_hint(deadline.timeout_ms / 1000)
             ) from None
         try:
             yield
@@ -983,7 +983,7 @@ class GroupCoordinator:
         if not await self.wait_stable(max(deadline.remaining(), 0)):
             raise errors.KafkaTimeoutError(
                 f"commit for group {self.group_id}: the group did not finish rebalancing in time"
-                + self._coordinator_hint(time.monotonic() - started)
+                + self.coordinator_hint(time.monotonic() - started)
             )
         if self._subs.auto_assigned:
             assigned = self._subs.assigned_partitions()

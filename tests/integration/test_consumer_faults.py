@@ -1,15 +1,18 @@
 """Faults through a proxy in front of the broker: a connection cut mid-consumption and
-restored (the group recovers and the health view tells what happened), and a broker that
-stays down (``getone(timeout_ms=...)`` and ``stop()`` keep their bounds and say why).
+restored (the group recovers and the health view tells what happened), a broker that
+stays down (``getone(timeout_ms=...)`` and ``stop()`` keep their bounds and say why), and
+a coordinator that does not answer a JoinGroup (the errors and the health view name it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from aiokafka import AIOKafkaProducer
 
 from aiokafka_lite import errors
@@ -30,21 +33,21 @@ async def produce(bootstrap: str, topic: str, values: list[bytes], partitions: i
 
 
 def group_consumer(bootstrap: str, topic: str, **kwargs: Any) -> Consumer:
-    return Consumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        group_id=f"g-{topic}",
-        auto_offset_reset="earliest",
-        session_timeout_ms=10000,
-        heartbeat_interval_ms=300,
-        fetch_max_wait_ms=100,
-        request_timeout_ms=3000,
-        connect_timeout_ms=1000,
-        retry_backoff_ms=100,
-        reconnect_backoff_max_ms=300,
-        metadata_max_age_ms=5000,
-        **kwargs,
-    )
+    """A group member with short timeouts; ``kwargs`` add to or replace them."""
+    options: dict[str, Any] = {
+        "bootstrap_servers": bootstrap,
+        "group_id": f"g-{topic}",
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": 10000,
+        "heartbeat_interval_ms": 300,
+        "fetch_max_wait_ms": 100,
+        "request_timeout_ms": 3000,
+        "connect_timeout_ms": 1000,
+        "retry_backoff_ms": 100,
+        "reconnect_backoff_max_ms": 300,
+        "metadata_max_age_ms": 5000,
+    }
+    return Consumer(topic, **{**options, **kwargs})
 
 
 async def collect(
@@ -207,6 +210,38 @@ async def test_commit_while_the_coordinator_is_unreachable_names_it(
         assert "lost its coordinator" in message, message
         assert f"node {coordinator} (" in message and "is unreachable" in message, message
         assert "last connection error" in message and "refused" in message, message
+    finally:
+        proxy.reset()
+        await consumer.stop(timeout_ms=3000)
+
+
+async def test_wait_for_assignment_names_the_join_group_the_coordinator_leaves_unanswered(
+    proxied_broker: tuple[FaultProxy, str], topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """A JoinGroup the coordinator never answers (noida-db 0.2.3 does this now and then
+    to a member joining beside another, see tests/integration/test_docs_examples.py):
+    wait_for_assignment() ends at its timeout, and it and health() say which request the
+    coordinator has left unanswered and for how long, not only "rebalancing"."""
+    proxy, bootstrap = proxied_broker
+    create_topic(topic_name, 1, bootstrap=bootstrap)
+    proxy.set_hook(_swallow_join_group)
+    consumer = group_consumer(bootstrap, topic_name, session_timeout_ms=1000)
+    await consumer.start()
+    try:
+        started = time.monotonic()
+        with pytest.raises(errors.KafkaTimeoutError) as caught:
+            await consumer.wait_for_assignment(timeout_ms=2500)
+        assert time.monotonic() - started < 2.5 + 1.0
+        message = str(caught.value)
+        unanswered = (
+            r"rebalancing for \d+\.\ds: its coordinator node \d+ \(127\.0\.0\.1:\d+\) "
+            r"has not answered for \d+\.\d s \(in flight: JoinGroup\)"
+        )
+        assert message.startswith("no partitions assigned within 2500 ms ("), message
+        assert re.search(unanswered, message), message
+        assert any(re.fullmatch(unanswered, p) for p in consumer.health().problems), (
+            consumer.health().problems
+        )
     finally:
         proxy.reset()
         await consumer.stop(timeout_ms=3000)

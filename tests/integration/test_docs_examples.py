@@ -43,6 +43,21 @@ EXPECTED = {
 }
 
 
+#: The one failure the groups example is allowed on noida-db 0.2.3, and only that one.
+#: In about one run in five (4 of 21 on 2026-11-28; 4 of 10 on 2026-11-22), of the two
+#: members joining at once, noida-db answers the leader's second JoinGroup, whose member
+#: list holds both, and never the other's (its request with the member id it was given,
+#: sent 0.3 s before the leader's answer; seen on the wire): the other member waits,
+#: wait_for_assignment() ends at 30 s naming the unanswered JoinGroup, and its
+#: LeaveGroup goes unanswered too. Kafka answers every member's JoinGroup when the join
+#: completes; both deviations are noida-db's.
+NOIDA_UNANSWERED_JOIN = (
+    r"KafkaTimeoutError: no partitions assigned within 30000 ms \(rebalancing for [\d.]+s: "
+    r"its coordinator node \d+ \([^)]*\) has not answered for [\d.]+ s "
+    r"\(in flight: JoinGroup\)\)"
+)
+
+
 def test_the_guides_have_their_examples() -> None:
     assert set(EXAMPLES) == set(EXPECTED)
 
@@ -56,18 +71,6 @@ def test_example_runs(
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> None:
-    if name == "consumer:groups" and broker_kind == "noida":
-        # Not strict: it passes most runs. Measured 4 failures in 10 runs with the code
-        # of 2026-11-22 as with today's: the second member is still rebalancing after
-        # 30 s while the first owns partition 0. Open question: our cooperative
-        # rebalance or noida-db 0.2.3 (known to be slow to settle group rebalances).
-        request.applymarker(
-            pytest.mark.xfail(
-                reason="noida-db: the second member of the group sometimes never gets its "
-                "assignment within 30 s",
-                strict=False,
-            )
-        )
     script = tmp_path / f"{name.replace(':', '_')}.py"
     script.write_text(EXAMPLES[name])
     env = dict(os.environ, BOOTSTRAP=bootstrap_servers, TOPIC=topic_name)
@@ -81,5 +84,12 @@ def test_example_runs(
         env=env,
         cwd=root,
     )
+    if (
+        name == "consumer:groups"
+        and broker_kind == "noida"
+        and proc.returncode != 0
+        and re.search(NOIDA_UNANSWERED_JOIN, proc.stderr)
+    ):
+        pytest.xfail("noida-db 0.2.3 left the second member's JoinGroup unanswered (~1 run in 5)")
     assert proc.returncode == 0, f"{name} failed:\n{proc.stdout}\n{proc.stderr[-3000:]}"
     assert EXPECTED[name] in proc.stdout, proc.stdout
