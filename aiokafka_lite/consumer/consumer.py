@@ -898,7 +898,11 @@ class Consumer:
             if m.state is GroupState.FAILED:
                 problems.append(f"group failed: {m.fatal_error}")
             elif m.state is GroupState.NO_COORDINATOR:
-                problems.append(f"no group coordinator: {m.last_error}")
+                problems.append(
+                    f"no group coordinator: {m.last_error}"
+                    if m.last_error
+                    else "no group coordinator yet (looking for it)"
+                )
             elif (
                 m.state is GroupState.REBALANCING
                 and (now - m.state_since) * 1000 > self._config.session_timeout_ms

@@ -151,15 +151,31 @@ async def test_broker_down_getone_and_stop_keep_their_bounds(
             await consumer.stop(timeout_ms=1000)
 
 
-def _swallow_join_group(link_id: int, direction: str, data: bytes) -> bytes:
-    """Proxy hook: JoinGroup requests never reach the broker (a coordinator gone silent).
+def _swallow(api_key: int) -> Callable[[int, str, bytes], bytes]:
+    """Proxy hook: requests of ``api_key`` never reach the broker (a coordinator gone
+    silent for them); the other requests of a chunk go on.
 
-    Kafka requests start with a 4-byte size and a 2-byte API key (JoinGroup is 11); a
-    chunk holds whole small requests here (one client write each).
+    Kafka requests start with a 4-byte size and a 2-byte API key (JoinGroup is 11,
+    FindCoordinator 10); a chunk holds whole small requests here (one client write each,
+    several when the client wrote them together).
     """
-    if direction == "upstream" and len(data) >= 6 and int.from_bytes(data[4:6], "big") == 11:
-        return b""
-    return data
+
+    def hook(link_id: int, direction: str, data: bytes) -> bytes:
+        if direction != "upstream":
+            return data
+        kept = bytearray()
+        pos = 0
+        while pos + 6 <= len(data):
+            end = pos + 4 + int.from_bytes(data[pos : pos + 4], "big")
+            if int.from_bytes(data[pos + 4 : pos + 6], "big") != api_key:
+                kept += data[pos:end]
+            pos = end
+        return bytes(kept + data[pos:])
+
+    return hook
+
+
+_swallow_join_group = _swallow(11)
 
 
 async def _commit_error(consumer: Consumer, tp: TopicPartition, timeout_ms: int) -> str:
@@ -242,6 +258,26 @@ async def test_wait_for_assignment_names_the_join_group_the_coordinator_leaves_u
         assert any(re.fullmatch(unanswered, p) for p in consumer.health().problems), (
             consumer.health().problems
         )
+    finally:
+        proxy.reset()
+        await consumer.stop(timeout_ms=3000)
+
+
+async def test_health_while_the_coordinator_is_still_being_looked_for(
+    proxied_broker: tuple[FaultProxy, str], topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """Before FindCoordinator has been answered (or has failed), health() says the group
+    has no coordinator yet, not "no group coordinator: None"."""
+    proxy, bootstrap = proxied_broker
+    create_topic(topic_name, 1, bootstrap=bootstrap)
+    proxy.set_hook(_swallow(10))
+    consumer = group_consumer(bootstrap, topic_name)
+    await consumer.start()
+    try:
+        await asyncio.sleep(0.5)
+        health = consumer.health()
+        assert health.group_state is GroupState.NO_COORDINATOR, health
+        assert "no group coordinator yet (looking for it)" in health.problems, health.problems
     finally:
         proxy.reset()
         await consumer.stop(timeout_ms=3000)
