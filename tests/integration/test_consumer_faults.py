@@ -7,9 +7,10 @@ a coordinator that does not answer a JoinGroup (the errors and the health view n
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -178,6 +179,28 @@ def _swallow(api_key: int) -> Callable[[int, str, bytes], bytes]:
 _swallow_join_group = _swallow(11)
 
 
+@contextlib.asynccontextmanager
+async def member_behind_hook(
+    proxied_broker: tuple[FaultProxy, str],
+    topic: str,
+    create_topic: Callable[..., str],
+    hook: Callable[[int, str, bytes], bytes],
+    **options: Any,
+) -> AsyncIterator[Consumer]:
+    """A started group member of a new one-partition ``topic``, its requests through the
+    proxy with ``hook`` set; stopped (and the proxy reset) on the way out."""
+    proxy, bootstrap = proxied_broker
+    create_topic(topic, 1, bootstrap=bootstrap)
+    proxy.set_hook(hook)
+    consumer = group_consumer(bootstrap, topic, **options)
+    await consumer.start()
+    try:
+        yield consumer
+    finally:
+        proxy.reset()
+        await consumer.stop(timeout_ms=3000)
+
+
 async def _commit_error(consumer: Consumer, tp: TopicPartition, timeout_ms: int) -> str:
     started = time.monotonic()
     try:
@@ -195,13 +218,11 @@ async def test_commit_while_the_coordinator_is_unreachable_names_it(
 ) -> None:
     """A commit that waits for a rebalance the coordinator does not answer (outage during
     a join) says which coordinator and what is wrong with it, not just "rebalancing"."""
-    proxy, bootstrap = proxied_broker
-    create_topic(topic_name, 1, bootstrap=bootstrap)
+    proxy = proxied_broker[0]
     tp = TopicPartition(topic_name, 0)
-    proxy.set_hook(_swallow_join_group)
-    consumer = group_consumer(bootstrap, topic_name, enable_auto_commit=False)
-    await consumer.start()
-    try:
+    async with member_behind_hook(
+        proxied_broker, topic_name, create_topic, _swallow_join_group, enable_auto_commit=False
+    ) as consumer:
         deadline = time.monotonic() + 15
         while consumer.health().coordinator_id is None:
             assert time.monotonic() < deadline, consumer.health()
@@ -226,9 +247,6 @@ async def test_commit_while_the_coordinator_is_unreachable_names_it(
         assert "lost its coordinator" in message, message
         assert f"node {coordinator} (" in message and "is unreachable" in message, message
         assert "last connection error" in message and "refused" in message, message
-    finally:
-        proxy.reset()
-        await consumer.stop(timeout_ms=3000)
 
 
 async def test_wait_for_assignment_names_the_join_group_the_coordinator_leaves_unanswered(
@@ -238,12 +256,9 @@ async def test_wait_for_assignment_names_the_join_group_the_coordinator_leaves_u
     to a member joining beside another, see tests/integration/test_docs_examples.py):
     wait_for_assignment() ends at its timeout, and it and health() say which request the
     coordinator has left unanswered and for how long, not only "rebalancing"."""
-    proxy, bootstrap = proxied_broker
-    create_topic(topic_name, 1, bootstrap=bootstrap)
-    proxy.set_hook(_swallow_join_group)
-    consumer = group_consumer(bootstrap, topic_name, session_timeout_ms=1000)
-    await consumer.start()
-    try:
+    async with member_behind_hook(
+        proxied_broker, topic_name, create_topic, _swallow_join_group, session_timeout_ms=1000
+    ) as consumer:
         started = time.monotonic()
         with pytest.raises(errors.KafkaTimeoutError) as caught:
             await consumer.wait_for_assignment(timeout_ms=2500)
@@ -258,9 +273,6 @@ async def test_wait_for_assignment_names_the_join_group_the_coordinator_leaves_u
         assert any(re.fullmatch(unanswered, p) for p in consumer.health().problems), (
             consumer.health().problems
         )
-    finally:
-        proxy.reset()
-        await consumer.stop(timeout_ms=3000)
 
 
 async def test_health_while_the_coordinator_is_still_being_looked_for(
@@ -268,16 +280,10 @@ async def test_health_while_the_coordinator_is_still_being_looked_for(
 ) -> None:
     """Before FindCoordinator has been answered (or has failed), health() says the group
     has no coordinator yet, not "no group coordinator: None"."""
-    proxy, bootstrap = proxied_broker
-    create_topic(topic_name, 1, bootstrap=bootstrap)
-    proxy.set_hook(_swallow(10))
-    consumer = group_consumer(bootstrap, topic_name)
-    await consumer.start()
-    try:
+    async with member_behind_hook(
+        proxied_broker, topic_name, create_topic, _swallow(10)
+    ) as consumer:
         await asyncio.sleep(0.5)
         health = consumer.health()
         assert health.group_state is GroupState.NO_COORDINATOR, health
         assert "no group coordinator yet (looking for it)" in health.problems, health.problems
-    finally:
-        proxy.reset()
-        await consumer.stop(timeout_ms=3000)
