@@ -361,8 +361,9 @@ class GroupCoordinator:
         return f" (last error: {m.last_error})" if m.last_error else ""
 
     def coordinator_hint(self, waited: float) -> str:
-        """Why a wait of ``waited`` seconds on the group timed out, when the coordinator
-        is the likely reason: it is unreachable, lost, or silent the whole time."""
+        """Why a wait of ``waited`` seconds on the group (a timeout, or health()'s long
+        rebalance) lasts, when the coordinator is the likely reason: it is unreachable,
+        lost, or silent for most of that time; else the last group error, if any."""
         m = self.membership
         node = m.coordinator_id
         if node is None:
