@@ -23,12 +23,15 @@ CPU time over the timed seconds.
 
     python benchmarks/bench_fetch_ceiling.py             # Tansu, 3 rounds
     python benchmarks/bench_fetch_ceiling.py --bootstrap HOST:PORT  # broker CPU not measured
+    python benchmarks/bench_fetch_ceiling.py --partitions 512  # the many-partitions bound
+
 
 (``--broker noida`` starts noida-db, but noida-db 0.2.3 ignores ``max_bytes`` and
 answers these reads with ~270 MB, which ours and the loop refuse with
 ``ResponseTooLargeError``.)
 
-Writes ``benchmarks/results/fetch-ceiling.json`` and ``.png`` (``--quick``: results/quick/).
+Writes ``benchmarks/results/fetch-ceiling.json`` and ``.png`` (``--quick``: results/quick/);
+with ``--partitions N`` other than 8, ``fetch-ceiling-N-partitions.json`` and ``.png``.
 """
 
 from __future__ import annotations
@@ -171,12 +174,14 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     records = QUICK_RECORDS if args.quick else RECORDS
     repeat = 1 if args.quick else args.repeat
+    partitions = args.partitions
+    name = "fetch-ceiling" if partitions == PARTITIONS else f"fetch-ceiling-{partitions}-partitions"
     results = h.run_header(
         "fetch-ceiling",
         args.quick,
         broker=args.bootstrap or args.broker,
         workload="service",
-        partitions=PARTITIONS,
+        partitions=partitions,
         records=records,
         repeat=repeat,
         cases={},
@@ -193,10 +198,10 @@ def run(args: argparse.Namespace) -> int:
                 "records": records,
                 "batch_size": batch_size,
                 "codec": "none",
-                "partitions": PARTITIONS,
+                "partitions": partitions,
             }
             topic = f"fc-{uuid.uuid4().hex[:10]}"
-            bw.create_topic(bootstrap, topic, PARTITIONS)
+            bw.create_topic(bootstrap, topic, partitions)
             bw.fill(bootstrap, topic, case)
             runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
             try:
@@ -206,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
                             "mode": mode,
                             "bootstrap": bootstrap,
                             "topic": topic,
-                            "partitions": PARTITIONS,
+                            "partitions": partitions,
                             "records": records,
                         }
                         before = _cpu_seconds(broker_pid) if broker_pid else None
@@ -225,9 +230,9 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(tables(results))
     directory = h.results_dir(args.out, args.quick)
-    path = h.write_json(results, directory, "fetch-ceiling")
-    chart(results, directory / "fetch-ceiling.png")
-    print(f"\nwrote {path} and fetch-ceiling.png")
+    path = h.write_json(results, directory, name)
+    chart(results, directory / f"{name}.png")
+    print(f"\nwrote {path} and {name}.png")
     return 0
 
 
@@ -245,7 +250,10 @@ def chart(results: dict[str, Any], path: Path) -> None:
     h.grouped_bars(ax, series, "%.0f")
     ax.set_xticks(range(len(cases)), cases)
     ax.set_ylabel("thousand records/s (median of the rounds)")
-    ax.set_title("service records, 8 partitions: the broker's Fetch answers and the consumers")
+    ax.set_title(
+        f"service records, {results['partitions']} partitions:"
+        " the broker's Fetch answers and the consumers"
+    )
     ax.legend(fontsize=8)
     fig.text(0.01, 0.01, h.describe_run(results), fontsize=7)
     h.save(fig, path)
@@ -325,7 +333,11 @@ def tables(results: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    args = h.run_parser(__doc__, "20k records, one round").parse_args()
+    parser = h.run_parser(__doc__, "20k records, one round")
+    parser.add_argument(
+        "--partitions", type=int, default=PARTITIONS, help=f"of the topic (default {PARTITIONS})"
+    )
+    args = parser.parse_args()
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))), flush=True)
         return 0
