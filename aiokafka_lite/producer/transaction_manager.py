@@ -20,10 +20,11 @@ batch) and offsets (AddOffsetsToTxn + TxnOffsetCommit) -> EndTxn(commit or abort
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from aiokafka_lite import errors
 from aiokafka_lite.client import COORDINATOR_GROUP, COORDINATOR_TRANSACTION, KafkaClient
@@ -341,6 +342,18 @@ class TransactionManager:
             self.state = TransactionState.ABORTABLE_ERROR
             self.last_error = exc
 
+    @contextlib.contextmanager
+    def _abortable_on_error(self) -> Iterator[None]:
+        """A broker's error in the block makes the transaction abortable and goes on up;
+        a timeout only goes up (the caller may try again within the transaction)."""
+        try:
+            yield
+        except errors.KafkaTimeoutError:
+            raise
+        except errors.KafkaError as exc:
+            self.set_abortable(exc)
+            raise
+
     @property
     def has_error(self) -> bool:
         return self.state in (TransactionState.ABORTABLE_ERROR, TransactionState.FATAL_ERROR)
@@ -478,6 +491,7 @@ class TransactionManager:
             except errors.KafkaTimeoutError:
                 raise
             except errors.KafkaError as exc:
+                # Abortable, not raised: the sender fails the transaction's batches, not itself.
                 self.set_abortable(exc)
                 return
             retry: list[errors.KafkaError] = []
@@ -535,15 +549,10 @@ class TransactionManager:
                 "producer_epoch": self.producer_epoch,
                 "group_id": group_id,
             }
-            try:
+            with self._abortable_on_error():
                 await self._coordinator_request(
                     bodies.ADD_OFFSETS_TO_TXN, add_offsets, deadline, "AddOffsetsToTxn"
                 )
-            except errors.KafkaTimeoutError:
-                raise
-            except errors.KafkaError as exc:
-                self.set_abortable(exc)
-                raise
             self._txn_has_offsets = True
         by_topic: dict[str, list[TxnOffsetCommitRequestPartition]] = {}
         for tp, value in offsets.items():
@@ -591,7 +600,7 @@ class TransactionManager:
                         return _worth_retrying(error, forget_group_coordinator)
             return None
 
-        try:
+        with self._abortable_on_error():
             await send_to_coordinator(
                 self.client,
                 bodies.TXN_OFFSET_COMMIT,
@@ -601,11 +610,6 @@ class TransactionManager:
                 retry_on=check,
                 lost=forget_group_coordinator,
             )
-        except errors.KafkaTimeoutError:
-            raise
-        except errors.KafkaError as exc:
-            self.set_abortable(exc)
-            raise
 
     def start_commit(self) -> None:
         self._raise_if_fatal()
