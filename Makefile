@@ -140,6 +140,7 @@ bench-micro: $(STAMP)
 RESULT_RUNS := \
 	"benchmarks/bench_workloads.py --repeat 3" \
 	"benchmarks/bench_fetch_ceiling.py --repeat 3" \
+	"benchmarks/bench_fetch_ceiling.py --partitions 512 --repeat 3" \
 	"benchmarks/bench_memory.py --repeat 3" \
 	"benchmarks/bench_latency.py --repeat 3" \
 	"benchmarks/bench_group.py --repeat 3" \
