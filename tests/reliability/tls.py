@@ -1,8 +1,10 @@
 """TLS for the security tests: certificates from the ``openssl`` CLI, ``socat`` in front.
 
 :func:`make_pki` writes a fresh test CA, a server certificate it signs (with the given
-DNS names as subjectAltName and nothing else, so connecting by IP address fails the
-hostname check), and an unrelated second CA for the "wrong CA" cases.
+DNS names, and IP addresses if any, as subjectAltName and nothing else: by default
+connecting by IP address fails the hostname check), and an unrelated second CA for the
+"wrong CA" cases. The certificates carry the extensions that strict X.509 checking asks
+for (key usage, key identifiers), which Python 3.13's default TLS context turns on.
 
 :class:`TlsTerminator` runs Debian's ``socat`` as a TLS server that forwards each
 connection, decrypted, to a plaintext upstream (the broker, or the SASL front).
@@ -44,6 +46,8 @@ class Pki:
     other_ca_cert: Path
     #: The DNS names in the server certificate's subjectAltName.
     hostnames: tuple[str, ...]
+    #: The IP addresses in it.
+    ips: tuple[str, ...] = ()
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -85,8 +89,11 @@ def _make_ca(directory: Path, name: str, common_name: str) -> tuple[Path, Path]:
     return key, cert
 
 
-def make_pki(directory: Path, hostnames: tuple[str, ...] = ("localhost",)) -> Pki:
-    """Create a CA, a server certificate for ``hostnames`` and a second, unrelated CA."""
+def make_pki(
+    directory: Path, hostnames: tuple[str, ...] = ("localhost",), ips: tuple[str, ...] = ()
+) -> Pki:
+    """Create a CA, a server certificate for ``hostnames`` (and ``ips``) and a second,
+    unrelated CA."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_key, ca_cert = _make_ca(directory, "ca", "aiokafka-lite test CA")
     _, other_ca_cert = _make_ca(directory, "other-ca", "aiokafka-lite unrelated CA")
@@ -117,7 +124,9 @@ def make_pki(directory: Path, hostnames: tuple[str, ...] = ("localhost",)) -> Pk
         "extendedKeyUsage=serverAuth\n"
         "subjectKeyIdentifier=hash\n"
         "authorityKeyIdentifier=keyid,issuer\n"
-        "subjectAltName=" + ",".join(f"DNS:{h}" for h in hostnames) + "\n"
+        "subjectAltName="
+        + ",".join([*(f"DNS:{h}" for h in hostnames), *(f"IP:{ip}" for ip in ips)])
+        + "\n"
     )
     _openssl(
         "x509",
@@ -138,7 +147,9 @@ def make_pki(directory: Path, hostnames: tuple[str, ...] = ("localhost",)) -> Pk
         str(extensions),
         cwd=directory,
     )
-    return Pki(directory, ca_cert, server_cert, server_key, other_ca_cert, tuple(hostnames))
+    return Pki(
+        directory, ca_cert, server_cert, server_key, other_ca_cert, tuple(hostnames), tuple(ips)
+    )
 
 
 class TlsTerminator:

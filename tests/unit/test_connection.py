@@ -13,7 +13,6 @@ import json
 import random
 import ssl
 import struct
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -32,6 +31,7 @@ from aiokafka_lite.protocol.api import ApiKey, RequestHeader
 from aiokafka_lite.security import SecurityConfig, create_ssl_context
 from aiokafka_lite.testing import find_free_port
 from aiokafka_lite.testing.pytest_plugin import require_tool
+from tests.reliability.tls import make_pki
 
 
 def _load_scram_server() -> Any:
@@ -1053,37 +1053,16 @@ async def test_sasl_oauthbearer(broker: ScriptedBroker) -> None:
 # --- TLS ------------------------------------------------------------------------------
 
 
-def _openssl(*args: str | Path) -> None:
-    subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
-
-
-def _make_ca(directory: Path, name: str) -> tuple[Path, Path]:
-    key, cert = directory / f"{name}.key", directory / f"{name}.pem"
-    _openssl(
-        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-        "-subj", f"/CN={name}", "-keyout", key, "-out", cert,
-    )  # fmt: skip
-    return key, cert
-
-
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     require_tool("openssl", "apt-get install openssl")  # in CI (CI=true) a failure, not a skip
-    directory = tmp_path_factory.mktemp("tls")
-    ca_key, ca_cert = _make_ca(directory, "test-ca")
-    _, other_ca = _make_ca(directory, "other-ca")
-    key, csr, cert = directory / "server.key", directory / "server.csr", directory / "server.pem"
-    _openssl(
-        "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
-        "-keyout", key, "-out", csr,
-    )  # fmt: skip
-    ext = directory / "san.ext"
-    ext.write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    _openssl(
-        "x509", "-req", "-in", csr, "-CA", ca_cert, "-CAkey", ca_key, "-CAcreateserial",
-        "-days", "2", "-extfile", ext, "-out", cert,
-    )  # fmt: skip
-    return {"ca": ca_cert, "other_ca": other_ca, "cert": cert, "key": key}
+    pki = make_pki(tmp_path_factory.mktemp("tls"), hostnames=("localhost",), ips=("127.0.0.1",))
+    return {
+        "ca": pki.ca_cert,
+        "other_ca": pki.other_ca_cert,
+        "cert": pki.server_cert,
+        "key": pki.server_key,
+    }
 
 
 @pytest.fixture

@@ -239,7 +239,9 @@ def test_record_batch_builder() -> None:
     rows = batch.to_pylist()
     assert rows[0]["key"] == b"k" and rows[0]["value"] == b"v"
     assert rows[0]["topic"] == "t" and rows[0]["partition"] == 2 and rows[0]["offset"] == 10
-    assert rows[0]["timestamp"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=dt.UTC)
+    assert rows[0]["timestamp"] == dt.datetime(
+        2023, 11, 14, 22, 13, 20, 123000, tzinfo=dt.timezone.utc
+    )
     assert rows[0]["headers"] == [{"key": "h", "value": b"1"}, {"key": "n", "value": None}]
     assert rows[1]["key"] is None and rows[1]["timestampType"] == 1 and rows[1]["headers"] == []
 
@@ -282,7 +284,7 @@ def test_record_batch_builder_keeps_every_record_in_order(
     assert len(rows) == len(expected)
     for row, (off, key, value, headers) in zip(rows, expected, strict=True):
         assert (row["offset"], row["key"], row["value"], row["partition"]) == (off, key, value, 2)
-        assert row["timestamp"] == dt.datetime.fromtimestamp(off * 7 / 1000, dt.UTC)
+        assert row["timestamp"] == dt.datetime.fromtimestamp(off * 7 / 1000, dt.timezone.utc)
         if include_headers:
             assert row["headers"] == [{"key": k, "value": v} for k, v in headers]
 

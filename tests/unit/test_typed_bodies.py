@@ -26,9 +26,9 @@ import pytest
 from aiokafka_lite.protocol import api, bodies, messages
 
 if sys.version_info >= (3, 11):
-    from typing import NotRequired, Required
-else:
-    from typing_extensions import NotRequired, Required
+    from typing import NotRequired, Required, get_type_hints, is_typeddict
+else:  # the bodies' TypedDicts are typing_extensions' there, which typing does not know
+    from typing_extensions import NotRequired, Required, get_type_hints, is_typeddict
 from aiokafka_lite.protocol.schema import Field, MessageSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,7 +124,7 @@ def _structs(spec: MessageSpec) -> Iterator[tuple[type[Any], tuple[Field, ...], 
             continue
         seen.add((cls, versions))
         yield cls, fields, versions
-        hints = typing.get_type_hints(cls, include_extras=True)
+        hints = get_type_hints(cls, include_extras=True)
         for f in fields:
             if f.is_struct and f.name in hints:
                 inner, _, _ = _unwrap(hints[f.name])
@@ -141,8 +141,8 @@ SPECS = [spec for m in messages.MODULES for spec in (m.REQUEST, m.RESPONSE)]
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
 def test_typed_dicts_have_every_field_of_every_version(spec: MessageSpec) -> None:
     for cls, fields, versions in _structs(spec):
-        assert typing.is_typeddict(cls), cls
-        hints = typing.get_type_hints(cls, include_extras=True)
+        assert is_typeddict(cls), cls
+        hints = get_type_hints(cls, include_extras=True)
         keys = set(hints)
         required = set(cls.__required_keys__)
         assert required | set(cls.__optional_keys__) == keys
@@ -160,7 +160,7 @@ def test_typed_dicts_have_every_field_of_every_version(spec: MessageSpec) -> Non
             where = f"{cls.__name__}.{f.name}"
             assert sequence == f.is_array, where
             if f.is_struct:
-                assert typing.is_typeddict(inner), where
+                assert is_typeddict(inner), where
             elif f.element == "records" and spec.kind == "response":
                 # decoded as a view of the response frame (see schema._records_view)
                 assert inner is memoryview, where
@@ -188,7 +188,7 @@ def test_typed_api_keys(module: types.ModuleType) -> None:
     key = api.ApiKey(module.API_KEY)
     typed = getattr(bodies, key.name)
     assert isinstance(typed, api.Api) and typed == key and int(typed) == module.API_KEY
-    hint = typing.get_type_hints(bodies, include_extras=True)[key.name]
+    hint = get_type_hints(bodies, include_extras=True)[key.name]
     (inner,) = typing.get_args(hint)  # Final[...]
     request, response = typing.get_args(inner)
     assert request is getattr(bodies, module.REQUEST.name)
