@@ -21,12 +21,13 @@ SYSTEM_TOOLS := kcat socat tmux openssl
 
 .DEFAULT_GOAL := help
 
-.PHONY: help install system-tools test test-noida test-spark-cluster lint broker bench bench-quick bench-micro results demo compat chaos fuzz soak many-clients clean distclean
+.PHONY: help install system-tools test test-noida test-pythons test-spark-cluster lint broker bench bench-quick bench-micro results demo compat chaos fuzz soak many-clients clean distclean
 
 help:
 	@echo "make install     create $(VENV) and install aiokafka_lite with its dev extras (+ kcat, socat, tmux, openssl, java)"
 	@echo "make test        the whole test suite on the auto-picked broker, on \$$TEST_WORKERS ($(TEST_WORKERS)) workers"
 	@echo "make test-noida  the integration tests (but chaos) against noida-db's Kafka service"
+	@echo "make test-pythons the unit tests and the core integration tests on Python 3.10, 3.12, 3.13 (those found)"
 	@echo "make test-spark-cluster  the Spark tests on a standalone cluster (master + 2 workers) and the exactly-once sink's"
 	@echo "make lint        ruff check, ruff format --check, mypy"
 	@echo "make broker      an embedded Tansu broker in the foreground on port \$$PORT ($(PORT))"
@@ -97,6 +98,36 @@ test-spark-cluster: $(STAMP)
 # the proxy's address); the default suite runs them already.
 test-noida: $(STAMP)
 	$(call run_pytest_phases,AIOKAFKA_LITE_TEST_BROKER=noida $(PY),integration and not chaos,tests/integration)
+
+# The other Pythons pyproject admits (>=3.10; .venv is the machine's python3): each found
+# (python3.X that runs, else pyenv's versions/3.X.*) gets its own venv, .venv-3.X, with
+# the package (its compiled hot path built for that version) and the test extras, and
+# runs the unit tests and PYTHONS_TESTS, a real-broker round of the core (produce,
+# consume, groups, transactions, the peers reading our bytes). A version not found is
+# named and skipped; the target fails if any version found fails.
+OTHER_PYTHONS ?= 3.10 3.12 3.13
+PYTHONS_TESTS ?= tests/unit tests/integration/test_producer.py tests/integration/test_consumer.py \
+	tests/integration/test_group.py tests/integration/test_producer_transactions.py \
+	tests/integration/test_wire_interop.py
+test-pythons:
+	@failed=""; ran=""; \
+	for v in $(OTHER_PYTHONS); do \
+		py=""; \
+		if python$$v -c '' >/dev/null 2>&1; then py=$$(command -v python$$v); \
+		else for c in $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$$v.*/bin/python$$v; do \
+			[ -x "$$c" ] && py="$$c"; done; fi; \
+		if [ -z "$$py" ]; then echo "== Python $$v: not found on this machine, skipped"; continue; fi; \
+		venv=$(VENV)-$$v; echo "== Python $$v ($$py) in $$venv"; ran="$$ran $$v"; \
+		{ test -x $$venv/bin/python || $$py -m venv $$venv; } \
+			&& $$venv/bin/python -m pip install --disable-pip-version-check -q -e '.[test]' \
+			&& $$venv/bin/python -c 'import aiokafka_lite.accel as a, sys; print("compiled hot path:", a.COMPILED); sys.exit(not a.COMPILED)' \
+			|| { failed="$$failed $$v"; continue; }; \
+		$$venv/bin/python -m pytest -m serial $(PYTHONS_TESTS) $(PYTEST_ARGS); a=$$?; \
+		$$venv/bin/python -m pytest $(XDIST_ARGS) -m "not serial" $(PYTHONS_TESTS) $(PYTEST_ARGS); b=$$?; \
+		if { [ $$a -ne 0 ] && [ $$a -ne 5 ]; } || [ $$b -ne 0 ]; then failed="$$failed $$v"; fi; \
+	done; \
+	echo "Pythons run:$${ran:- none}"; \
+	if [ -n "$$failed" ]; then echo "failed on:$$failed" >&2; exit 1; fi
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -196,11 +227,11 @@ many-clients: $(STAMP)
 
 clean:
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis .fuzz ./*.egg-info
-	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+	find . -path './$(VENV)*' -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 	rm -f $(STAMP)
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(VENV)-3.*
 
 # Code nobody here wrote, run with aiokafka and then on aiokafka_lite through the
 # aiokafka alias: FastStream 0.7.4's Kafka tests and aiokafka's examples; prints both
