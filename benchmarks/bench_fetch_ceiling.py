@@ -25,7 +25,6 @@ CPU time over the timed seconds.
     python benchmarks/bench_fetch_ceiling.py --bootstrap HOST:PORT  # broker CPU not measured
     python benchmarks/bench_fetch_ceiling.py --partitions 512  # the many-partitions bound
 
-
 (``--broker noida`` starts noida-db, but noida-db 0.2.3 ignores ``max_bytes`` and
 answers these reads with ~270 MB, which ours and the loop refuse with
 ``ResponseTooLargeError``.)
