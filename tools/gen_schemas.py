@@ -61,6 +61,9 @@ APIS: list[str] = [
     "OffsetDelete",
     "DeleteRecords",
     "DescribeCluster",
+    "DescribeAcls",
+    "CreateAcls",
+    "DeleteAcls",
 ]
 
 PRIMITIVES = {

@@ -1154,6 +1154,139 @@ TXN_OFFSET_COMMIT: Final[Api[TxnOffsetCommitRequest, TxnOffsetCommitResponse]] =
     ApiKey.TXN_OFFSET_COMMIT
 )
 
+# --- DescribeAcls (API key 29) ----------------------------------------------------------
+
+
+class DescribeAclsRequest(TypedDict):
+    """DescribeAclsRequest body, versions 1-3."""
+
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: NotRequired[int]
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+
+
+class DescribeAclsAclDescription(TypedDict):
+    """``DescribeAclsResponse.resources[].acls[]``."""
+
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class DescribeAclsResource(TypedDict):
+    """``DescribeAclsResponse.resources[]``."""
+
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    acls: list[DescribeAclsAclDescription]
+
+
+class DescribeAclsResponse(TypedDict):
+    """DescribeAclsResponse body, versions 1-3."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    resources: list[DescribeAclsResource]
+
+
+DESCRIBE_ACLS: Final[Api[DescribeAclsRequest, DescribeAclsResponse]] = Api(ApiKey.DESCRIBE_ACLS)
+
+# --- CreateAcls (API key 30) ------------------------------------------------------------
+
+
+class CreateAclsAclCreation(TypedDict):
+    """``CreateAclsRequest.creations[]``."""
+
+    resource_type: int
+    resource_name: str
+    resource_pattern_type: NotRequired[int]
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class CreateAclsRequest(TypedDict):
+    """CreateAclsRequest body, versions 1-3."""
+
+    creations: Sequence[CreateAclsAclCreation]
+
+
+class CreateAclsAclCreationResult(TypedDict):
+    """``CreateAclsResponse.results[]``."""
+
+    error_code: int
+    error_message: str | None
+
+
+class CreateAclsResponse(TypedDict):
+    """CreateAclsResponse body, versions 1-3."""
+
+    throttle_time_ms: int
+    results: list[CreateAclsAclCreationResult]
+
+
+CREATE_ACLS: Final[Api[CreateAclsRequest, CreateAclsResponse]] = Api(ApiKey.CREATE_ACLS)
+
+# --- DeleteAcls (API key 31) ------------------------------------------------------------
+
+
+class DeleteAclsFilter(TypedDict):
+    """``DeleteAclsRequest.filters[]``."""
+
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: NotRequired[int]
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+
+
+class DeleteAclsRequest(TypedDict):
+    """DeleteAclsRequest body, versions 1-3."""
+
+    filters: Sequence[DeleteAclsFilter]
+
+
+class DeleteAclsMatchingAcl(TypedDict):
+    """``DeleteAclsResponse.filter_results[].matching_acls[]``."""
+
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class DeleteAclsFilterResult(TypedDict):
+    """``DeleteAclsResponse.filter_results[]``."""
+
+    error_code: int
+    error_message: str | None
+    matching_acls: list[DeleteAclsMatchingAcl]
+
+
+class DeleteAclsResponse(TypedDict):
+    """DeleteAclsResponse body, versions 1-3."""
+
+    throttle_time_ms: int
+    filter_results: list[DeleteAclsFilterResult]
+
+
+DELETE_ACLS: Final[Api[DeleteAclsRequest, DeleteAclsResponse]] = Api(ApiKey.DELETE_ACLS)
+
 # --- DescribeConfigs (API key 32) -------------------------------------------------------
 
 
@@ -1439,11 +1572,14 @@ __all__ = [
     "ADD_OFFSETS_TO_TXN",
     "ADD_PARTITIONS_TO_TXN",
     "API_VERSIONS",
+    "CREATE_ACLS",
     "CREATE_PARTITIONS",
     "CREATE_TOPICS",
+    "DELETE_ACLS",
     "DELETE_GROUPS",
     "DELETE_RECORDS",
     "DELETE_TOPICS",
+    "DESCRIBE_ACLS",
     "DESCRIBE_CLUSTER",
     "DESCRIBE_CONFIGS",
     "DESCRIBE_GROUPS",
@@ -1480,6 +1616,10 @@ __all__ = [
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "ApiVersionsSupportedFeatureKey",
+    "CreateAclsAclCreation",
+    "CreateAclsAclCreationResult",
+    "CreateAclsRequest",
+    "CreateAclsResponse",
     "CreatePartitionsAssignment",
     "CreatePartitionsRequest",
     "CreatePartitionsResponse",
@@ -1492,6 +1632,11 @@ __all__ = [
     "CreateTopicsCreatableTopicResult",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteAclsFilter",
+    "DeleteAclsFilterResult",
+    "DeleteAclsMatchingAcl",
+    "DeleteAclsRequest",
+    "DeleteAclsResponse",
     "DeleteGroupsDeletableGroupResult",
     "DeleteGroupsRequest",
     "DeleteGroupsResponse",
@@ -1505,6 +1650,10 @@ __all__ = [
     "DeleteTopicsDeleteTopicState",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "DescribeAclsAclDescription",
+    "DescribeAclsRequest",
+    "DescribeAclsResource",
+    "DescribeAclsResponse",
     "DescribeClusterBroker",
     "DescribeClusterRequest",
     "DescribeClusterResponse",

@@ -54,6 +54,9 @@ EXPECTED_APIS = {
     "OffsetDelete": 47,
     "DeleteRecords": 21,
     "DescribeCluster": 60,
+    "DescribeAcls": 29,
+    "CreateAcls": 30,
+    "DeleteAcls": 31,
 }
 
 _PRIMS = {
