@@ -1,10 +1,10 @@
-"""The admin client: topics, partitions, configs, consumer groups, offsets and records.
+"""The admin client: topics, partitions, configs, consumer groups, offsets, records, ACLs.
 
 `AdminClient` sits on one `KafkaClient` and turns each admin operation into the
 requests Kafka defines for it, sent to the node that must answer them: the
 controller for topic changes, the group coordinator for group operations, the
 partition leader for offsets and record deletion, the broker itself for its
-configuration.
+configuration, any broker for ACLs.
 
 Every call is bounded by a timeout (``timeout_ms``, default ``request_timeout_ms``)
 and returns typed results. Calls about several items (topics, groups, partitions,
@@ -18,12 +18,16 @@ A broker that lacks an API answers with
 :class:`~aiokafka_lite.errors.UnsupportedVersionError` naming the API.
 
 The package: `types` (arguments and results), `client` (`AdminClient`, composed of
-`topics`, `configs`, `groups` and `records`, each on `base`), `validation` (argument
+`topics`, `configs`, `groups`, `records` and `acls`, each on `base`), `validation` (argument
 checks). Every name below is importable from ``aiokafka_lite.admin``.
 """
 
 from aiokafka_lite.admin.client import AdminClient, AIOKafkaAdminClient
 from aiokafka_lite.admin.types import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
     AdminResults,
     AlterConfigOp,
     AlterConfigOpType,
@@ -35,8 +39,10 @@ from aiokafka_lite.admin.types import (
     ConfigSource,
     ConfigSynonym,
     ConsumerGroupLag,
+    CreateAclResult,
     CreatePartitionsResult,
     CreateTopicResult,
+    DeleteAclsResult,
     DeleteRecordsResult,
     DeleteTopicResult,
     GroupDescription,
@@ -50,12 +56,18 @@ from aiokafka_lite.admin.types import (
     PartitionDescription,
     PartitionResult,
     RecordsToDelete,
+    ResourcePatternType,
     ResourceResult,
+    ResourceType,
     TopicDescription,
 )
 
 __all__ = [
     "AIOKafkaAdminClient",
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
     "AdminClient",
     "AdminResults",
     "AlterConfigOp",
@@ -68,8 +80,10 @@ __all__ = [
     "ConfigSource",
     "ConfigSynonym",
     "ConsumerGroupLag",
+    "CreateAclResult",
     "CreatePartitionsResult",
     "CreateTopicResult",
+    "DeleteAclsResult",
     "DeleteRecordsResult",
     "DeleteTopicResult",
     "GroupDescription",
@@ -83,6 +97,8 @@ __all__ = [
     "PartitionDescription",
     "PartitionResult",
     "RecordsToDelete",
+    "ResourcePatternType",
     "ResourceResult",
+    "ResourceType",
     "TopicDescription",
 ]

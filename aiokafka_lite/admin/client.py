@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aiokafka_lite.admin import responses
+from aiokafka_lite.admin.acls import AclsAdmin
 from aiokafka_lite.admin.configs import ConfigsAdmin
 from aiokafka_lite.admin.groups import GroupsAdmin
 from aiokafka_lite.admin.records import RecordsAdmin
@@ -28,8 +29,8 @@ from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 __all__ = ["AIOKafkaAdminClient", "AdminClient"]
 
 
-class AdminClient(TopicsAdmin, ConfigsAdmin, GroupsAdmin, RecordsAdmin):
-    """Manage topics, configs, consumer groups, offsets and records of a Kafka cluster.
+class AdminClient(TopicsAdmin, ConfigsAdmin, GroupsAdmin, RecordsAdmin, AclsAdmin):
+    """Manage topics, configs, consumer groups, offsets, records and ACLs of a cluster.
 
     Use it as ``async with AdminClient("localhost:9092") as admin: ...`` or call
     `start` and `close`. Security is given either as a ready `SecurityConfig`

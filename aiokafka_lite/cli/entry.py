@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiokafka_lite import __version__, errors
+from aiokafka_lite.cli.acls import add_acls_parser
 from aiokafka_lite.cli.bench import add_bench_parser
 from aiokafka_lite.cli.broker import add_broker_parser
 from aiokafka_lite.cli.consume import add_consume_parser
@@ -43,7 +44,7 @@ __all__ = ["build_parser", "main"]
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog=PROG,
-        description="Kafka from the shell: produce, consume, topics, groups, benchmarks.",
+        description="Kafka from the shell: produce, consume, topics, groups, ACLs, benchmarks.",
         epilog="Exit status: 0 ok, 1 operation failed, 2 bad arguments, 3 cluster unreachable, "
         "4 authentication/authorization failed, 130 interrupted.",
     )
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_consume_parser(commands, leaf)
     add_topics_parser(commands, leaf)
     add_groups_parser(commands, leaf)
+    add_acls_parser(commands, leaf)
     add_broker_parser(commands, leaf)
     add_bench_parser(commands, leaf)
     # Last, so each command's own options come first in its usage line.

@@ -8,16 +8,14 @@ runs a per-test script for the API under test.
 from __future__ import annotations
 
 import asyncio
-import struct
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from aiokafka_lite import errors
 from aiokafka_lite.admin import AdminClient, NewPartitions, NewTopic
-from aiokafka_lite.protocol import api
 from aiokafka_lite.protocol.api import ApiKey, RequestHeader
 from aiokafka_lite.protocol.group_protocol import (
     Subscription,
@@ -26,103 +24,7 @@ from aiokafka_lite.protocol.group_protocol import (
 )
 from aiokafka_lite.structs import TopicPartition
 
-from ._helpers import api_versions_body, serve_requests
-
-Script = Callable[[RequestHeader, dict[str, Any], int], "dict[str, Any] | None"]
-
-
-class ScriptedBroker:
-    """One node (id 1), the controller and every coordinator; scripts answer the rest."""
-
-    NODE = 1
-
-    def __init__(self, missing_apis: set[int] | None = None) -> None:
-        self.missing = missing_apis or set()
-        self.scripts: dict[int, Script] = {}
-        self.calls: dict[int, int] = {}
-        self.topics: dict[str, int] = {}  # name -> partitions
-        self.server: asyncio.Server | None = None
-        self.port = 0
-        self.writers: list[asyncio.StreamWriter] = []
-        # Requests a script left unanswered, with the connection each came in on.
-        self.unanswered: list[tuple[RequestHeader, asyncio.StreamWriter]] = []
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    async def start(self) -> None:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self.server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        for writer in self.writers:
-            writer.close()
-        if self.server is not None:
-            self.server.close()
-            await self.server.wait_closed()
-
-    def _builtin(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any] | None:
-        key = header.api_key
-        if key == ApiKey.API_VERSIONS:
-            return api_versions_body(self.missing)
-        if key == ApiKey.METADATA:
-            wanted = (
-                list(self.topics) if body["topics"] is None else [t["name"] for t in body["topics"]]
-            )
-            return {
-                "brokers": [{"node_id": self.NODE, "host": "127.0.0.1", "port": self.port}],
-                "cluster_id": "scripted",
-                "controller_id": self.NODE,
-                "topics": [
-                    {
-                        "error_code": 0 if name in self.topics else 3,
-                        "name": name,
-                        "partitions": [
-                            {
-                                "partition_index": p,
-                                "leader_id": self.NODE,
-                                "leader_epoch": 0,
-                                "replica_nodes": [self.NODE],
-                                "isr_nodes": [self.NODE],
-                            }
-                            for p in range(self.topics.get(name, 0))
-                        ],
-                    }
-                    for name in wanted
-                ],
-            }
-        if key == ApiKey.FIND_COORDINATOR:
-            entry = {"error_code": 0, "node_id": self.NODE, "host": "127.0.0.1", "port": self.port}
-            return {**entry, "coordinators": [{**entry, "key": body.get("key", "")}]}
-        return None
-
-    def answer_late(self, response: dict[str, Any]) -> None:
-        """Answer every request left unanswered so far with ``response``, now."""
-        late, self.unanswered = self.unanswered, []
-        for header, writer in late:
-            payload = api.encode_response(
-                header.api_key, header.api_version, header.correlation_id, response
-            )
-            writer.write(struct.pack(">i", len(payload)) + payload)
-
-    def _answer(
-        self, header: RequestHeader, body: dict[str, Any], writer: asyncio.StreamWriter
-    ) -> dict[str, Any] | None:
-        answer = self._builtin(header, body)
-        if answer is None:
-            count = self.calls[header.api_key] = self.calls.get(header.api_key, 0) + 1
-            script = self.scripts.get(header.api_key)
-            answer = None if script is None else script(header, body, count)
-        if answer is None:
-            self.unanswered.append((header, writer))
-        return answer  # None: no answer, the client's timeout must end the wait
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.writers.append(writer)
-        await serve_requests(
-            reader, writer, lambda header, body: self._answer(header, body, writer)
-        )
+from ._helpers import ScriptedBroker
 
 
 @pytest.fixture

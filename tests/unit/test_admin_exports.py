@@ -2,7 +2,8 @@
 
 ``NAMES`` is ``__all__`` of ``aiokafka_lite/admin.py`` as it was before it became the
 package ``aiokafka_lite/admin/`` (commit dafd687); ``METHODS`` are the public members of
-its ``AdminClient``. No broker needed.
+its ``AdminClient``; ``ADDED_NAMES`` and ``ADDED_METHODS`` came later (the ACL calls).
+No broker needed.
 """
 
 from __future__ import annotations
@@ -45,6 +46,20 @@ NAMES = [
     "ResourceResult",
     "TopicDescription",
 ]
+
+#: Names added to ``__all__`` since the package split.
+ADDED_NAMES = [
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
+    "CreateAclResult",
+    "DeleteAclsResult",
+    "ResourcePatternType",
+    "ResourceType",
+]
+
+ADDED_METHODS = ["create_acls", "delete_acls", "describe_acls"]
 
 METHODS = [
     "alter_configs",
@@ -91,9 +106,9 @@ def test_every_former_name_imports_from_aiokafka_lite_admin(name: str) -> None:
     assert namespace[name] is not None
 
 
-def test_admin_all_is_unchanged() -> None:
+def test_admin_all_is_the_former_names_and_the_added_ones() -> None:
     admin = importlib.import_module("aiokafka_lite.admin")
-    assert sorted(admin.__all__) == sorted(NAMES)
+    assert sorted(admin.__all__) == sorted(NAMES + ADDED_NAMES)
 
 
 @pytest.mark.parametrize("name", ROOT_NAMES)
@@ -108,4 +123,4 @@ def test_the_client_keeps_every_public_member_and_alias() -> None:
     # aiokafka's name answers in aiokafka's shapes; it is still an AdminClient.
     assert issubclass(AIOKafkaAdminClient, AdminClient)
     public = sorted(name for name in dir(AdminClient) if not name.startswith("_"))
-    assert public == METHODS
+    assert public == sorted(METHODS + ADDED_METHODS)
