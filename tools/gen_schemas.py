@@ -64,6 +64,9 @@ APIS: list[str] = [
     "DescribeAcls",
     "CreateAcls",
     "DeleteAcls",
+    "DescribeProducers",
+    "DescribeTransactions",
+    "ListTransactions",
 ]
 
 PRIMITIVES = {

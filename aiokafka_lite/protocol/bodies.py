@@ -1568,6 +1568,132 @@ DESCRIBE_CLUSTER: Final[Api[DescribeClusterRequest, DescribeClusterResponse]] = 
     ApiKey.DESCRIBE_CLUSTER
 )
 
+# --- DescribeProducers (API key 61) -----------------------------------------------------
+
+
+class DescribeProducersTopicRequest(TypedDict):
+    """``DescribeProducersRequest.topics[]``."""
+
+    name: str
+    partition_indexes: Sequence[int]
+
+
+class DescribeProducersRequest(TypedDict):
+    """DescribeProducersRequest body, version 0."""
+
+    topics: Sequence[DescribeProducersTopicRequest]
+
+
+class DescribeProducersProducerState(TypedDict):
+    """``DescribeProducersResponse.topics[].partitions[].active_producers[]``."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
+class DescribeProducersPartitionResponse(TypedDict):
+    """``DescribeProducersResponse.topics[].partitions[]``."""
+
+    partition_index: int
+    error_code: int
+    error_message: str | None
+    active_producers: list[DescribeProducersProducerState]
+
+
+class DescribeProducersTopicResponse(TypedDict):
+    """``DescribeProducersResponse.topics[]``."""
+
+    name: str
+    partitions: list[DescribeProducersPartitionResponse]
+
+
+class DescribeProducersResponse(TypedDict):
+    """DescribeProducersResponse body, version 0."""
+
+    throttle_time_ms: int
+    topics: list[DescribeProducersTopicResponse]
+
+
+DESCRIBE_PRODUCERS: Final[Api[DescribeProducersRequest, DescribeProducersResponse]] = Api(
+    ApiKey.DESCRIBE_PRODUCERS
+)
+
+# --- DescribeTransactions (API key 65) --------------------------------------------------
+
+
+class DescribeTransactionsRequest(TypedDict):
+    """DescribeTransactionsRequest body, version 0."""
+
+    transactional_ids: Sequence[str]
+
+
+class DescribeTransactionsTopicData(TypedDict):
+    """``DescribeTransactionsResponse.transaction_states[].topics[]``."""
+
+    topic: str
+    partitions: list[int]
+
+
+class DescribeTransactionsTransactionState(TypedDict):
+    """``DescribeTransactionsResponse.transaction_states[]``."""
+
+    error_code: int
+    transactional_id: str
+    transaction_state: str
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int
+    producer_id: int
+    producer_epoch: int
+    topics: list[DescribeTransactionsTopicData]
+
+
+class DescribeTransactionsResponse(TypedDict):
+    """DescribeTransactionsResponse body, version 0."""
+
+    throttle_time_ms: int
+    transaction_states: list[DescribeTransactionsTransactionState]
+
+
+DESCRIBE_TRANSACTIONS: Final[Api[DescribeTransactionsRequest, DescribeTransactionsResponse]] = Api(
+    ApiKey.DESCRIBE_TRANSACTIONS
+)
+
+# --- ListTransactions (API key 66) ------------------------------------------------------
+
+
+class ListTransactionsRequest(TypedDict):
+    """ListTransactionsRequest body, versions 0-1."""
+
+    state_filters: Sequence[str]
+    producer_id_filters: Sequence[int]
+    duration_filter: NotRequired[int]  # v1
+
+
+class ListTransactionsTransactionState(TypedDict):
+    """``ListTransactionsResponse.transaction_states[]``."""
+
+    transactional_id: str
+    producer_id: int
+    transaction_state: str
+
+
+class ListTransactionsResponse(TypedDict):
+    """ListTransactionsResponse body, versions 0-1."""
+
+    throttle_time_ms: int
+    error_code: int
+    unknown_state_filters: list[str]
+    transaction_states: list[ListTransactionsTransactionState]
+
+
+LIST_TRANSACTIONS: Final[Api[ListTransactionsRequest, ListTransactionsResponse]] = Api(
+    ApiKey.LIST_TRANSACTIONS
+)
+
 __all__ = [
     "ADD_OFFSETS_TO_TXN",
     "ADD_PARTITIONS_TO_TXN",
@@ -1583,6 +1709,8 @@ __all__ = [
     "DESCRIBE_CLUSTER",
     "DESCRIBE_CONFIGS",
     "DESCRIBE_GROUPS",
+    "DESCRIBE_PRODUCERS",
+    "DESCRIBE_TRANSACTIONS",
     "END_TXN",
     "FETCH",
     "FIND_COORDINATOR",
@@ -1593,6 +1721,7 @@ __all__ = [
     "LEAVE_GROUP",
     "LIST_GROUPS",
     "LIST_OFFSETS",
+    "LIST_TRANSACTIONS",
     "METADATA",
     "OFFSET_COMMIT",
     "OFFSET_DELETE",
@@ -1667,6 +1796,16 @@ __all__ = [
     "DescribeGroupsDescribedGroupMember",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "DescribeProducersPartitionResponse",
+    "DescribeProducersProducerState",
+    "DescribeProducersRequest",
+    "DescribeProducersResponse",
+    "DescribeProducersTopicRequest",
+    "DescribeProducersTopicResponse",
+    "DescribeTransactionsRequest",
+    "DescribeTransactionsResponse",
+    "DescribeTransactionsTopicData",
+    "DescribeTransactionsTransactionState",
     "EndTxnRequest",
     "EndTxnResponse",
     "FetchAbortedTransaction",
@@ -1711,6 +1850,9 @@ __all__ = [
     "ListOffsetsResponse",
     "ListOffsetsTopic",
     "ListOffsetsTopicResponse",
+    "ListTransactionsRequest",
+    "ListTransactionsResponse",
+    "ListTransactionsTransactionState",
     "MetadataRequest",
     "MetadataRequestTopic",
     "MetadataResponse",

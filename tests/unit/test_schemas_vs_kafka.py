@@ -57,6 +57,9 @@ EXPECTED_APIS = {
     "DescribeAcls": 29,
     "CreateAcls": 30,
     "DeleteAcls": 31,
+    "DescribeProducers": 61,
+    "DescribeTransactions": 65,
+    "ListTransactions": 66,
 }
 
 _PRIMS = {

@@ -20,6 +20,8 @@ from aiokafka_lite.protocol.messages import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_producers,
+    describe_transactions,
     end_txn,
     fetch,
     find_coordinator,
@@ -30,6 +32,7 @@ from aiokafka_lite.protocol.messages import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -76,6 +79,9 @@ MODULES: tuple[ModuleType, ...] = (
     incremental_alter_configs,
     offset_delete,
     describe_cluster,
+    describe_producers,
+    describe_transactions,
+    list_transactions,
 )
 
 __all__ = ["MODULES"]
