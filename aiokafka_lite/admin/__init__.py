@@ -1,10 +1,10 @@
-"""The admin client: topics, partitions, configs, consumer groups, offsets, records, ACLs.
+"""The admin client: topics, configs, groups, offsets, records, ACLs, transactions.
 
 `AdminClient` sits on one `KafkaClient` and turns each admin operation into the
 requests Kafka defines for it, sent to the node that must answer them: the
 controller for topic changes, the group coordinator for group operations, the
 partition leader for offsets and record deletion, the broker itself for its
-configuration, any broker for ACLs.
+configuration, any broker for ACLs, each transaction coordinator for transactions.
 
 Every call is bounded by a timeout (``timeout_ms``, default ``request_timeout_ms``)
 and returns typed results. Calls about several items (topics, groups, partitions,
@@ -18,8 +18,8 @@ A broker that lacks an API answers with
 :class:`~aiokafka_lite.errors.UnsupportedVersionError` naming the API.
 
 The package: `types` (arguments and results), `client` (`AdminClient`, composed of
-`topics`, `configs`, `groups`, `records` and `acls`, each on `base`), `validation` (argument
-checks). Every name below is importable from ``aiokafka_lite.admin``.
+`topics`, `configs`, `groups`, `records`, `acls` and `transactions`, each on `base`),
+`validation` (argument checks). Every name below is importable from ``aiokafka_lite.admin``.
 """
 
 from aiokafka_lite.admin.client import AdminClient, AIOKafkaAdminClient
@@ -45,6 +45,7 @@ from aiokafka_lite.admin.types import (
     DeleteAclsResult,
     DeleteRecordsResult,
     DeleteTopicResult,
+    DescribeProducersResult,
     GroupDescription,
     GroupListing,
     GroupResult,
@@ -55,11 +56,14 @@ from aiokafka_lite.admin.types import (
     OffsetSpec,
     PartitionDescription,
     PartitionResult,
+    ProducerState,
     RecordsToDelete,
     ResourcePatternType,
     ResourceResult,
     ResourceType,
     TopicDescription,
+    TransactionDescription,
+    TransactionListing,
 )
 
 __all__ = [
@@ -86,6 +90,7 @@ __all__ = [
     "DeleteAclsResult",
     "DeleteRecordsResult",
     "DeleteTopicResult",
+    "DescribeProducersResult",
     "GroupDescription",
     "GroupListing",
     "GroupResult",
@@ -96,9 +101,12 @@ __all__ = [
     "OffsetSpec",
     "PartitionDescription",
     "PartitionResult",
+    "ProducerState",
     "RecordsToDelete",
     "ResourcePatternType",
     "ResourceResult",
     "ResourceType",
     "TopicDescription",
+    "TransactionDescription",
+    "TransactionListing",
 ]

@@ -200,6 +200,15 @@ class AdminBase:
     ) -> ResponseT:
         return await request(self._client, node_id, api_key, body, deadline)
 
+    async def _version(self, api_key: int, deadline: Deadline) -> int | None:
+        """The version of ``api_key`` negotiated with a broker (None: it lacks the API)."""
+        node = self._client.least_loaded_node()
+        conn = await wait_for(self._client.get_connection(node), deadline.remaining())
+        try:
+            return conn.version_for(api_key)
+        except errors.UnsupportedVersionError:
+            return None
+
     async def _pause(self, deadline: Deadline, last: errors.KafkaError | None) -> None:
         """Back off before a retry; raise the timeout if there is no time left."""
         await deadline.pause(retry_delay(self._client), last)

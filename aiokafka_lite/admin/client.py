@@ -18,6 +18,7 @@ from aiokafka_lite.admin.configs import ConfigsAdmin
 from aiokafka_lite.admin.groups import GroupsAdmin
 from aiokafka_lite.admin.records import RecordsAdmin
 from aiokafka_lite.admin.topics import TopicsAdmin
+from aiokafka_lite.admin.transactions import TransactionsAdmin
 from aiokafka_lite.admin.types import (
     ConfigResource,
     NewPartitions,
@@ -29,8 +30,10 @@ from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 __all__ = ["AIOKafkaAdminClient", "AdminClient"]
 
 
-class AdminClient(TopicsAdmin, ConfigsAdmin, GroupsAdmin, RecordsAdmin, AclsAdmin):
-    """Manage topics, configs, consumer groups, offsets, records and ACLs of a cluster.
+class AdminClient(
+    TopicsAdmin, ConfigsAdmin, GroupsAdmin, RecordsAdmin, AclsAdmin, TransactionsAdmin
+):
+    """Manage a cluster's topics, configs, groups, offsets, records, ACLs, transactions.
 
     Use it as ``async with AdminClient("localhost:9092") as admin: ...`` or call
     `start` and `close`. Security is given either as a ready `SecurityConfig`

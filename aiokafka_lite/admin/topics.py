@@ -7,7 +7,6 @@ import uuid
 from collections.abc import Iterable, Mapping
 
 from aiokafka_lite import errors
-from aiokafka_lite._aio import wait_for
 from aiokafka_lite.admin.base import AdminBase, ControllerAnswers, item_error, request_metadata
 from aiokafka_lite.admin.types import (
     AdminResults,
@@ -274,19 +273,11 @@ class TopicsAdmin(AdminBase):
 
     # --- cluster -----------------------------------------------------------------
 
-    async def _supports(self, api_key: int, deadline: Deadline) -> bool:
-        node = self._client.least_loaded_node()
-        conn = await wait_for(self._client.get_connection(node), deadline.remaining())
-        try:
-            return conn.version_for(api_key) is not None
-        except errors.UnsupportedVersionError:
-            return False
-
     async def describe_cluster(self, timeout_ms: int | None = None) -> ClusterDescription:
         """Cluster id, controller and brokers (DescribeCluster, or Metadata on older brokers)."""
 
         async def body(deadline: Deadline) -> ClusterDescription:
-            if await self._supports(bodies.DESCRIBE_CLUSTER, deadline):
+            if await self._version(bodies.DESCRIBE_CLUSTER, deadline) is not None:
                 request: DescribeClusterRequest = {
                     "include_cluster_authorized_operations": False,
                     "endpoint_type": 1,

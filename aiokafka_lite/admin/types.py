@@ -40,6 +40,7 @@ __all__ = [
     "DeleteAclsResult",
     "DeleteRecordsResult",
     "DeleteTopicResult",
+    "DescribeProducersResult",
     "GroupDescription",
     "GroupListing",
     "GroupResult",
@@ -50,11 +51,14 @@ __all__ = [
     "OffsetSpec",
     "PartitionDescription",
     "PartitionResult",
+    "ProducerState",
     "RecordsToDelete",
     "ResourcePatternType",
     "ResourceResult",
     "ResourceType",
     "TopicDescription",
+    "TransactionDescription",
+    "TransactionListing",
 ]
 
 #: Offsets that ListOffsets understands as special timestamps.
@@ -682,6 +686,58 @@ class DeleteAclsResult:
     error: errors.KafkaError | None = None
     deleted: tuple[AclBinding, ...] = ()
     not_deleted: Mapping[AclBinding, errors.KafkaError] = field(default_factory=dict)
+
+
+# --- transactions and producers ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    """A transactional id its coordinator knows, with its producer id and state
+    (``"Ongoing"``, ``"PrepareCommit"``, ``"CompleteCommit"``, ``"Empty"``, ...)."""
+
+    transactional_id: str
+    producer_id: int
+    state: str
+    coordinator_id: int
+
+
+@dataclass(frozen=True)
+class TransactionDescription:
+    """A transactional id as its coordinator holds it: state, producer, timeout, when
+    the open transaction began and the partitions it has written to."""
+
+    transactional_id: str
+    error: errors.KafkaError | None = None
+    state: str = ""
+    producer_id: int = -1
+    producer_epoch: int = -1
+    timeout_ms: int = 0
+    #: When the open transaction began (ms since the epoch); None when none is open.
+    start_time_ms: int | None = None
+    partitions: tuple[TopicPartition, ...] = ()
+    coordinator_id: int = -1
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """A producer the partition leader keeps state for (idempotent or transactional)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    #: The first offset of its open transaction on this partition (None: no open one).
+    #: An old one is what holds back read_committed consumers (a hanging transaction).
+    current_transaction_start_offset: int | None = None
+
+
+@dataclass(frozen=True)
+class DescribeProducersResult:
+    partition: TopicPartition
+    error: errors.KafkaError | None = None
+    active_producers: tuple[ProducerState, ...] = ()
 
 
 # --- helpers -----------------------------------------------------------------------

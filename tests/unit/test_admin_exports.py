@@ -2,7 +2,8 @@
 
 ``NAMES`` is ``__all__`` of ``aiokafka_lite/admin.py`` as it was before it became the
 package ``aiokafka_lite/admin/`` (commit dafd687); ``METHODS`` are the public members of
-its ``AdminClient``; ``ADDED_NAMES`` and ``ADDED_METHODS`` came later (the ACL calls).
+its ``AdminClient``; ``ADDED_NAMES`` and ``ADDED_METHODS`` came later (ACLs,
+transactions and producers).
 No broker needed.
 """
 
@@ -55,11 +56,22 @@ ADDED_NAMES = [
     "AclPermissionType",
     "CreateAclResult",
     "DeleteAclsResult",
+    "DescribeProducersResult",
+    "ProducerState",
     "ResourcePatternType",
     "ResourceType",
+    "TransactionDescription",
+    "TransactionListing",
 ]
 
-ADDED_METHODS = ["create_acls", "delete_acls", "describe_acls"]
+ADDED_METHODS = [
+    "create_acls",
+    "delete_acls",
+    "describe_acls",
+    "describe_producers",
+    "describe_transactions",
+    "list_transactions",
+]
 
 METHODS = [
     "alter_configs",
