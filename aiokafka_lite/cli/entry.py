@@ -37,6 +37,7 @@ from aiokafka_lite.cli.shared import (
     run_async,
 )
 from aiokafka_lite.cli.topics import add_topics_parser
+from aiokafka_lite.cli.transactions import add_transactions_parser
 
 __all__ = ["build_parser", "main"]
 
@@ -44,7 +45,10 @@ __all__ = ["build_parser", "main"]
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog=PROG,
-        description="Kafka from the shell: produce, consume, topics, groups, ACLs, benchmarks.",
+        description=(
+            "Kafka from the shell: produce, consume, topics, groups, ACLs, transactions, "
+            "benchmarks."
+        ),
         epilog="Exit status: 0 ok, 1 operation failed, 2 bad arguments, 3 cluster unreachable, "
         "4 authentication/authorization failed, 130 interrupted.",
     )
@@ -69,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_topics_parser(commands, leaf)
     add_groups_parser(commands, leaf)
     add_acls_parser(commands, leaf)
+    add_transactions_parser(commands, leaf)
     add_broker_parser(commands, leaf)
     add_bench_parser(commands, leaf)
     # Last, so each command's own options come first in its usage line.

@@ -20,6 +20,7 @@ from aiokafka_lite.cli.shared import (
     exit_code_for,
     non_negative_int,
     out,
+    parse_topic_partitions,
     print_json,
     report_items,
     table,
@@ -184,21 +185,6 @@ async def cmd_groups_lag(args: argparse.Namespace) -> int:
     return status
 
 
-def _parse_topic_partitions(spec: str) -> tuple[str, list[int] | None]:
-    topic, sep, parts = spec.partition(":")
-    if not topic:
-        raise UsageError(f"--topic must be TOPIC or TOPIC:P1,P2, got {spec!r}")
-    if not sep:
-        return topic, None
-    try:
-        partitions = sorted({int(p) for p in parts.split(",") if p.strip()})
-    except ValueError:
-        raise UsageError(f"--topic partitions must be integers, got {spec!r}") from None
-    if not partitions or partitions[0] < 0:
-        raise UsageError(f"--topic partitions must be integers >= 0, got {spec!r}")
-    return topic, partitions
-
-
 async def cmd_groups_reset_offsets(args: argparse.Namespace) -> int:
     from aiokafka_lite.admin import OffsetSpec
     from aiokafka_lite.structs import TopicPartition
@@ -214,7 +200,7 @@ async def cmd_groups_reset_offsets(args: argparse.Namespace) -> int:
             if not targets:
                 raise CliError(f"group {args.group!r} has no committed offsets to reset")
         else:
-            topics = [_parse_topic_partitions(spec) for spec in args.topic]
+            topics = [parse_topic_partitions(spec) for spec in args.topic]
             described = await admin.describe_topics(sorted({t for t, _ in topics}))
             for topic, parts in topics:
                 d = described[topic]

@@ -491,6 +491,22 @@ async def check_topics(conn: Connection, topics: Sequence[str], create: bool = F
         )
 
 
+def parse_topic_partitions(spec: str) -> tuple[str, list[int] | None]:
+    """``--topic TOPIC`` (every partition: None) or ``--topic TOPIC:P1,P2``."""
+    topic, sep, parts = spec.partition(":")
+    if not topic:
+        raise UsageError(f"--topic must be TOPIC or TOPIC:P1,P2, got {spec!r}")
+    if not sep:
+        return topic, None
+    try:
+        partitions = sorted({int(p) for p in parts.split(",") if p.strip()})
+    except ValueError:
+        raise UsageError(f"--topic partitions must be integers, got {spec!r}") from None
+    if not partitions or partitions[0] < 0:
+        raise UsageError(f"--topic partitions must be integers >= 0, got {spec!r}")
+    return topic, partitions
+
+
 async def admin_client(args: argparse.Namespace) -> Any:
     """A started admin client for the command's connection options."""
     from aiokafka_lite.admin import AdminClient

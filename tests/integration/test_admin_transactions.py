@@ -11,6 +11,8 @@ broker.
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -158,7 +160,11 @@ async def test_describe_producers_shows_the_open_transaction(
 # --- against a scripted broker ------------------------------------------------------------
 
 
-async def test_describe_producers_and_a_loading_coordinator_scripted() -> None:
+@pytest.fixture
+async def scripted() -> AsyncIterator[ScriptedBroker]:
+    """Topic "orders" (2 partitions): producers 7 (in a transaction from offset 120) and 8
+    on partition 0, none on 1 (whose first answer is NOT_LEADER_OR_FOLLOWER); every
+    transactional id is in PrepareCommit, its coordinator loading at the first ask."""
     broker = ScriptedBroker()
     broker.topics["orders"] = 2
 
@@ -217,24 +223,90 @@ async def test_describe_producers_and_a_loading_coordinator_scripted() -> None:
     broker.scripts[ApiKey.DESCRIBE_PRODUCERS] = producers
     broker.scripts[ApiKey.DESCRIBE_TRANSACTIONS] = transactions
     await broker.start()
-    try:
-        async with AdminClient(
-            broker.bootstrap, request_timeout_ms=5000, retry_backoff_ms=10
-        ) as admin:
-            p0, p1, p9 = (TopicPartition("orders", p) for p in (0, 1, 9))
-            found = await admin.describe_producers([p0, p1, p9])
-            assert found[p0].active_producers == (
-                ProducerState(7, 2, 41, 1_700_000_000_000, 5, 120),
-                ProducerState(8, 0, 3, 1_700_000_000_500, -1, None),
-            )
-            assert found[p1].error is None and found[p1].active_producers == ()
-            assert isinstance(found[p9].error, errors.UnknownTopicOrPartitionError)
-            assert broker.calls[ApiKey.DESCRIBE_PRODUCERS] == 2  # p1 asked again
+    yield broker
+    await broker.stop()
 
-            described = await admin.describe_transactions(["t-1"])
-            assert broker.calls[ApiKey.DESCRIBE_TRANSACTIONS] == 2
-            assert described["t-1"].state == "PrepareCommit"
-            assert described["t-1"].partitions == (p0, p1)
-            assert described["t-1"].coordinator_id == ScriptedBroker.NODE
-    finally:
-        await broker.stop()
+
+async def test_describe_producers_and_a_loading_coordinator_scripted(
+    scripted: ScriptedBroker,
+) -> None:
+    broker = scripted
+    async with AdminClient(broker.bootstrap, request_timeout_ms=5000, retry_backoff_ms=10) as admin:
+        p0, p1, p9 = (TopicPartition("orders", p) for p in (0, 1, 9))
+        found = await admin.describe_producers([p0, p1, p9])
+        assert found[p0].active_producers == (
+            ProducerState(7, 2, 41, 1_700_000_000_000, 5, 120),
+            ProducerState(8, 0, 3, 1_700_000_000_500, -1, None),
+        )
+        assert found[p1].error is None and found[p1].active_producers == ()
+        assert isinstance(found[p9].error, errors.UnknownTopicOrPartitionError)
+        assert broker.calls[ApiKey.DESCRIBE_PRODUCERS] == 2  # p1 asked again
+
+        described = await admin.describe_transactions(["t-1"])
+        assert broker.calls[ApiKey.DESCRIBE_TRANSACTIONS] == 2
+        assert described["t-1"].state == "PrepareCommit"
+        assert described["t-1"].partitions == (p0, p1)
+        assert described["t-1"].coordinator_id == ScriptedBroker.NODE
+
+
+# --- the command line --------------------------------------------------------------------
+
+
+async def test_cli_lists_and_describes_the_open_transaction(
+    bootstrap_servers: str,
+    open_transaction: tuple[str, TopicPartition],
+    expect_deviation: ExpectDeviation,
+) -> None:
+    from .test_cli import cli_command, run
+
+    tid, tp = open_transaction
+
+    async def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [*cli_command(), "-b", bootstrap_servers, "transactions"]
+        return await asyncio.to_thread(run, command, *args)
+
+    listed = await cli("list", "--state", "Ongoing", "--json")
+    with expect_deviation(
+        "tansu", TANSU_LACKS.format("ListTransactions"), match="the ListTransactions API"
+    ):
+        assert listed.returncode == 0, listed.stderr
+    mine = [r for r in map(json.loads, listed.stdout.splitlines()) if r["transactional_id"] == tid]
+    assert len(mine) == 1 and mine[0]["state"] == "Ongoing" and mine[0]["producer_id"] >= 0
+
+    described = await cli("describe", tid, "never-seen")
+    assert described.returncode == 1  # one id is unknown: said on stderr
+    assert "TRANSACTIONAL_ID_NOT_FOUND" in described.stderr and "never-seen" in described.stderr
+    header, row = described.stdout.splitlines()
+    assert header.split()[:2] == ["TRANSACTIONAL-ID", "STATE"]
+    assert row.split()[:2] == [tid, "Ongoing"]
+    assert row.split()[-1] == f"{tp.topic}-{tp.partition}"
+
+
+async def test_cli_producers_of_a_whole_topic_scripted(scripted: ScriptedBroker) -> None:
+    from .test_cli import cli_command, run
+
+    command = [*cli_command(), "-b", scripted.bootstrap, "transactions", "producers"]
+    shown = await asyncio.to_thread(run, command, "--topic", "orders", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert [json.loads(line) for line in shown.stdout.splitlines()] == [
+        {
+            "topic": "orders",
+            "partition": 0,
+            "producer_id": 7,
+            "epoch": 2,
+            "last_sequence": 41,
+            "last_timestamp": 1_700_000_000_000,
+            "txn_start_offset": 120,
+        },
+        {
+            "topic": "orders",
+            "partition": 0,
+            "producer_id": 8,
+            "epoch": 0,
+            "last_sequence": 3,
+            "last_timestamp": 1_700_000_000_500,
+            "txn_start_offset": None,
+        },
+    ]
+    missing = await asyncio.to_thread(run, command, "--topic", "orders:9")
+    assert missing.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
