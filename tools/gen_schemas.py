@@ -67,6 +67,9 @@ APIS: list[str] = [
     "DescribeProducers",
     "DescribeTransactions",
     "ListTransactions",
+    "DescribeUserScramCredentials",
+    "AlterUserScramCredentials",
+    "DescribeLogDirs",
 ]
 
 PRIMITIVES = {

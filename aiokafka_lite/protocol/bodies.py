@@ -1348,6 +1348,60 @@ DESCRIBE_CONFIGS: Final[Api[DescribeConfigsRequest, DescribeConfigsResponse]] = 
     ApiKey.DESCRIBE_CONFIGS
 )
 
+# --- DescribeLogDirs (API key 35) -------------------------------------------------------
+
+
+class DescribeLogDirsDescribableLogDirTopic(TypedDict):
+    """``DescribeLogDirsRequest.topics[]``."""
+
+    topic: str
+    partitions: Sequence[int]
+
+
+class DescribeLogDirsRequest(TypedDict):
+    """DescribeLogDirsRequest body, versions 1-4."""
+
+    topics: Sequence[DescribeLogDirsDescribableLogDirTopic] | None
+
+
+class DescribeLogDirsPartition(TypedDict):
+    """``DescribeLogDirsResponse.results[].topics[].partitions[]``."""
+
+    partition_index: int
+    partition_size: int
+    offset_lag: int
+    is_future_key: bool
+
+
+class DescribeLogDirsTopic(TypedDict):
+    """``DescribeLogDirsResponse.results[].topics[]``."""
+
+    name: str
+    partitions: list[DescribeLogDirsPartition]
+
+
+class DescribeLogDirsResult(TypedDict):
+    """``DescribeLogDirsResponse.results[]``."""
+
+    error_code: int
+    log_dir: str
+    topics: list[DescribeLogDirsTopic]
+    total_bytes: NotRequired[int]  # v4
+    usable_bytes: NotRequired[int]  # v4
+
+
+class DescribeLogDirsResponse(TypedDict):
+    """DescribeLogDirsResponse body, versions 1-4."""
+
+    throttle_time_ms: int
+    error_code: NotRequired[int]  # v3-4
+    results: list[DescribeLogDirsResult]
+
+
+DESCRIBE_LOG_DIRS: Final[Api[DescribeLogDirsRequest, DescribeLogDirsResponse]] = Api(
+    ApiKey.DESCRIBE_LOG_DIRS
+)
+
 # --- SaslAuthenticate (API key 36) ------------------------------------------------------
 
 
@@ -1532,6 +1586,96 @@ class OffsetDeleteResponse(TypedDict):
 
 OFFSET_DELETE: Final[Api[OffsetDeleteRequest, OffsetDeleteResponse]] = Api(ApiKey.OFFSET_DELETE)
 
+# --- DescribeUserScramCredentials (API key 50) ------------------------------------------
+
+
+class DescribeUserScramCredentialsUserName(TypedDict):
+    """``DescribeUserScramCredentialsRequest.users[]``."""
+
+    name: str
+
+
+class DescribeUserScramCredentialsRequest(TypedDict):
+    """DescribeUserScramCredentialsRequest body, version 0."""
+
+    users: Sequence[DescribeUserScramCredentialsUserName] | None
+
+
+class DescribeUserScramCredentialsCredentialInfo(TypedDict):
+    """``DescribeUserScramCredentialsResponse.results[].credential_infos[]``."""
+
+    mechanism: int
+    iterations: int
+
+
+class DescribeUserScramCredentialsResult(TypedDict):
+    """``DescribeUserScramCredentialsResponse.results[]``."""
+
+    user: str
+    error_code: int
+    error_message: str | None
+    credential_infos: list[DescribeUserScramCredentialsCredentialInfo]
+
+
+class DescribeUserScramCredentialsResponse(TypedDict):
+    """DescribeUserScramCredentialsResponse body, version 0."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribeUserScramCredentialsResult]
+
+
+DESCRIBE_USER_SCRAM_CREDENTIALS: Final[
+    Api[DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse]
+] = Api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
+
+# --- AlterUserScramCredentials (API key 51) ---------------------------------------------
+
+
+class AlterUserScramCredentialsScramCredentialDeletion(TypedDict):
+    """``AlterUserScramCredentialsRequest.deletions[]``."""
+
+    name: str
+    mechanism: int
+
+
+class AlterUserScramCredentialsScramCredentialUpsertion(TypedDict):
+    """``AlterUserScramCredentialsRequest.upsertions[]``."""
+
+    name: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+
+
+class AlterUserScramCredentialsRequest(TypedDict):
+    """AlterUserScramCredentialsRequest body, version 0."""
+
+    deletions: Sequence[AlterUserScramCredentialsScramCredentialDeletion]
+    upsertions: Sequence[AlterUserScramCredentialsScramCredentialUpsertion]
+
+
+class AlterUserScramCredentialsResult(TypedDict):
+    """``AlterUserScramCredentialsResponse.results[]``."""
+
+    user: str
+    error_code: int
+    error_message: str | None
+
+
+class AlterUserScramCredentialsResponse(TypedDict):
+    """AlterUserScramCredentialsResponse body, version 0."""
+
+    throttle_time_ms: int
+    results: list[AlterUserScramCredentialsResult]
+
+
+ALTER_USER_SCRAM_CREDENTIALS: Final[
+    Api[AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse]
+] = Api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+
 # --- DescribeCluster (API key 60) -------------------------------------------------------
 
 
@@ -1697,6 +1841,7 @@ LIST_TRANSACTIONS: Final[Api[ListTransactionsRequest, ListTransactionsResponse]]
 __all__ = [
     "ADD_OFFSETS_TO_TXN",
     "ADD_PARTITIONS_TO_TXN",
+    "ALTER_USER_SCRAM_CREDENTIALS",
     "API_VERSIONS",
     "CREATE_ACLS",
     "CREATE_PARTITIONS",
@@ -1709,8 +1854,10 @@ __all__ = [
     "DESCRIBE_CLUSTER",
     "DESCRIBE_CONFIGS",
     "DESCRIBE_GROUPS",
+    "DESCRIBE_LOG_DIRS",
     "DESCRIBE_PRODUCERS",
     "DESCRIBE_TRANSACTIONS",
+    "DESCRIBE_USER_SCRAM_CREDENTIALS",
     "END_TXN",
     "FETCH",
     "FIND_COORDINATOR",
@@ -1740,6 +1887,11 @@ __all__ = [
     "AddPartitionsToTxnTopic",
     "AddPartitionsToTxnTopicResult",
     "AddPartitionsToTxnTransaction",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
+    "AlterUserScramCredentialsResult",
+    "AlterUserScramCredentialsScramCredentialDeletion",
+    "AlterUserScramCredentialsScramCredentialUpsertion",
     "ApiVersionsApiVersion",
     "ApiVersionsFinalizedFeatureKey",
     "ApiVersionsRequest",
@@ -1796,6 +1948,12 @@ __all__ = [
     "DescribeGroupsDescribedGroupMember",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "DescribeLogDirsDescribableLogDirTopic",
+    "DescribeLogDirsPartition",
+    "DescribeLogDirsRequest",
+    "DescribeLogDirsResponse",
+    "DescribeLogDirsResult",
+    "DescribeLogDirsTopic",
     "DescribeProducersPartitionResponse",
     "DescribeProducersProducerState",
     "DescribeProducersRequest",
@@ -1806,6 +1964,11 @@ __all__ = [
     "DescribeTransactionsResponse",
     "DescribeTransactionsTopicData",
     "DescribeTransactionsTransactionState",
+    "DescribeUserScramCredentialsCredentialInfo",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
+    "DescribeUserScramCredentialsResult",
+    "DescribeUserScramCredentialsUserName",
     "EndTxnRequest",
     "EndTxnResponse",
     "FetchAbortedTransaction",

@@ -60,6 +60,9 @@ EXPECTED_APIS = {
     "DescribeProducers": 61,
     "DescribeTransactions": 65,
     "ListTransactions": 66,
+    "DescribeUserScramCredentials": 50,
+    "AlterUserScramCredentials": 51,
+    "DescribeLogDirs": 35,
 }
 
 _PRIMS = {
