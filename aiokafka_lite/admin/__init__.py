@@ -1,10 +1,11 @@
-"""The admin client: topics, configs, groups, offsets, records, ACLs, transactions.
+"""The admin client: topics, configs, groups, offsets, records, ACLs, transactions, disks.
 
 `AdminClient` sits on one `KafkaClient` and turns each admin operation into the
 requests Kafka defines for it, sent to the node that must answer them: the
 controller for topic changes, the group coordinator for group operations, the
 partition leader for offsets and record deletion, the broker itself for its
-configuration, any broker for ACLs, each transaction coordinator for transactions.
+configuration and log directories, any broker for ACLs, each transaction coordinator
+for transactions.
 
 Every call is bounded by a timeout (``timeout_ms``, default ``request_timeout_ms``)
 and returns typed results. Calls about several items (topics, groups, partitions,
@@ -18,7 +19,8 @@ A broker that lacks an API answers with
 :class:`~aiokafka_lite.errors.UnsupportedVersionError` naming the API.
 
 The package: `types` (arguments and results), `client` (`AdminClient`, composed of
-`topics`, `configs`, `groups`, `records`, `acls` and `transactions`, each on `base`),
+`topics`, `configs`, `groups`, `records`, `acls`, `transactions` and `log_dirs`, each
+on `base`),
 `validation` (argument checks). Every name below is importable from ``aiokafka_lite.admin``.
 """
 
@@ -31,6 +33,7 @@ from aiokafka_lite.admin.types import (
     AdminResults,
     AlterConfigOp,
     AlterConfigOpType,
+    BrokerLogDirs,
     ClusterDescription,
     ConfigDescription,
     ConfigEntry,
@@ -50,6 +53,7 @@ from aiokafka_lite.admin.types import (
     GroupListing,
     GroupResult,
     ListOffsetsResult,
+    LogDirDescription,
     MemberDescription,
     NewPartitions,
     NewTopic,
@@ -58,6 +62,7 @@ from aiokafka_lite.admin.types import (
     PartitionResult,
     ProducerState,
     RecordsToDelete,
+    ReplicaInfo,
     ResourcePatternType,
     ResourceResult,
     ResourceType,
@@ -76,6 +81,7 @@ __all__ = [
     "AdminResults",
     "AlterConfigOp",
     "AlterConfigOpType",
+    "BrokerLogDirs",
     "ClusterDescription",
     "ConfigDescription",
     "ConfigEntry",
@@ -95,6 +101,7 @@ __all__ = [
     "GroupListing",
     "GroupResult",
     "ListOffsetsResult",
+    "LogDirDescription",
     "MemberDescription",
     "NewPartitions",
     "NewTopic",
@@ -103,6 +110,7 @@ __all__ = [
     "PartitionResult",
     "ProducerState",
     "RecordsToDelete",
+    "ReplicaInfo",
     "ResourcePatternType",
     "ResourceResult",
     "ResourceType",

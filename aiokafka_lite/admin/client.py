@@ -16,6 +16,7 @@ from aiokafka_lite.admin import responses
 from aiokafka_lite.admin.acls import AclsAdmin
 from aiokafka_lite.admin.configs import ConfigsAdmin
 from aiokafka_lite.admin.groups import GroupsAdmin
+from aiokafka_lite.admin.log_dirs import LogDirsAdmin
 from aiokafka_lite.admin.records import RecordsAdmin
 from aiokafka_lite.admin.topics import TopicsAdmin
 from aiokafka_lite.admin.transactions import TransactionsAdmin
@@ -31,7 +32,13 @@ __all__ = ["AIOKafkaAdminClient", "AdminClient"]
 
 
 class AdminClient(
-    TopicsAdmin, ConfigsAdmin, GroupsAdmin, RecordsAdmin, AclsAdmin, TransactionsAdmin
+    TopicsAdmin,
+    ConfigsAdmin,
+    GroupsAdmin,
+    RecordsAdmin,
+    AclsAdmin,
+    TransactionsAdmin,
+    LogDirsAdmin,
 ):
     """Manage a cluster's topics, configs, groups, offsets, records, ACLs, transactions.
 

@@ -26,6 +26,7 @@ __all__ = [
     "AdminResults",
     "AlterConfigOp",
     "AlterConfigOpType",
+    "BrokerLogDirs",
     "ClusterDescription",
     "ConfigDescription",
     "ConfigEntry",
@@ -45,6 +46,7 @@ __all__ = [
     "GroupListing",
     "GroupResult",
     "ListOffsetsResult",
+    "LogDirDescription",
     "MemberDescription",
     "NewPartitions",
     "NewTopic",
@@ -53,6 +55,7 @@ __all__ = [
     "PartitionResult",
     "ProducerState",
     "RecordsToDelete",
+    "ReplicaInfo",
     "ResourcePatternType",
     "ResourceResult",
     "ResourceType",
@@ -738,6 +741,38 @@ class DescribeProducersResult:
     partition: TopicPartition
     error: errors.KafkaError | None = None
     active_producers: tuple[ProducerState, ...] = ()
+
+
+# --- log directories -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplicaInfo:
+    """A replica in a log directory: its size on disk, how far it is behind the log end
+    (of the leader, or of the current replica for a future one), and whether it is a
+    future replica (being moved to this directory)."""
+
+    size: int
+    offset_lag: int
+    is_future: bool = False
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    path: str
+    #: `KafkaStorageError` when the directory is offline.
+    error: errors.KafkaError | None = None
+    replicas: Mapping[TopicPartition, ReplicaInfo] = field(default_factory=dict)
+    #: The volume's size and free space (brokers with DescribeLogDirs v4); None if unknown.
+    total_bytes: int | None = None
+    usable_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class BrokerLogDirs:
+    broker_id: int
+    error: errors.KafkaError | None = None
+    log_dirs: Mapping[str, LogDirDescription] = field(default_factory=dict)
 
 
 # --- helpers -----------------------------------------------------------------------

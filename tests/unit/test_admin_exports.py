@@ -3,7 +3,7 @@
 ``NAMES`` is ``__all__`` of ``aiokafka_lite/admin.py`` as it was before it became the
 package ``aiokafka_lite/admin/`` (commit dafd687); ``METHODS`` are the public members of
 its ``AdminClient``; ``ADDED_NAMES`` and ``ADDED_METHODS`` came later (ACLs,
-transactions and producers).
+transactions and producers, log directories).
 No broker needed.
 """
 
@@ -54,10 +54,13 @@ ADDED_NAMES = [
     "AclBindingFilter",
     "AclOperation",
     "AclPermissionType",
+    "BrokerLogDirs",
     "CreateAclResult",
     "DeleteAclsResult",
     "DescribeProducersResult",
+    "LogDirDescription",
     "ProducerState",
+    "ReplicaInfo",
     "ResourcePatternType",
     "ResourceType",
     "TransactionDescription",
@@ -68,6 +71,7 @@ ADDED_METHODS = [
     "create_acls",
     "delete_acls",
     "describe_acls",
+    "describe_log_dirs",
     "describe_producers",
     "describe_transactions",
     "list_transactions",
