@@ -1,11 +1,12 @@
-"""The admin client: topics, configs, groups, offsets, records, ACLs, transactions, disks.
+"""The admin client: topics, configs, groups, offsets, records, ACLs, users, transactions,
+log directories.
 
 `AdminClient` sits on one `KafkaClient` and turns each admin operation into the
 requests Kafka defines for it, sent to the node that must answer them: the
 controller for topic changes, the group coordinator for group operations, the
 partition leader for offsets and record deletion, the broker itself for its
-configuration and log directories, any broker for ACLs, each transaction coordinator
-for transactions.
+configuration and log directories, any broker for ACLs, the controller for SCRAM
+credentials, each transaction coordinator for transactions.
 
 Every call is bounded by a timeout (``timeout_ms``, default ``request_timeout_ms``)
 and returns typed results. Calls about several items (topics, groups, partitions,
@@ -18,18 +19,30 @@ are reported as they come.
 A broker that lacks an API answers with
 :class:`~aiokafka_lite.errors.UnsupportedVersionError` naming the API.
 
-The package: `types` (arguments and results), `client` (`AdminClient`, composed of
-`topics`, `configs`, `groups`, `records`, `acls`, `transactions` and `log_dirs`, each
-on `base`),
-`validation` (argument checks). Every name below is importable from ``aiokafka_lite.admin``.
+The package: `types` and `security_types` (arguments and results), `client`
+(`AdminClient`, composed of `topics`, `configs`, `groups`, `records`, `acls`, `scram`,
+`transactions` and `log_dirs`, each on `base`), `validation` (argument checks). Every
+name below is importable from ``aiokafka_lite.admin``.
 """
 
 from aiokafka_lite.admin.client import AdminClient, AIOKafkaAdminClient
-from aiokafka_lite.admin.types import (
+from aiokafka_lite.admin.security_types import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
+    CreateAclResult,
+    DeleteAclsResult,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialsDescription,
+    UserScramCredentialsResult,
+    UserScramCredentialUpsertion,
+)
+from aiokafka_lite.admin.types import (
     AdminResults,
     AlterConfigOp,
     AlterConfigOpType,
@@ -42,10 +55,8 @@ from aiokafka_lite.admin.types import (
     ConfigSource,
     ConfigSynonym,
     ConsumerGroupLag,
-    CreateAclResult,
     CreatePartitionsResult,
     CreateTopicResult,
-    DeleteAclsResult,
     DeleteRecordsResult,
     DeleteTopicResult,
     DescribeProducersResult,
@@ -63,9 +74,7 @@ from aiokafka_lite.admin.types import (
     ProducerState,
     RecordsToDelete,
     ReplicaInfo,
-    ResourcePatternType,
     ResourceResult,
-    ResourceType,
     TopicDescription,
     TransactionDescription,
     TransactionListing,
@@ -114,7 +123,13 @@ __all__ = [
     "ResourcePatternType",
     "ResourceResult",
     "ResourceType",
+    "ScramCredentialInfo",
+    "ScramMechanism",
     "TopicDescription",
     "TransactionDescription",
     "TransactionListing",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
+    "UserScramCredentialsDescription",
+    "UserScramCredentialsResult",
 ]

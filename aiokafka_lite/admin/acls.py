@@ -15,16 +15,18 @@ from typing import TypeVar
 
 from aiokafka_lite import errors
 from aiokafka_lite.admin.base import AdminBase, item_error
-from aiokafka_lite.admin.types import (
+from aiokafka_lite.admin.security_types import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
-    AdminResults,
     CreateAclResult,
     DeleteAclsResult,
     ResourcePatternType,
     ResourceType,
+)
+from aiokafka_lite.admin.types import (
+    AdminResults,
 )
 from aiokafka_lite.protocol import bodies
 from aiokafka_lite.protocol.bodies import (

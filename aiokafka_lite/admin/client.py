@@ -18,6 +18,7 @@ from aiokafka_lite.admin.configs import ConfigsAdmin
 from aiokafka_lite.admin.groups import GroupsAdmin
 from aiokafka_lite.admin.log_dirs import LogDirsAdmin
 from aiokafka_lite.admin.records import RecordsAdmin
+from aiokafka_lite.admin.scram import ScramAdmin
 from aiokafka_lite.admin.topics import TopicsAdmin
 from aiokafka_lite.admin.transactions import TransactionsAdmin
 from aiokafka_lite.admin.types import (
@@ -37,10 +38,11 @@ class AdminClient(
     GroupsAdmin,
     RecordsAdmin,
     AclsAdmin,
+    ScramAdmin,
     TransactionsAdmin,
     LogDirsAdmin,
 ):
-    """Manage a cluster's topics, configs, groups, offsets, records, ACLs, transactions.
+    """Manage a cluster: topics, configs, groups, offsets, records, ACLs, users, transactions.
 
     Use it as ``async with AdminClient("localhost:9092") as admin: ...`` or call
     `start` and `close`. Security is given either as a ready `SecurityConfig`

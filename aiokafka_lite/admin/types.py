@@ -1,9 +1,9 @@
 """The admin client's argument and result types.
 
 Arguments: `NewTopic`, `NewPartitions`, `RecordsToDelete`, `ConfigResource`,
-`AlterConfigOp`, `OffsetSpec`, `AclBinding`, `AclBindingFilter` and the enums they
-use. Results: `AdminResults` (one entry per item, each with its own ``error``) and the
-per-item result of every call.
+`AlterConfigOp`, `OffsetSpec` and the enums they use. Results: `AdminResults` (one
+entry per item, each with its own ``error``) and the per-item result of every call.
+ACLs and SCRAM credentials have theirs in `security_types`.
 """
 
 from __future__ import annotations
@@ -19,10 +19,6 @@ from aiokafka_lite.cluster import BrokerMetadata
 from aiokafka_lite.structs import TopicPartition
 
 __all__ = [
-    "AclBinding",
-    "AclBindingFilter",
-    "AclOperation",
-    "AclPermissionType",
     "AdminResults",
     "AlterConfigOp",
     "AlterConfigOpType",
@@ -35,10 +31,8 @@ __all__ = [
     "ConfigSource",
     "ConfigSynonym",
     "ConsumerGroupLag",
-    "CreateAclResult",
     "CreatePartitionsResult",
     "CreateTopicResult",
-    "DeleteAclsResult",
     "DeleteRecordsResult",
     "DeleteTopicResult",
     "DescribeProducersResult",
@@ -56,9 +50,7 @@ __all__ = [
     "ProducerState",
     "RecordsToDelete",
     "ReplicaInfo",
-    "ResourcePatternType",
     "ResourceResult",
-    "ResourceType",
     "TopicDescription",
     "TransactionDescription",
     "TransactionListing",
@@ -203,249 +195,6 @@ class OffsetSpec:
                 f"timestamp must be an int >= 0 (ms since the epoch), got {timestamp_ms!r}"
             )
         return cls(timestamp_ms)
-
-
-# --- access control lists ------------------------------------------------------------
-
-
-class ResourceType(enum.IntEnum):
-    """What an ACL protects (Kafka's resource type codes). ANY matches every type in
-    a filter; UNKNOWN is what a newer broker's unknown type reads as."""
-
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class ResourcePatternType(enum.IntEnum):
-    """How an ACL's resource name matches: LITERAL (the name itself; ``"*"`` is every
-    name) or PREFIXED (every name starting with it). In a filter, ANY matches both
-    kinds as written, MATCH every ACL that applies to the filter's name."""
-
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclOperation(enum.IntEnum):
-    """The operation an ACL allows or denies (ALL: every one; ANY: filters only)."""
-
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class AclPermissionType(enum.IntEnum):
-    """Whether an ACL allows or denies (ANY: filters only)."""
-
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
-
-
-_E = TypeVar("_E", bound=enum.IntEnum)
-
-
-def _member(kind: type[_E], value: object, what: str, refused: Collection[_E] = ()) -> _E:
-    """``value`` (a member, its name in any case, or its code) as a member of ``kind``;
-    `ConfigurationError` naming the allowed ones otherwise."""
-    member: _E | None = None
-    if isinstance(value, kind):
-        member = value
-    elif isinstance(value, str):
-        member = kind.__members__.get(value.strip().upper())
-    elif isinstance(value, int) and not isinstance(value, bool):
-        member = next((m for m in kind if m.value == value), None)
-    if member is None or member in refused:
-        allowed = ", ".join(m.name for m in kind if m not in refused)
-        raise errors.ConfigurationError(f"{what} {value!r} is not one of {allowed}")
-    return member
-
-
-def _text(value: object, what: str, *, optional: bool) -> str | None:
-    if value is None and optional:
-        return None
-    if not isinstance(value, str) or not value:
-        kind = "a non-empty str or None" if optional else "a non-empty str"
-        raise errors.ConfigurationError(f"{what} must be {kind}; got {value!r}")
-    return value
-
-
-@dataclass(frozen=True, init=False)
-class AclBinding:
-    """One ACL: ``principal`` (``"User:alice"``) from ``host`` (``"*"``: any) is allowed
-    or denied ``operation`` on the resource ``resource_type``/``resource_name``, the
-    name taken literally or as a prefix (``pattern_type``).
-
-    The enums may also be given by name (``"topic"``, ``"read"``) or code. A binding
-    names one ACL, so the filter-only values (ANY, MATCH, UNKNOWN) are refused with
-    `ConfigurationError`, as are empty names. Bindings are hashable: the keys of
-    ``create_acls``'s results.
-    """
-
-    resource_type: ResourceType
-    resource_name: str
-    principal: str
-    operation: AclOperation
-    permission_type: AclPermissionType
-    host: str
-    pattern_type: ResourcePatternType
-
-    def __init__(
-        self,
-        resource_type: ResourceType | str | int,
-        resource_name: str,
-        principal: str,
-        operation: AclOperation | str | int,
-        permission_type: AclPermissionType | str | int = AclPermissionType.ALLOW,
-        host: str = "*",
-        pattern_type: ResourcePatternType | str | int = ResourcePatternType.LITERAL,
-    ) -> None:
-        set_ = object.__setattr__
-        set_(
-            self,
-            "resource_type",
-            _member(
-                ResourceType,
-                resource_type,
-                "resource_type",
-                (ResourceType.ANY, ResourceType.UNKNOWN),
-            ),
-        )
-        set_(self, "resource_name", _text(resource_name, "resource_name", optional=False))
-        set_(self, "principal", _text(principal, "principal", optional=False))
-        set_(
-            self,
-            "operation",
-            _member(AclOperation, operation, "operation", (AclOperation.ANY, AclOperation.UNKNOWN)),
-        )
-        set_(
-            self,
-            "permission_type",
-            _member(
-                AclPermissionType,
-                permission_type,
-                "permission_type",
-                (AclPermissionType.ANY, AclPermissionType.UNKNOWN),
-            ),
-        )
-        set_(self, "host", _text(host, "host", optional=False))
-        set_(
-            self,
-            "pattern_type",
-            _member(
-                ResourcePatternType,
-                pattern_type,
-                "pattern_type",
-                (ResourcePatternType.ANY, ResourcePatternType.MATCH, ResourcePatternType.UNKNOWN),
-            ),
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"AclBinding({self.resource_type.name} {self.pattern_type.name} "
-            f"{self.resource_name!r}: {self.permission_type.name} {self.principal!r} "
-            f"{self.operation.name} from {self.host!r})"
-        )
-
-
-@dataclass(frozen=True, init=False)
-class AclBindingFilter:
-    """Which ACLs ``describe_acls`` and ``delete_acls`` act on. Each field narrows the
-    match; ``None`` (names, principal, host) and ANY (enums) match everything, so
-    ``AclBindingFilter()`` matches every ACL. ``pattern_type`` defaults to ANY (both
-    LITERAL and PREFIXED bindings of exactly ``resource_name``); MATCH finds every ACL
-    that applies to ``resource_name`` (the literal one, ``"*"``, and the prefixes of
-    it). Hashable: the keys of ``delete_acls``'s results.
-    """
-
-    resource_type: ResourceType
-    resource_name: str | None
-    principal: str | None
-    operation: AclOperation
-    permission_type: AclPermissionType
-    host: str | None
-    pattern_type: ResourcePatternType
-
-    def __init__(
-        self,
-        resource_type: ResourceType | str | int = ResourceType.ANY,
-        resource_name: str | None = None,
-        principal: str | None = None,
-        operation: AclOperation | str | int = AclOperation.ANY,
-        permission_type: AclPermissionType | str | int = AclPermissionType.ANY,
-        host: str | None = None,
-        pattern_type: ResourcePatternType | str | int = ResourcePatternType.ANY,
-    ) -> None:
-        set_ = object.__setattr__
-        set_(
-            self,
-            "resource_type",
-            _member(ResourceType, resource_type, "resource_type", (ResourceType.UNKNOWN,)),
-        )
-        set_(self, "resource_name", _text(resource_name, "resource_name", optional=True))
-        set_(self, "principal", _text(principal, "principal", optional=True))
-        set_(
-            self,
-            "operation",
-            _member(AclOperation, operation, "operation", (AclOperation.UNKNOWN,)),
-        )
-        set_(
-            self,
-            "permission_type",
-            _member(
-                AclPermissionType, permission_type, "permission_type", (AclPermissionType.UNKNOWN,)
-            ),
-        )
-        set_(self, "host", _text(host, "host", optional=True))
-        set_(
-            self,
-            "pattern_type",
-            _member(
-                ResourcePatternType, pattern_type, "pattern_type", (ResourcePatternType.UNKNOWN,)
-            ),
-        )
-
-    def __repr__(self) -> str:
-        parts = [
-            f"{name}={value.name if isinstance(value, enum.Enum) else repr(value)}"
-            for name, value in vars(self).items()
-            if value is not None and value != 1  # (1 is every enum's ANY)
-        ]
-        return f"AclBindingFilter({', '.join(parts) or 'every ACL'})"
-
-    @classmethod
-    def of(cls, binding: AclBinding) -> AclBindingFilter:
-        """The filter matching exactly ``binding``."""
-        return cls(
-            binding.resource_type,
-            binding.resource_name,
-            binding.principal,
-            binding.operation,
-            binding.permission_type,
-            binding.host,
-            binding.pattern_type,
-        )
 
 
 # --- results -----------------------------------------------------------------------
@@ -674,23 +423,6 @@ class ConsumerGroupLag:
         return max(self.end_offset - self.committed_offset, 0)
 
 
-@dataclass(frozen=True)
-class CreateAclResult:
-    binding: AclBinding
-    error: errors.KafkaError | None = None
-
-
-@dataclass(frozen=True)
-class DeleteAclsResult:
-    """What one filter of ``delete_acls`` deleted, and the ACLs it matched but could
-    not delete (each with its error)."""
-
-    filter: AclBindingFilter
-    error: errors.KafkaError | None = None
-    deleted: tuple[AclBinding, ...] = ()
-    not_deleted: Mapping[AclBinding, errors.KafkaError] = field(default_factory=dict)
-
-
 # --- transactions and producers ---------------------------------------------------------
 
 
@@ -777,6 +509,35 @@ class BrokerLogDirs:
 
 # --- helpers -----------------------------------------------------------------------
 
+_E = TypeVar("_E", bound=enum.IntEnum)
+
+
+def enum_member(kind: type[_E], value: object, what: str, refused: Collection[_E] = ()) -> _E:
+    """``value`` (a member, its name in any case, or its code) as a member of ``kind``;
+    `ConfigurationError` naming the allowed ones otherwise."""
+    member: _E | None = None
+    if isinstance(value, kind):
+        member = value
+    elif isinstance(value, str):
+        member = kind.__members__.get(value.strip().upper())
+    elif isinstance(value, int) and not isinstance(value, bool):
+        member = next((m for m in kind if m.value == value), None)
+    if member is None or member in refused:
+        allowed = ", ".join(m.name for m in kind if m not in refused)
+        raise errors.ConfigurationError(f"{what} {value!r} is not one of {allowed}")
+    return member
+
+
+def checked_text(value: object, what: str, *, optional: bool) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value:
+        kind = "a non-empty str or None" if optional else "a non-empty str"
+        raise errors.ConfigurationError(f"{what} must be {kind}; got {value!r}")
+    return value
+
 
 def _resource_type(value: object) -> ConfigResourceType:
-    return _member(ConfigResourceType, value, "config resource type", (ConfigResourceType.UNKNOWN,))
+    return enum_member(
+        ConfigResourceType, value, "config resource type", (ConfigResourceType.UNKNOWN,)
+    )

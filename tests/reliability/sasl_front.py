@@ -204,6 +204,14 @@ def scram_credential(hash_name: str, password: str, iterations: int) -> _ScramCr
     """What a SCRAM server stores for a user (RFC 5802 section 3): never the password."""
     salt = os.urandom(16)
     salted = hashlib.pbkdf2_hmac(hash_name, password.encode("utf-8"), salt, iterations)
+    return stored_credential(hash_name, salt, iterations, salted)
+
+
+def stored_credential(
+    hash_name: str, salt: bytes, iterations: int, salted: bytes
+) -> _ScramCredential:
+    """The stored keys of a credential given as its salted password (what an admin
+    client's AlterUserScramCredentials sends)."""
     client_key = hmac.new(salted, b"Client Key", hash_name).digest()
     return _ScramCredential(
         salt,
@@ -403,6 +411,16 @@ class SaslFront:
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+
+    def set_scram_credential(
+        self, mechanism: str, user: str, salt: bytes, iterations: int, salted_password: bytes
+    ) -> None:
+        """Take a SCRAM credential as AlterUserScramCredentials carries it (the front
+        then authenticates ``user`` with it, and only with it)."""
+        hash_name = _SCRAM_HASH[mechanism]
+        credential = stored_credential(hash_name, salt, iterations, salted_password)
+        with self._lock:
+            self._scram[mechanism] = {**self._scram[mechanism], user: credential}
 
     @property
     def records(self) -> list[AuthRecord]:

@@ -3,7 +3,7 @@
 ``NAMES`` is ``__all__`` of ``aiokafka_lite/admin.py`` as it was before it became the
 package ``aiokafka_lite/admin/`` (commit dafd687); ``METHODS`` are the public members of
 its ``AdminClient``; ``ADDED_NAMES`` and ``ADDED_METHODS`` came later (ACLs,
-transactions and producers, log directories).
+transactions and producers, log directories, SCRAM credentials).
 No broker needed.
 """
 
@@ -63,17 +63,25 @@ ADDED_NAMES = [
     "ReplicaInfo",
     "ResourcePatternType",
     "ResourceType",
+    "ScramCredentialInfo",
+    "ScramMechanism",
     "TransactionDescription",
     "TransactionListing",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
+    "UserScramCredentialsDescription",
+    "UserScramCredentialsResult",
 ]
 
 ADDED_METHODS = [
+    "alter_user_scram_credentials",
     "create_acls",
     "delete_acls",
     "describe_acls",
     "describe_log_dirs",
     "describe_producers",
     "describe_transactions",
+    "describe_user_scram_credentials",
     "list_transactions",
 ]
 
