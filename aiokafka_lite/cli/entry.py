@@ -38,6 +38,7 @@ from aiokafka_lite.cli.shared import (
 )
 from aiokafka_lite.cli.topics import add_topics_parser
 from aiokafka_lite.cli.transactions import add_transactions_parser
+from aiokafka_lite.cli.users import add_users_parser
 
 __all__ = ["build_parser", "main"]
 
@@ -46,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog=PROG,
         description=(
-            "Kafka from the shell: produce, consume, topics, groups, ACLs, transactions, "
+            "Kafka from the shell: produce, consume, topics, groups, ACLs, users, transactions, "
             "benchmarks."
         ),
         epilog="Exit status: 0 ok, 1 operation failed, 2 bad arguments, 3 cluster unreachable, "
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_topics_parser(commands, leaf)
     add_groups_parser(commands, leaf)
     add_acls_parser(commands, leaf)
+    add_users_parser(commands, leaf)
     add_transactions_parser(commands, leaf)
     add_broker_parser(commands, leaf)
     add_bench_parser(commands, leaf)

@@ -13,6 +13,8 @@ deletion of a missing one; noida-db has neither API (strict xfails).
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -26,6 +28,7 @@ from aiokafka_lite.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from aiokafka_lite.admin.scram import salted_password
 from aiokafka_lite.producer import Producer
 from aiokafka_lite.protocol import api
 from aiokafka_lite.protocol.api import ApiKey, RequestHeader
@@ -288,3 +291,50 @@ async def test_real_broker_describes_credentials(
         (await admin.alter_user_scram_credentials([upsert])).raise_for_errors()
         described = await admin.describe_user_scram_credentials([user])
     assert described[user].credentials == (ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 5000),)
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+async def test_cli_sets_lists_and_deletes_users(
+    scram_store: tuple[ScriptedBroker, ScramStore],
+) -> None:
+    from .test_cli import cli_command, run
+
+    broker, store = scram_store
+
+    async def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        command = [*cli_command(), "-b", broker.bootstrap, "users"]
+        return await asyncio.to_thread(run, command, *args, input=stdin)
+
+    # The password comes on standard input, never as an argument.
+    set_both = await cli("set", "alice", stdin="wonder land\n")
+    assert set_both.returncode == 0, set_both.stderr
+    assert set_both.stdout == "Set SCRAM-SHA-256, SCRAM-SHA-512 credentials of user alice.\n"
+    only_512 = await cli(
+        "set", "bob", "--mechanism", "SCRAM-SHA-512", "--iterations", "8192", stdin="builder"
+    )
+    assert only_512.returncode == 0, only_512.stderr
+    salt, iterations, salted = store.credentials[("alice", 1)]
+    assert iterations == 4096
+    assert salted == salted_password(ScramMechanism.SCRAM_SHA_256, b"wonder land", salt, 4096)
+    assert store.credentials[("bob", 2)][1] == 8192
+
+    listed = await cli("list", "--json")
+    assert [json.loads(line) for line in listed.stdout.splitlines()] == [
+        {"user": "alice", "mechanism": "SCRAM-SHA-256", "iterations": 4096},
+        {"user": "alice", "mechanism": "SCRAM-SHA-512", "iterations": 4096},
+        {"user": "bob", "mechanism": "SCRAM-SHA-512", "iterations": 8192},
+    ]
+    nobody = await cli("list", "nobody")
+    assert nobody.returncode == 1 and "RESOURCE_NOT_FOUND" in nobody.stderr
+
+    # Without --mechanism, delete removes what the user has (bob: only SCRAM-SHA-512).
+    deleted = await cli("delete", "bob")
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout == "Deleted SCRAM-SHA-512 credentials of user bob.\n"
+    assert sorted(store.credentials) == [("alice", 1), ("alice", 2)]
+    empty = await cli("set", "carol", stdin="\n")
+    assert empty.returncode == 2 and "empty password" in empty.stderr
+    weak = await cli("set", "carol", "--iterations", "1000", stdin="pw\n")
+    assert weak.returncode == 2 and "4096" in weak.stderr
