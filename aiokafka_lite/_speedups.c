@@ -429,7 +429,9 @@ static PyObject *read_headers(Cursor *c, Py_ssize_t rec_end) {
     int64_t count;
     if (read_varint(c, &count) < 0)
         return NULL;
-    if (count < 0 || 2 * count > rec_end - c->pos) {
+    /* each header takes at least 2 bytes; halving the room, not doubling the count,
+     * which a corrupt count would overflow */
+    if (count < 0 || count > (rec_end - c->pos) / 2) {
         PyErr_Format(CorruptRecordError, "bad header count %lld", (long long)count);
         return NULL;
     }

@@ -16,7 +16,7 @@ from dataclasses import astuple
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from aiokafka_lite import errors
@@ -407,6 +407,19 @@ def test_send_fast_path_appends_what_send_would_or_nothing(
     min_delta=st.integers(0, 35),
     log_append=st.booleans(),
     flips=st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), max_size=4),
+)
+# Found by this test on 2026-11-29: one flipped byte makes a header count of 4.6e18,
+# whose doubling overflowed the compiled bound check; it then asked for a tuple of
+# that size (MemoryError) where the reference says CorruptRecordError.
+@example(
+    records=[
+        (0, None, b"\0" * 6, [("\x80\x80\x80\x80\u0800", None), ("", b"\0"), ("0", b"\0")]),
+        (64, None, b"\0" * 6, [("", b"\0" * 12), ("0", b"\0"), ("0", b"\0")]),
+    ],
+    base=0,
+    min_delta=0,
+    log_append=False,
+    flips=[(140, 128)],
 )
 def test_compiled_decoder_reads_what_the_reference_reads(
     records: list[tuple[Any, ...]],
