@@ -200,6 +200,23 @@ class AdminBase:
     ) -> ResponseT:
         return await request(self._client, node_id, api_key, body, deadline)
 
+    async def _send_to_node(
+        self, node_id: int, api_key: Api[RequestT, ResponseT], body: RequestT, deadline: Deadline
+    ) -> ResponseT:
+        """A request only ``node_id`` can answer (about itself): sent again after a
+        backoff while its connection fails, until the deadline (then its timeout, naming
+        the connection error)."""
+        last: errors.KafkaError | None = None
+        while True:
+            deadline.check(last)
+            try:
+                return await self._send(node_id, api_key, body, deadline)
+            except errors.KafkaConnectionError as exc:
+                last = exc
+            except errors.KafkaTimeoutError as exc:
+                deadline.raise_cut_short(exc, last)
+            await self._pause(deadline, last)
+
     async def _version(self, api_key: int, deadline: Deadline) -> int | None:
         """The version of ``api_key`` negotiated with a broker (None: it lacks the API)."""
         node = self._client.least_loaded_node()

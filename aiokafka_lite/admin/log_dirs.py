@@ -80,7 +80,9 @@ class LogDirsAdmin(AdminBase):
                 else [{"topic": t, "partitions": p} for t, p in by_topic.items()]
             }
             try:
-                response = await self._send(node, bodies.DESCRIBE_LOG_DIRS, request, deadline)
+                response = await self._send_to_node(
+                    node, bodies.DESCRIBE_LOG_DIRS, request, deadline
+                )
             except errors.KafkaError as exc:
                 if isinstance(exc, errors.UnsupportedVersionError):
                     raise

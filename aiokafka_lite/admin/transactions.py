@@ -121,7 +121,10 @@ class TransactionsAdmin(AdminBase):
             }
             nodes = sorted(self._client.cluster.brokers)
             answers = await asyncio.gather(
-                *(self._send(node, bodies.LIST_TRANSACTIONS, request, deadline) for node in nodes)
+                *(
+                    self._send_to_node(node, bodies.LIST_TRANSACTIONS, request, deadline)
+                    for node in nodes
+                )
             )
             found: dict[str, TransactionListing] = {}
             for node, response in zip(nodes, answers, strict=True):

@@ -2,7 +2,8 @@
 
 On the real broker (noida-db answers it; Tansu 0.6.0 has no DescribeLogDirs: strict
 xfail), and against a scripted broker for what a single healthy local broker cannot
-show: an offline directory, the volume's space (v4), a broker-level error.
+show: an offline directory, the volume's space (v4), a broker-level error, a dropped
+connection.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from aiokafka_lite.protocol.api import ApiKey, RequestHeader
 from aiokafka_lite.structs import TopicPartition
 from aiokafka_lite.testing.pytest_plugin import ExpectDeviation
 
-from ._helpers import ScriptedBroker, unique
+from ._helpers import CLOSE, ScriptedBroker, lacks_api, unique
 
 
 @pytest.fixture
@@ -42,12 +43,7 @@ async def test_sizes_of_the_replicas_asked_for(
     missing = await admin.describe_log_dirs(broker_ids=[4242])
     assert isinstance(missing[4242].error, errors.BrokerNotAvailableError)
 
-    with expect_deviation(
-        "tansu",
-        "Tansu 0.6.0 has no DescribeLogDirs API",
-        raises=errors.UnsupportedVersionError,
-        match="DescribeLogDirs",
-    ):
+    with lacks_api(expect_deviation, "tansu", "DescribeLogDirs"):
         described = await admin.describe_log_dirs(partitions=[full, empty])
     assert sorted(described) == sorted(admin.client.cluster.brokers)
     replicas: dict[TopicPartition, ReplicaInfo] = {}
@@ -69,8 +65,10 @@ async def test_sizes_of_the_replicas_asked_for(
 async def test_offline_dir_volume_space_and_broker_errors_scripted() -> None:
     broker = ScriptedBroker()
 
-    def log_dirs(header: RequestHeader, body: dict[str, Any], count: int) -> dict[str, Any]:
-        if count == 2:
+    def log_dirs(header: RequestHeader, body: dict[str, Any], count: int) -> Any:
+        if count == 1:
+            return CLOSE  # the connection drops: the broker is asked again
+        if count == 3:
             return {"error_code": 31, "results": []}  # not allowed to describe the cluster
         assert body["topics"] is None  # every replica
         return {
@@ -108,9 +106,11 @@ async def test_offline_dir_volume_space_and_broker_errors_scripted() -> None:
     broker.scripts[ApiKey.DESCRIBE_LOG_DIRS] = log_dirs
     await broker.start()
     try:
-        async with AdminClient(broker.bootstrap, request_timeout_ms=5000) as admin:
+        async with AdminClient(
+            broker.bootstrap, request_timeout_ms=5000, retry_backoff_ms=10
+        ) as admin:
             described = (await admin.describe_log_dirs())[ScriptedBroker.NODE]
-            assert described.error is None
+            assert described.error is None and broker.calls[ApiKey.DESCRIBE_LOG_DIRS] == 2
             a, b = described.log_dirs["/data/a"], described.log_dirs["/data/b"]
             assert a.replicas == {
                 TopicPartition("orders", 3): ReplicaInfo(7_340_032, 0, False),
