@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable, Collection
 from typing import Any
 
+from aiokafka_lite import errors
 from aiokafka_lite.producer import Producer
 from aiokafka_lite.protocol import api
 from aiokafka_lite.protocol.api import ApiKey, RequestHeader
@@ -18,6 +19,7 @@ __all__ = [
     "Script",
     "ScriptedBroker",
     "api_versions_body",
+    "lacks_api",
     "produce_one_by_one",
     "serve_requests",
     "unique",
@@ -229,3 +231,18 @@ class ScriptedBroker:
         await serve_requests(
             reader, writer, lambda header, body: self._answer(header, body, writer)
         )
+
+
+#: The broker versions the deviations were measured on.
+BROKER_VERSIONS = {"tansu": "Tansu 0.6.0", "noida": "noida-db 0.2.3"}
+
+
+def lacks_api(expect_deviation: Any, kind: str, api_name: str) -> Any:
+    """The deviation block of a broker without an API (not in its ApiVersions): the
+    call raises UnsupportedVersionError naming the API."""
+    return expect_deviation(
+        kind,
+        f"{BROKER_VERSIONS[kind]} has no {api_name} API",
+        raises=errors.UnsupportedVersionError,
+        match=f"the {api_name} API",
+    )

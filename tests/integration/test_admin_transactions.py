@@ -26,9 +26,7 @@ from aiokafka_lite.protocol.api import ApiKey, RequestHeader
 from aiokafka_lite.structs import TopicPartition
 from aiokafka_lite.testing.pytest_plugin import ExpectDeviation
 
-from ._helpers import ScriptedBroker, unique
-
-TANSU_LACKS = "Tansu 0.6.0 has no {} API"
+from ._helpers import ScriptedBroker, lacks_api, unique
 
 
 @pytest.fixture
@@ -64,12 +62,7 @@ async def test_list_transactions_finds_the_open_one(
     expect_deviation: ExpectDeviation,
 ) -> None:
     tid, _ = open_transaction
-    with expect_deviation(
-        "tansu",
-        TANSU_LACKS.format("ListTransactions"),
-        raises=errors.UnsupportedVersionError,
-        match="ListTransactions",
-    ):
+    with lacks_api(expect_deviation, "tansu", "ListTransactions"):
         listed = {t.transactional_id: t for t in await admin.list_transactions()}
     assert listed[tid].state == "Ongoing"
     producer_id = listed[tid].producer_id
@@ -95,12 +88,7 @@ async def test_describe_transactions_shows_state_partitions_and_missing_ids(
 ) -> None:
     tid, tp = open_transaction
     missing = f"never-{uuid.uuid4().hex[:8]}"
-    with expect_deviation(
-        "tansu",
-        TANSU_LACKS.format("DescribeTransactions"),
-        raises=errors.UnsupportedVersionError,
-        match="DescribeTransactions",
-    ):
+    with lacks_api(expect_deviation, "tansu", "DescribeTransactions"):
         described = await admin.describe_transactions([tid, missing])
     mine = described[tid]
     assert mine.error is None
@@ -137,12 +125,7 @@ async def test_describe_producers_shows_the_open_transaction(
     expect_deviation: ExpectDeviation,
 ) -> None:
     tid, tp = open_transaction
-    with expect_deviation(
-        "tansu",
-        TANSU_LACKS.format("DescribeProducers"),
-        raises=errors.UnsupportedVersionError,
-        match="DescribeProducers",
-    ):
+    with lacks_api(expect_deviation, "tansu", "DescribeProducers"):
         found = await admin.describe_producers([tp])
     described = (await admin.describe_transactions([tid]))[tid]
     assert found[tp].error is None
@@ -267,7 +250,7 @@ async def test_cli_lists_and_describes_the_open_transaction(
 
     listed = await cli("list", "--state", "Ongoing", "--json")
     with expect_deviation(
-        "tansu", TANSU_LACKS.format("ListTransactions"), match="the ListTransactions API"
+        "tansu", "Tansu 0.6.0 has no ListTransactions API", match="the ListTransactions API"
     ):
         assert listed.returncode == 0, listed.stderr
     mine = [r for r in map(json.loads, listed.stdout.splitlines()) if r["transactional_id"] == tid]
