@@ -165,7 +165,8 @@ def record_decoder_target(data: bytes) -> None:
     (base_timestamp, max_timestamp) = struct.unpack_from(">qq", blob, 27)
     (count,) = struct.unpack_from(">i", blob, 57)
     log_append = max_timestamp if attributes & records.TIMESTAMP_TYPE_MASK else None
-    min_offset = base_offset + (mode >> 4) if mode & 2 else 0
+    # (a fetch position is an int64 offset: never past the largest one)
+    min_offset = min(base_offset + (mode >> 4), (1 << 63) - 1) if mode & 2 else 0
     got: list[Any] | None
     try:
         got = decode_v2_records(
