@@ -23,6 +23,7 @@ from aiokafka_lite.admin.types import (
     GroupListing,
     GroupResult,
     MemberDescription,
+    MemberRemovalResult,
     PartitionResult,
 )
 from aiokafka_lite.admin.validation import check_name, check_tp, isolation_code, unique_names
@@ -36,6 +37,8 @@ from aiokafka_lite.protocol.bodies import (
     DescribeGroupsDescribedGroup,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     ListGroupsRequest,
     OffsetCommitResponse,
     OffsetDeleteRequest,
@@ -236,6 +239,93 @@ class GroupsAdmin(AdminBase):
         if not groups:
             return AdminResults()
         return await self._run("delete_consumer_groups", timeout_ms, body)
+
+    async def remove_members_from_consumer_group(
+        self,
+        group_id: str,
+        group_instance_ids: Iterable[str] | None = None,
+        reason: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> AdminResults[str, MemberRemovalResult]:
+        """Remove members from a group, as if they had left it (KIP-345).
+
+        A static member (``group_instance_id``) does not leave when it stops, so its
+        partitions wait for its session to time out; this removes it now. Name members by
+        their ``group_instance_ids``, or give None to remove every current member (the
+        group is described first; dynamic members by member id). Results are keyed by
+        instance id (member id for dynamic members); one the group does not know gets
+        `UnknownMemberIdError`. Needs LeaveGroup v3 (Kafka 2.4).
+        """
+        check_name("group id", group_id)
+        named = (
+            None
+            if group_instance_ids is None
+            else unique_names("group instance id", group_instance_ids)
+        )
+        if reason is not None and not isinstance(reason, str):
+            raise errors.ConfigurationError(f"reason must be a str or None, got {reason!r}")
+
+        async def body(deadline: Deadline) -> AdminResults[str, MemberRemovalResult]:
+            version = await self._version(bodies.LEAVE_GROUP, deadline)
+            if version is not None and version < 3:
+                raise errors.UnsupportedVersionError(
+                    "removing members needs LeaveGroup v3 (Kafka 2.4); the broker supports "
+                    f"v{version}"
+                )
+            members: list[tuple[str, str | None]]  # (member id, instance id)
+            if named is not None:
+                members = [("", instance) for instance in named]
+            else:
+                described = (
+                    await self.describe_consumer_groups(
+                        [group_id], timeout_ms=deadline.remaining_ms()
+                    )
+                )[group_id]
+                if described.error is not None:
+                    raise described.error
+                members = [
+                    ("", m.group_instance_id) if m.group_instance_id else (m.member_id, None)
+                    for m in described.members
+                ]
+            if not members:
+                return AdminResults()
+            request: LeaveGroupRequest = {
+                "group_id": group_id,
+                "members": [
+                    {"member_id": member, "group_instance_id": instance, "reason": reason}
+                    for member, instance in members
+                ],
+            }
+
+            def code_of(response: LeaveGroupResponse) -> int:
+                return int(response["error_code"])
+
+            _node, response = await self._group_call(
+                group_id, bodies.LEAVE_GROUP, request, deadline, code_of
+            )
+            if response["error_code"]:
+                raise item_error(response["error_code"], None, f"group {group_id!r}")
+            # Kafka answers each member with its instance id (static) or its member id.
+            answered = {
+                r["group_instance_id"] if r["group_instance_id"] is not None else r["member_id"]: r
+                for r in response["members"]
+            }
+            results: AdminResults[str, MemberRemovalResult] = AdminResults()
+            for member, instance in members:
+                key = instance if instance is not None else member
+                r = answered.get(key)
+                if r is None:
+                    error: errors.KafkaError | None = item_error(
+                        -1, "the broker returned no result", f"member {key!r}"
+                    )
+                elif r["error_code"]:
+                    error = item_error(r["error_code"], None, f"member {key!r}")
+                else:
+                    error = None
+                results[key] = MemberRemovalResult(key, error)
+            return results
+
+        return await self._run("remove_members_from_consumer_group", timeout_ms, body)
 
     async def list_consumer_group_offsets(
         self,

@@ -42,6 +42,7 @@ __all__ = [
     "ListOffsetsResult",
     "LogDirDescription",
     "MemberDescription",
+    "MemberRemovalResult",
     "NewPartitions",
     "NewTopic",
     "OffsetSpec",
@@ -376,6 +377,13 @@ class GroupDescription:
 @dataclass(frozen=True)
 class GroupResult:
     group_id: str
+    error: errors.KafkaError | None = None
+
+
+@dataclass(frozen=True)
+class MemberRemovalResult:
+    #: The member's group instance id (its member id for a dynamic member).
+    member: str
     error: errors.KafkaError | None = None
 
 

@@ -196,3 +196,65 @@ async def test_group_offsets_errors(broker: ScriptedBroker, admin: AdminClient) 
     broker.scripts[ApiKey.OFFSET_FETCH] = offset_fetch
     with pytest.raises(errors.GroupAuthorizationFailedError, match="'g'"):
         await admin.list_consumer_group_offsets("g")
+
+
+async def test_remove_members_as_kafka_answers_leave_group(
+    broker: ScriptedBroker, admin: AdminClient
+) -> None:
+    """KIP-345 removal as Kafka answers it (neither embedded broker does: see
+    test_group.py): each member echoed as it was named, an unknown one UNKNOWN_MEMBER_ID;
+    with no names, every current member (static ones by instance id)."""
+    sent: list[list[tuple[str, str | None]]] = []
+
+    def leave(header: RequestHeader, body: dict[str, Any], count: int) -> dict[str, Any]:
+        members = [(m["member_id"], m["group_instance_id"]) for m in body["members"]]
+        sent.append(members)
+        known = {("", "a"), ("m-2", None)}
+        return {
+            "error_code": 0,
+            "members": [
+                {
+                    "member_id": mid,
+                    "group_instance_id": gid,
+                    "error_code": 0 if (mid, gid) in known else 25,
+                }
+                for mid, gid in members
+            ],
+        }
+
+    def describe(header: RequestHeader, body: dict[str, Any], count: int) -> dict[str, Any]:
+        return {
+            "groups": [
+                {
+                    "group_id": "g",
+                    "error_code": 0,
+                    "group_state": "Stable",
+                    "protocol_type": "consumer",
+                    "protocol_data": "range",
+                    "members": [
+                        {
+                            "member_id": "m-1",
+                            "group_instance_id": "a",
+                            "client_id": "c",
+                            "client_host": "/h",
+                        },
+                        {
+                            "member_id": "m-2",
+                            "group_instance_id": None,
+                            "client_id": "c",
+                            "client_host": "/h",
+                        },
+                    ],
+                }
+            ]
+        }
+
+    broker.scripts[ApiKey.LEAVE_GROUP] = leave
+    broker.scripts[ApiKey.DESCRIBE_GROUPS] = describe
+    named = await admin.remove_members_from_consumer_group("g", ["a", "gone"], reason="ops")
+    assert sent[0] == [("", "a"), ("", "gone")]
+    assert named["a"].error is None
+    assert isinstance(named["gone"].error, errors.UnknownMemberIdError)
+    everyone = await admin.remove_members_from_consumer_group("g")
+    assert sent[1] == [("", "a"), ("m-2", None)]
+    assert everyone.ok and list(everyone) == ["a", "m-2"]

@@ -330,3 +330,46 @@ async def test_max_poll_interval_leaves_the_group_and_commit_says_why(
         assert consumer.health().healthy
     finally:
         await consumer.stop(timeout_ms=5000)
+
+
+async def test_admin_removes_a_stopped_static_member_before_its_session_ends(
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Callable[..., str],
+    expect_deviation: ExpectDeviation,
+) -> None:
+    """A static member that stops does not leave: its partitions wait for its session
+    timeout. remove_members_from_consumer_group (KIP-345) ends that wait at once."""
+    from aiokafka_lite.admin import AdminClient
+
+    create_topic(topic_name, PARTITIONS)
+    group = f"g-{topic_name}"
+    strategy = ["range"]
+    kwargs = {"session_timeout_ms": 20000}
+    a = member(bootstrap_servers, group, topic_name, strategy, group_instance_id="a", **kwargs)
+    b = member(bootstrap_servers, group, topic_name, strategy, group_instance_id="b", **kwargs)
+    consumers = [a, b]
+    try:
+        async with AdminClient(bootstrap_servers, request_timeout_ms=15000) as admin:
+            await start_member(a, topic_name, Recorder())
+            await start_member(b, topic_name, Recorder())
+            await settled(consumers, topic_name)
+            await a.stop(timeout_ms=5000)  # static: no LeaveGroup
+            consumers = [b]
+            removed_at = time.monotonic()
+            removed = await admin.remove_members_from_consumer_group(group, ["a"])
+            with expect_deviation("tansu", "Tansu 0.6.0 finds no static member by its instance id"):
+                assert not isinstance(removed["a"].error, errors.UnknownMemberIdError)
+            # b takes every partition before a's 20 s session could have ended (Tansu
+            # holds a rejoin for about half the session timeout).
+            await settled(consumers, topic_name, timeout=16)
+            assert time.monotonic() - removed_at < 16
+            assert b.assignment() == {TopicPartition(topic_name, p) for p in range(PARTITIONS)}
+            with expect_deviation(
+                "noida",
+                "noida-db 0.2.3 removes the member but answers with its member id, not "
+                "the instance id it was asked for",
+            ):
+                assert removed["a"].error is None
+    finally:
+        await asyncio.gather(*(c.stop(timeout_ms=5000) for c in consumers), return_exceptions=True)

@@ -59,6 +59,7 @@ ADDED_NAMES = [
     "DeleteAclsResult",
     "DescribeProducersResult",
     "LogDirDescription",
+    "MemberRemovalResult",
     "ProducerState",
     "ReplicaInfo",
     "ResourcePatternType",
@@ -83,6 +84,7 @@ ADDED_METHODS = [
     "describe_transactions",
     "describe_user_scram_credentials",
     "list_transactions",
+    "remove_members_from_consumer_group",
 ]
 
 METHODS = [
