@@ -20,6 +20,7 @@ from aiokafka_lite.cli.bench import add_bench_parser
 from aiokafka_lite.cli.broker import add_broker_parser
 from aiokafka_lite.cli.consume import add_consume_parser
 from aiokafka_lite.cli.groups import add_groups_parser
+from aiokafka_lite.cli.log_dirs import add_log_dirs_parser
 from aiokafka_lite.cli.produce import add_produce_parser
 from aiokafka_lite.cli.shared import (
     EXIT_FAILED,
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description=(
             "Kafka from the shell: produce, consume, topics, groups, ACLs, users, transactions, "
-            "benchmarks."
+            "log dirs, benchmarks."
         ),
         epilog="Exit status: 0 ok, 1 operation failed, 2 bad arguments, 3 cluster unreachable, "
         "4 authentication/authorization failed, 130 interrupted.",
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_acls_parser(commands, leaf)
     add_users_parser(commands, leaf)
     add_transactions_parser(commands, leaf)
+    add_log_dirs_parser(commands, leaf)
     add_broker_parser(commands, leaf)
     add_bench_parser(commands, leaf)
     # Last, so each command's own options come first in its usage line.

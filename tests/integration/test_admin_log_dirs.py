@@ -8,6 +8,8 @@ connection.
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -124,3 +126,75 @@ async def test_offline_dir_volume_space_and_broker_errors_scripted() -> None:
             assert isinstance(refused.error, errors.ClusterAuthorizationFailedError)
     finally:
         await broker.stop()
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+async def test_cli_shows_the_replicas_sizes(
+    bootstrap_servers: str, admin: AdminClient, expect_deviation: ExpectDeviation
+) -> None:
+    from .test_cli import cli_command, run
+
+    topic = unique("log-dirs-cli")
+    (await admin.create_topics([NewTopic(topic, 2, 1)])).raise_for_errors()
+    async with Producer(bootstrap_servers=bootstrap_servers) as producer:
+        for _ in range(50):
+            await producer.send(topic, b"y" * 2000, partition=1)
+        await producer.flush()
+    command = [*cli_command(), "-b", bootstrap_servers, "log-dirs"]
+    shown = await asyncio.to_thread(run, command, "--topic", topic, "--json")
+    with expect_deviation(
+        "tansu", "Tansu 0.6.0 has no DescribeLogDirs API", match="the DescribeLogDirs API"
+    ):
+        assert shown.returncode == 0, shown.stderr
+    rows = {(r["topic"], r["partition"]): r for r in map(json.loads, shown.stdout.splitlines())}
+    assert 100_000 < rows[(topic, 1)]["size"] < 200_000
+    assert rows[(topic, 0)]["size"] == 0 and rows[(topic, 0)]["future"] is False
+    assert rows[(topic, 1)]["broker"] in admin.client.cluster.brokers
+
+
+async def test_cli_reports_an_offline_directory_scripted() -> None:
+    from .test_cli import cli_command, run
+
+    broker = ScriptedBroker()
+    broker.scripts[ApiKey.DESCRIBE_LOG_DIRS] = lambda header, body, count: {
+        "error_code": 0,
+        "results": [
+            {
+                "error_code": 0,
+                "log_dir": "/data/a",
+                "topics": [
+                    {
+                        "name": "orders",
+                        "partitions": [
+                            {
+                                "partition_index": 0,
+                                "partition_size": 4096,
+                                "offset_lag": 0,
+                                "is_future_key": False,
+                            }
+                        ],
+                    }
+                ],
+            },
+            {"error_code": 56, "log_dir": "/data/b", "topics": []},
+        ],
+    }
+    await broker.start()
+    try:
+        command = [*cli_command(), "-b", broker.bootstrap, "log-dirs"]
+        shown = await asyncio.to_thread(run, command)
+    finally:
+        await broker.stop()
+    assert shown.returncode == 1  # the offline directory
+    assert shown.stdout.splitlines()[1].split() == [
+        "1",
+        "/data/a",
+        "orders",
+        "0",
+        "4096",
+        "0",
+        "no",
+    ]
+    assert "/data/b" in shown.stderr and "KAFKA_STORAGE_ERROR" in shown.stderr
