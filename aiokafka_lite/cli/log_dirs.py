@@ -11,12 +11,11 @@ from aiokafka_lite.cli.shared import (
     admin_client,
     non_negative_int,
     out,
-    parse_topic_partitions,
     print_json,
     report_items,
     table,
+    topic_partitions,
 )
-from aiokafka_lite.structs import TopicPartition
 
 __all__ = ["add_log_dirs_parser", "cmd_log_dirs"]
 
@@ -26,19 +25,7 @@ _HEADERS = ("BROKER", "LOG-DIR", "TOPIC", "PARTITION", "SIZE", "OFFSET-LAG", "FU
 async def cmd_log_dirs(args: argparse.Namespace) -> int:
     admin = await admin_client(args)
     try:
-        partitions: list[TopicPartition] | None = None
-        if args.topic:
-            specs = [parse_topic_partitions(spec) for spec in args.topic]
-            whole = [topic for topic, parts in specs if parts is None]
-            described = await admin.describe_topics(whole) if whole else {}
-            partitions = []
-            for topic, parts in specs:
-                if parts is None:
-                    topic_desc = described[topic]
-                    if topic_desc.error is not None:
-                        raise topic_desc.error
-                    parts = [p.partition for p in topic_desc.partitions]
-                partitions.extend(TopicPartition(topic, p) for p in parts)
+        partitions = await topic_partitions(admin, args.topic) if args.topic else None
         found = await admin.describe_log_dirs(args.broker or None, partitions)
     finally:
         await admin.close()

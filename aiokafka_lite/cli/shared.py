@@ -25,6 +25,7 @@ from aiokafka_lite import config_map, errors
 from aiokafka_lite._aio import wait_for
 from aiokafka_lite.config_map import ClientKind
 from aiokafka_lite.security import SECURITY_PROTOCOLS, SecurityConfig
+from aiokafka_lite.structs import TopicPartition
 
 PROG = "aiokafka-lite"
 
@@ -505,6 +506,24 @@ def parse_topic_partitions(spec: str) -> tuple[str, list[int] | None]:
     if not partitions or partitions[0] < 0:
         raise UsageError(f"--topic partitions must be integers >= 0, got {spec!r}")
     return topic, partitions
+
+
+async def topic_partitions(admin: Any, specs: list[str]) -> list[TopicPartition]:
+    """The partitions ``--topic`` options name (`parse_topic_partitions`): a topic named
+    without partitions stands for all of its partitions, looked up with ``admin``; a
+    topic that cannot be described raises its error."""
+    parsed = [parse_topic_partitions(spec) for spec in specs]
+    whole = [topic for topic, parts in parsed if parts is None]
+    described = await admin.describe_topics(whole) if whole else {}
+    partitions: list[TopicPartition] = []
+    for topic, parts in parsed:
+        if parts is None:
+            found = described[topic]
+            if found.error is not None:
+                raise found.error
+            parts = [p.partition for p in found.partitions]
+        partitions.extend(TopicPartition(topic, p) for p in parts)
+    return partitions
 
 
 async def admin_client(args: argparse.Namespace) -> Any:

@@ -13,12 +13,11 @@ from aiokafka_lite.cli.shared import (
     admin_client,
     non_negative_int,
     out,
-    parse_topic_partitions,
     print_json,
     report_items,
     table,
+    topic_partitions,
 )
-from aiokafka_lite.structs import TopicPartition
 
 __all__ = [
     "add_transactions_parser",
@@ -90,19 +89,9 @@ async def cmd_transactions_describe(args: argparse.Namespace) -> int:
 
 
 async def cmd_transactions_producers(args: argparse.Namespace) -> int:
-    specs = [parse_topic_partitions(spec) for spec in args.topic]
     admin = await admin_client(args)
     try:
-        partitions: list[TopicPartition] = []
-        whole = [topic for topic, parts in specs if parts is None]
-        described = await admin.describe_topics(whole) if whole else {}
-        for topic, parts in specs:
-            if parts is None:
-                topic_desc = described[topic]
-                if topic_desc.error is not None:
-                    raise topic_desc.error
-                parts = [p.partition for p in topic_desc.partitions]
-            partitions.extend(TopicPartition(topic, p) for p in parts)
+        partitions = await topic_partitions(admin, args.topic)
         found = await admin.describe_producers(partitions)
     finally:
         await admin.close()
