@@ -9,7 +9,6 @@ answers `SecurityDisabledError`; one without the API, `UnsupportedVersionError`.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
@@ -24,6 +23,7 @@ from aiokafka_lite.admin.security_types import (
     DeleteAclsResult,
     ResourcePatternType,
     ResourceType,
+    from_code,
 )
 from aiokafka_lite.admin.types import (
     AdminResults,
@@ -40,13 +40,7 @@ from aiokafka_lite.routing import request_any_node
 
 __all__ = ["AclsAdmin"]
 
-_E = TypeVar("_E", bound=enum.IntEnum)
 _T = TypeVar("_T", AclBinding, AclBindingFilter)
-
-
-def _code(kind: type[_E], code: int) -> _E:
-    """A broker's code as a member (UNKNOWN for a code newer than this client)."""
-    return next((m for m in kind if m.value == code), kind(0))
 
 
 def _binding(
@@ -62,13 +56,13 @@ def _binding(
     (a newer broker's codes read as UNKNOWN rather than fail the call)."""
     binding = object.__new__(AclBinding)
     for name, value in (
-        ("resource_type", _code(ResourceType, resource_type)),
+        ("resource_type", from_code(ResourceType, resource_type)),
         ("resource_name", resource_name),
         ("principal", principal),
-        ("operation", _code(AclOperation, operation)),
-        ("permission_type", _code(AclPermissionType, permission_type)),
+        ("operation", from_code(AclOperation, operation)),
+        ("permission_type", from_code(AclPermissionType, permission_type)),
         ("host", host),
-        ("pattern_type", _code(ResourcePatternType, pattern_type)),
+        ("pattern_type", from_code(ResourcePatternType, pattern_type)),
     ):
         object.__setattr__(binding, name, value)
     return binding

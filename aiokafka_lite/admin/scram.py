@@ -23,6 +23,7 @@ from aiokafka_lite.admin.security_types import (
     UserScramCredentialsDescription,
     UserScramCredentialsResult,
     UserScramCredentialUpsertion,
+    from_code,
 )
 from aiokafka_lite.admin.types import (
     AdminResults,
@@ -52,13 +53,6 @@ def salted_password(
     """SCRAM's SaltedPassword: Hi(password, salt, iterations), which is PBKDF2 with the
     mechanism's HMAC (RFC 5802 section 2.2)."""
     return hashlib.pbkdf2_hmac(mechanism.hash_name, password, salt, iterations)
-
-
-def _mechanism(code: int) -> ScramMechanism | int:
-    try:
-        return ScramMechanism(code)
-    except ValueError:
-        return code  # a mechanism newer than this client
 
 
 class ScramAdmin(AdminBase):
@@ -92,7 +86,7 @@ class ScramAdmin(AdminBase):
                     results[user] = UserScramCredentialsDescription(user, error)
                     continue
                 infos = tuple(
-                    ScramCredentialInfo(_mechanism(c["mechanism"]), c["iterations"])
+                    ScramCredentialInfo(from_code(ScramMechanism, c["mechanism"]), c["iterations"])
                     for c in r["credential_infos"]
                 )
                 results[user] = UserScramCredentialsDescription(user, None, infos)

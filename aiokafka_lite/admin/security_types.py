@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from aiokafka_lite import errors
 from aiokafka_lite.admin.types import checked_text, enum_member
@@ -28,6 +29,15 @@ __all__ = [
     "UserScramCredentialsDescription",
     "UserScramCredentialsResult",
 ]
+
+
+_E = TypeVar("_E", bound=enum.IntEnum)
+
+
+def from_code(kind: type[_E], code: int) -> _E:
+    """A broker's code as a member of ``kind``; UNKNOWN (0) for a code newer than this
+    client, rather than failing the whole answer."""
+    return next((m for m in kind if m.value == code), kind(0))
 
 
 # --- access control lists ------------------------------------------------------------
@@ -355,7 +365,7 @@ class DeleteAclsResult:
 
 @dataclass(frozen=True)
 class ScramCredentialInfo:
-    mechanism: ScramMechanism | int
+    mechanism: ScramMechanism
     iterations: int
 
 

@@ -34,10 +34,8 @@ __all__ = ["add_users_parser", "cmd_users_delete", "cmd_users_list", "cmd_users_
 _MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
-def _mechanism_name(mechanism: ScramMechanism | int) -> str:
-    if isinstance(mechanism, ScramMechanism):
-        return mechanism.name.replace("_", "-")
-    return f"UNKNOWN({mechanism})"
+def _mechanism_name(mechanism: ScramMechanism) -> str:
+    return mechanism.name.replace("_", "-")
 
 
 async def cmd_users_list(args: argparse.Namespace) -> int:
@@ -86,7 +84,7 @@ async def cmd_users_set(args: argparse.Namespace) -> int:
         results = await admin.alter_user_scram_credentials(upsertions)
     finally:
         await admin.close()
-    names = ", ".join(u.mechanism.name.replace("_", "-") for u in upsertions)
+    names = ", ".join(_mechanism_name(u.mechanism) for u in upsertions)
     return report_items(results, lambda user: f"Set {names} credentials of user {user}.")
 
 
@@ -103,7 +101,7 @@ async def cmd_users_delete(args: argparse.Namespace) -> int:
         results = await admin.alter_user_scram_credentials(deletions)
     finally:
         await admin.close()
-    names = ", ".join(d.mechanism.name.replace("_", "-") for d in deletions)
+    names = ", ".join(_mechanism_name(d.mechanism) for d in deletions)
     return report_items(results, lambda user: f"Deleted {names} credentials of user {user}.")
 
 
