@@ -16,9 +16,10 @@ from aiokafka_lite.admin.types import (
     LogDirDescription,
     ReplicaInfo,
 )
-from aiokafka_lite.admin.validation import check_tp
+from aiokafka_lite.admin.validation import check_non_negative_int, check_tp
 from aiokafka_lite.protocol import bodies
 from aiokafka_lite.protocol.bodies import DescribeLogDirsRequest, DescribeLogDirsResponse
+from aiokafka_lite.protocol.group_protocol import group_by_topic
 from aiokafka_lite.retry import Deadline
 from aiokafka_lite.structs import TopicPartition
 
@@ -60,15 +61,12 @@ class LogDirsAdmin(AdminBase):
     ) -> AdminResults[int, BrokerLogDirs]:
         """Each broker's log directories (every broker when None) and the replicas of
         ``partitions`` they hold (every replica when None), by directory path."""
-        chosen = None if broker_ids is None else list(dict.fromkeys(broker_ids))
-        for node in chosen or ():
-            if not isinstance(node, int) or isinstance(node, bool) or node < 0:
-                raise errors.ConfigurationError(f"broker ids must be ints >= 0, got {node!r}")
-        by_topic: dict[str, list[int]] | None = None
+        chosen = None
+        if broker_ids is not None:
+            chosen = [check_non_negative_int("broker id", n) for n in dict.fromkeys(broker_ids)]
+        by_topic = None
         if partitions is not None:
-            by_topic = {}
-            for tp in dict.fromkeys(check_tp(tp) for tp in partitions):
-                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            by_topic = group_by_topic(dict.fromkeys(check_tp(tp) for tp in partitions))
 
         async def one(node: int, deadline: Deadline) -> BrokerLogDirs:
             if node not in self._client.cluster.brokers:

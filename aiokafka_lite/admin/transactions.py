@@ -23,7 +23,7 @@ from aiokafka_lite.admin.types import (
     TransactionDescription,
     TransactionListing,
 )
-from aiokafka_lite.admin.validation import check_tp, unique_names
+from aiokafka_lite.admin.validation import check_non_negative_int, check_tp, unique_names
 from aiokafka_lite.client import COORDINATOR_TRANSACTION
 from aiokafka_lite.protocol import bodies
 from aiokafka_lite.protocol.bodies import (
@@ -33,6 +33,7 @@ from aiokafka_lite.protocol.bodies import (
     DescribeTransactionsResponse,
     ListTransactionsRequest,
 )
+from aiokafka_lite.protocol.group_protocol import group_by_topic
 from aiokafka_lite.retry import Deadline
 from aiokafka_lite.routing import (
     coordinator_lookup,
@@ -56,14 +57,6 @@ TRANSACTION_STATES = (
     "Dead",
     "PrepareEpochFence",
 )
-
-
-def _producer_ids(values: Iterable[int]) -> list[int]:
-    ids = list(dict.fromkeys(values))
-    for pid in ids:
-        if not isinstance(pid, int) or isinstance(pid, bool) or pid < 0:
-            raise errors.ConfigurationError(f"producer ids must be ints >= 0, got {pid!r}")
-    return ids
 
 
 def _states(values: Iterable[str]) -> list[str]:
@@ -94,15 +87,11 @@ class TransactionsAdmin(AdminBase):
         ``min_duration_ms`` (needs ListTransactions v1, Kafka 3.8). Each filter left
         out matches everything."""
         wanted_states = _states(states or ())
-        wanted_ids = _producer_ids(producer_ids or ())
-        if min_duration_ms is not None and (
-            not isinstance(min_duration_ms, int)
-            or isinstance(min_duration_ms, bool)
-            or min_duration_ms < 0
-        ):
-            raise errors.ConfigurationError(
-                f"min_duration_ms must be an int >= 0 or None, got {min_duration_ms!r}"
-            )
+        wanted_ids = [
+            check_non_negative_int("producer id", pid) for pid in dict.fromkeys(producer_ids or ())
+        ]
+        if min_duration_ms is not None:
+            check_non_negative_int("min_duration_ms", min_duration_ms)
 
         async def body(deadline: Deadline) -> list[TransactionListing]:
             if min_duration_ms is not None:
@@ -217,13 +206,10 @@ class TransactionsAdmin(AdminBase):
             deadline: Deadline,
         ) -> AdminResults[TopicPartition, DescribeProducersResult]:
             def build(items: list[TopicPartition]) -> DescribeProducersRequest:
-                by_topic: dict[str, list[int]] = {}
-                for tp in items:
-                    by_topic.setdefault(tp.topic, []).append(tp.partition)
                 return {
                     "topics": [
                         {"name": topic, "partition_indexes": indexes}
-                        for topic, indexes in by_topic.items()
+                        for topic, indexes in group_by_topic(items).items()
                     ]
                 }
 

@@ -11,6 +11,7 @@ from aiokafka_lite.structs import TopicPartition
 
 __all__ = [
     "check_name",
+    "check_non_negative_int",
     "check_timeout",
     "check_tp",
     "config_value",
@@ -37,6 +38,12 @@ def check_timeout(timeout_ms: int | None) -> None:
         not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms <= 0
     ):
         raise errors.ConfigurationError(f"timeout_ms must be a positive int, got {timeout_ms!r}")
+
+
+def check_non_negative_int(kind: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise errors.ConfigurationError(f"{kind} must be an int >= 0, got {value!r}")
+    return value
 
 
 def check_name(kind: str, name: object) -> str:
