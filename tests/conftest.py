@@ -7,15 +7,16 @@ From the plugin (see docs/testing.md): ``bootstrap_servers`` and ``broker_kind``
 ``proxied_broker`` (a fresh Tansu behind a ``FaultProxy``) and ``expect_deviation``
 (a broker's known deviation, as a strict xfail of the exact failure).
 
-Here: ``create_topic(name, partitions=1, *, bootstrap=None, config=None)``, and the
-markers that sort tests by kind (see ``pytest_collection_modifyitems``).
+Here: ``create_topic(name, partitions=1, *, bootstrap=None, config=None)``, ``admin``
+(a started ``AdminClient`` on the session's broker), and the markers that sort tests
+by kind (see ``pytest_collection_modifyitems``).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +178,12 @@ def eos_bootstrap() -> Iterator[str]:
 
     with kafka_broker("noida") as handle:
         yield handle.bootstrap_servers
+
+
+@pytest.fixture
+async def admin(bootstrap_servers: str) -> AsyncIterator[Any]:
+    """A started admin client on the session's broker (closed after the test)."""
+    from aiokafka_lite.admin import AdminClient
+
+    async with AdminClient(bootstrap_servers, request_timeout_ms=15000) as client:
+        yield client

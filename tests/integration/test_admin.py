@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -41,12 +41,6 @@ TANSU_SINGLE_BATCH_NOTE = (
     "Tansu 0.6.0 answers ListOffsets(latest) with the last batch's base offset + 1 "
     "when that batch holds several records"
 )
-
-
-@pytest.fixture
-async def admin(bootstrap_servers: str) -> AsyncIterator[AdminClient]:
-    async with AdminClient(bootstrap_servers, request_timeout_ms=15000) as client:
-        yield client
 
 
 @pytest.fixture

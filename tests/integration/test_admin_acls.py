@@ -274,12 +274,6 @@ def test_invalid_bindings_fail_at_construction(make: Any, message: str) -> None:
 # --- the real broker: no authorizer -----------------------------------------------------
 
 
-@pytest.fixture
-async def admin(bootstrap_servers: str) -> AsyncIterator[AdminClient]:
-    async with AdminClient(bootstrap_servers, request_timeout_ms=10000) as client:
-        yield client
-
-
 async def test_describe_without_authorizer_is_security_disabled(
     admin: AdminClient, expect_deviation: ExpectDeviation
 ) -> None:

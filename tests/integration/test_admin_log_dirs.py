@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
-
-import pytest
 
 from aiokafka_lite import errors
 from aiokafka_lite.admin import AdminClient, NewTopic, ReplicaInfo
@@ -23,12 +20,6 @@ from aiokafka_lite.structs import TopicPartition
 from aiokafka_lite.testing.pytest_plugin import ExpectDeviation
 
 from ._helpers import CLOSE, ScriptedBroker, lacks_api, unique
-
-
-@pytest.fixture
-async def admin(bootstrap_servers: str) -> AsyncIterator[AdminClient]:
-    async with AdminClient(bootstrap_servers, request_timeout_ms=15000) as client:
-        yield client
 
 
 async def test_sizes_of_the_replicas_asked_for(

@@ -226,12 +226,6 @@ async def test_librdkafka_salts_the_same_password_to_the_same_bytes(
 # --- the real broker ------------------------------------------------------------------------
 
 
-@pytest.fixture
-async def admin(bootstrap_servers: str) -> AsyncIterator[AdminClient]:
-    async with AdminClient(bootstrap_servers, request_timeout_ms=10000) as client:
-        yield client
-
-
 async def test_real_broker_sets_a_credential(
     admin: AdminClient, expect_deviation: ExpectDeviation
 ) -> None:

@@ -30,12 +30,6 @@ from ._helpers import ScriptedBroker, lacks_api, unique
 
 
 @pytest.fixture
-async def admin(bootstrap_servers: str) -> AsyncIterator[AdminClient]:
-    async with AdminClient(bootstrap_servers, request_timeout_ms=15000) as client:
-        yield client
-
-
-@pytest.fixture
 async def open_transaction(
     bootstrap_servers: str, admin: AdminClient
 ) -> AsyncIterator[tuple[str, TopicPartition]]:
