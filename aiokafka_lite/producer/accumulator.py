@@ -715,7 +715,8 @@ class RecordAccumulator:
         now = _monotonic()
         batch = ProducerBatch(
             tp,
-            max_size=min(self.batch_size, FIRST_RESERVATION),
+            # (Never more than the whole buffer: a small buffer_memory still takes records.)
+            max_size=min(self.batch_size, FIRST_RESERVATION, self.buffer_memory),
             compression=self.compression,
             transactional=self.transactional,
             record_limit=self.record_limit,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,9 @@ from aiokafka_lite.connection import (
 from aiokafka_lite.producer.partitioner import Partitioner, resolve_partitioner
 from aiokafka_lite.protocol import codecs
 from aiokafka_lite.security import SecurityConfig
+
+#: The largest value of a request's int32 field (request and transaction timeouts).
+INT32_MAX = 2**31 - 1
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +119,8 @@ def _number(name: str, value: object, *, minimum: float = 0) -> float:
         raise errors.ConfigurationError(f"{name} must be a number, got {value!r}")
     if not value >= minimum:  # also rejects NaN
         raise errors.ConfigurationError(f"{name} must be >= {minimum}, got {value}")
+    if value == math.inf:
+        raise errors.ConfigurationError(f"{name} must be finite, got {value}")
     return float(value)
 
 
@@ -270,7 +276,10 @@ def build_config(**kwargs: Any) -> ProducerConfig:
     max_request_size = _int("max_request_size", get("max_request_size", 1048576), minimum=1)
     buffer_memory = _int("buffer_memory", get("buffer_memory", default("buffer_memory")), minimum=1)
     max_block_ms = _int("max_block_ms", get("max_block_ms", 60000))
-    request_timeout_ms = _int("request_timeout_ms", get("request_timeout_ms", 30000), minimum=1)
+    # (Both go in requests as int32 fields.)
+    request_timeout_ms = _int(
+        "request_timeout_ms", get("request_timeout_ms", 30000), minimum=1, maximum=INT32_MAX
+    )
     retry_backoff_ms = _int("retry_backoff_ms", get("retry_backoff_ms", 100))
     retry_backoff_max_ms = _int(
         "retry_backoff_max_ms", get("retry_backoff_max_ms", max(1000, retry_backoff_ms))
@@ -301,7 +310,7 @@ def build_config(**kwargs: Any) -> ProducerConfig:
     ):
         raise errors.ConfigurationError("transactional_id must be a non-empty str or None")
     transaction_timeout_ms = _int(
-        "transaction_timeout_ms", get("transaction_timeout_ms", 60000), minimum=1
+        "transaction_timeout_ms", get("transaction_timeout_ms", 60000), minimum=1, maximum=INT32_MAX
     )
 
     idempotence = get("enable_idempotence")

@@ -563,6 +563,15 @@ class Producer:
                 assert txn.last_error is not None
                 raise txn.last_error
 
+    def _check_still_in(self, began: int | None) -> None:
+        """After an await in a send: the producer still runs and, if transactional, the
+        transaction of ``began`` (see ``TransactionManager.check_still_in``) is still open."""
+        if self._closing or self._closed:
+            raise ProducerClosedError("the producer was stopped while the send waited")
+        txn = self._txn
+        if began is not None and txn is not None and txn.transactional:
+            txn.check_still_in(began)
+
     async def send(
         self,
         topic: str,
@@ -596,8 +605,11 @@ class Producer:
             )
             if fut is not None:
                 return fut
+        began = 0
         if guard:
             self._check_send()
+            if self._txn is not None:
+                began = self._txn.transactions_begun
             if self._interceptors:
                 record = run_on_send(
                     self._interceptors,
@@ -659,6 +671,7 @@ class Producer:
         if guard:
             txn = self._txn
             if txn is not None and txn.transactional:
+                txn.check_still_in(began)  # (the awaits above may have outlived it)
                 tp = info.tps[partition]
                 if tp is not None:
                     txn.maybe_add_partition(tp)
@@ -685,7 +698,9 @@ class Producer:
         try:
             fut = acc.try_append(tp, timestamp_ms, key, value, headers)
         except BufferExhausted as exc:
-            fut = await self._append_when_memory(tp, timestamp_ms, key, value, headers, exc)
+            fut = await self._append_when_memory(
+                tp, timestamp_ms, key, value, headers, exc, began if guard else None
+            )
         else:
             if dq is not None and len(dq) > 1 and self._sender_turn_due():
                 # A batch filled up (and enough since the last turn): give the sender a
@@ -716,16 +731,21 @@ class Producer:
         value: bytes | None,
         headers: Any,
         exc: BufferExhausted,
+        began: int | None = None,
     ) -> RecordFuture:
+        """Append once ``buffer_memory`` has room; ``began``: the transaction the send was
+        called in (``transactions_begun``), which must still be open then."""
         acc = self._accumulator
         assert acc is not None
         deadline = time.monotonic() + self._max_block
         needed = int(exc.args[0])
         while True:
             await acc.wait_for_memory(needed, deadline - time.monotonic())
-            if self._closing or self._closed:
+            try:
+                self._check_still_in(began)
+            except BaseException:
                 acc.release(needed)
-                raise ProducerClosedError("the producer was stopped while waiting for memory")
+                raise
             try:
                 return acc.try_append(tp, timestamp_ms, key, value, headers, reserved=needed)
             except BufferExhausted as again:
@@ -821,6 +841,10 @@ class Producer:
         Each record is partitioned, serialized and checked like ``send()``; ``keys``
         (optional) pairs a key with each value. ``headers`` apply to every record. The
         result is a sequence of `RecordFuture` (one per record; see `RecordFutures`).
+
+        A record that fails send()'s checks raises as send() would; the records before
+        it are buffered already and will be sent: their futures are the exception's
+        ``buffered_futures`` attribute (set when there are any).
         """
         if timestamp_ms is not None and (error := bad_timestamp(timestamp_ms)):
             raise error
@@ -835,23 +859,36 @@ class Producer:
         runs = key_iter is None and (partition is not None or self._sticky_runs)
         add = futures._items.append
         it = iter(values)
-        while True:
-            if fast and (not self._send_guard or self._transaction_runs()):
-                if runs:
-                    value = self._append_values(topic, it, partition, timestamp_ms, futures)
-                    key = None
+        try:
+            while True:
+                if fast and (not self._send_guard or self._transaction_runs()):
+                    if runs:
+                        value = self._append_values(topic, it, partition, timestamp_ms, futures)
+                        key = None
+                    else:
+                        value, key = self._append_many(
+                            topic, it, key_iter, partition, timestamp_ms, add
+                        )
+                    if value is _END:
+                        return futures
                 else:
-                    value, key = self._append_many(
-                        topic, it, key_iter, partition, timestamp_ms, add
+                    value = next(it, _END)
+                    if value is _END:
+                        return futures
+                    key = None if key_iter is None else _next_key(key_iter)
+                add(await self.send(topic, value, key, partition, timestamp_ms, headers))
+        except Exception as exc:
+            if futures:
+                # The records before this one are buffered and will be sent: the caller
+                # gets their futures (and must not send them again).
+                setattr(exc, "buffered_futures", futures)  # noqa: B010
+                add_note = getattr(exc, "add_note", None)  # (Python 3.11+)
+                if add_note is not None:
+                    add_note(
+                        f"send_many: the {len(futures)} records before this one were "
+                        "buffered; their futures are this exception's buffered_futures"
                     )
-                if value is _END:
-                    return futures
-            else:
-                value = next(it, _END)
-                if value is _END:
-                    return futures
-                key = None if key_iter is None else _next_key(key_iter)
-            add(await self.send(topic, value, key, partition, timestamp_ms, headers))
+            raise
 
     def _transaction_runs(self) -> bool:
         """Whether send_many's fast path may take records in a transaction: it then
@@ -1038,6 +1075,8 @@ class Producer:
         With ``partition=None`` the partitioner picks the partition, as for a keyless
         record (aiokafka does the same)."""
         self._check_send()
+        txn = self._txn
+        began = txn.transactions_begun if txn is not None else 0
         if not isinstance(batch, BatchBuilder):
             raise TypeError("send_batch takes a batch from create_batch()")
         if batch.record_count() == 0:
@@ -1058,7 +1097,7 @@ class Producer:
             info = await self._check_partition(topic, partition, info)
         tp = info.tps[partition]
         assert tp is not None
-        txn = self._txn
+        self._check_still_in(began)  # (the awaits above may have outlived it)
         if txn is not None and txn.transactional:
             txn.maybe_add_partition(tp)
         taken = batch._take()
@@ -1069,6 +1108,11 @@ class Producer:
         except BufferExhausted as exc:
             needed = int(exc.args[0])
             await acc.wait_for_memory(needed, self._max_block)
+            try:
+                self._check_still_in(began)
+            except BaseException:
+                acc.release(needed)
+                raise
             return acc.append_user_batch(tp, taken, reserved=needed)
         # Give the sender a turn to ship it while the caller builds the next batch.
         if self._sender_turn_due():

@@ -495,9 +495,16 @@ class Sender:
                 # (Run as the response is read: the next request can go out at once.)
                 on_response=lambda f: self._on_response(f, node, batches, sent_at, request_id),
             )
-        except errors.KafkaError as exc:
+        except Exception as exc:
+            # (Anything else is a bug, but these batches left the queue: they fail typed,
+            # not hang.)
+            failure = (
+                exc
+                if isinstance(exc, errors.KafkaError)
+                else errors.KafkaError(f"could not write the Produce request: {exc!r}")
+            )
             for batch in batches:
-                self._batch_failed(batch, exc, _monotonic())
+                self._batch_failed(batch, failure, _monotonic())
             return
         self.in_flight[node] = self.in_flight.get(node, 0) + 1
         self._in_flight_total += 1

@@ -24,7 +24,7 @@ import contextlib
 import enum
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 
 from aiokafka_lite import errors
 from aiokafka_lite.client import COORDINATOR_GROUP, COORDINATOR_TRANSACTION, KafkaClient
@@ -155,6 +155,9 @@ class TransactionManager:
         self._epoch_bump_on_abort = False
         self.coordinator: int | None = None
         self._coordinator_lock = asyncio.Lock()
+        #: How many transactions begin() has opened: a send() that awaited (metadata,
+        #: buffer memory) checks it is still in the transaction it was called in.
+        self.transactions_begun = 0
 
     # --- producer id -------------------------------------------------------------
 
@@ -342,6 +345,24 @@ class TransactionManager:
             self.state = TransactionState.ABORTABLE_ERROR
             self.last_error = exc
 
+    @contextlib.asynccontextmanager
+    async def _coordinator_turn(self, deadline: float, what: str) -> AsyncIterator[None]:
+        """The coordinator lock (one exchange with the coordinator at a time), waited for
+        no longer than ``deadline``: the sender's AddPartitionsToTxn may hold it for a
+        whole request timeout."""
+        lock = self._coordinator_lock
+        try:
+            await asyncio.wait_for(lock.acquire(), max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:  # (not TimeoutError before Python 3.11)
+            raise errors.KafkaTimeoutError(
+                f"{what} did not start in time: another exchange with the transaction "
+                "coordinator was still running"
+            ) from None
+        try:
+            yield
+        finally:
+            lock.release()
+
     @contextlib.contextmanager
     def _abortable_on_error(self) -> Iterator[None]:
         """A broker's error in the block makes the transaction abortable and goes on up;
@@ -375,6 +396,16 @@ class TransactionManager:
             "call begin_transaction() first"
         )
 
+    def check_still_in(self, begun: int) -> None:
+        """Raise unless the transaction that was open when a send began (``begun``, its
+        ``transactions_begun``) is still open: a record must not land in the next one."""
+        self.check_can_send()
+        if self.transactions_begun != begun:
+            raise errors.IllegalOperationError(
+                "the transaction this record was sent in ended while the send waited "
+                "(for metadata or buffer memory); it was not added to the next one"
+            )
+
     def begin(self) -> None:
         self._raise_if_fatal()
         if self.state is not TransactionState.READY:
@@ -383,6 +414,7 @@ class TransactionManager:
                 + ("; abort the failed transaction first" if self.last_error else "")
             )
         self.state = TransactionState.IN_TRANSACTION
+        self.transactions_begun += 1
         self.partitions_in_txn.clear()
         self.pending_partitions.clear()
         self._txn_has_offsets = False
@@ -461,7 +493,7 @@ class TransactionManager:
 
     async def add_pending_partitions(self, deadline: float) -> None:
         """AddPartitionsToTxn for partitions whose first batch is waiting (sender only)."""
-        async with self._coordinator_lock:
+        async with self._coordinator_turn(deadline, "AddPartitionsToTxn"):
             pending = set(self.pending_partitions)
             if not pending or self.state not in (
                 TransactionState.IN_TRANSACTION,
@@ -542,7 +574,7 @@ class TransactionManager:
             raise errors.IllegalOperationError(
                 f"send_offsets_to_transaction needs an open transaction (state: {self.state.value})"
             )
-        async with self._coordinator_lock:
+        async with self._coordinator_turn(deadline, "AddOffsetsToTxn"):
             add_offsets: AddOffsetsToTxnRequest = {
                 "transactional_id": self._txn_id,
                 "producer_id": self.producer_id,
@@ -637,8 +669,10 @@ class TransactionManager:
 
     async def end_transaction(self, commit: bool, deadline: float) -> None:
         """EndTxn (when the transaction touched anything), then back to READY."""
-        if self.partitions_in_txn or self._txn_has_offsets:
-            async with self._coordinator_lock:
+        # (The lock first: an AddPartitionsToTxn the sender has in flight may still add
+        # a partition, which then needs this EndTxn.)
+        async with self._coordinator_turn(deadline, "EndTxn"):
+            if self.partitions_in_txn or self._txn_has_offsets:
                 end: EndTxnRequest = {
                     "transactional_id": self._txn_id,
                     "producer_id": self.producer_id,
@@ -662,8 +696,10 @@ class TransactionManager:
                         self.set_abortable(exc)
                     raise
         if not commit and self._epoch_bump_on_abort:
-            self._epoch_bump_on_abort = False
+            # (Cleared once the bump is done: an abort that times out here and is called
+            # again must still bump, or the next transaction reuses spent sequences.)
             await self.init_producer_id(deadline)
+            self._epoch_bump_on_abort = False
         self.state = TransactionState.READY
         self.last_error = None
         self.partitions_in_txn.clear()

@@ -245,6 +245,15 @@ async def test_record_larger_than_buffer_fails_at_once() -> None:
         await acc.wait_for_memory(5000, 1)
 
 
+async def test_a_buffer_smaller_than_the_first_share_still_takes_small_records() -> None:
+    """A batch's first reservation (4 KiB) is capped at buffer_memory: a 1-byte record
+    is not refused because of the share, only records larger than the buffer are."""
+    acc = _accumulator(batch_size=16384, buffer_memory=2000)
+    fut = acc.try_append(TP, 0, None, b"x", None)
+    assert fut._batch.memory <= 2000
+    assert acc.used_memory <= 2000
+
+
 async def test_reenqueue_keeps_sequence_order() -> None:
     acc = _accumulator()
     batches = []

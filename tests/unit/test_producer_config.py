@@ -52,6 +52,10 @@ def test_defaults() -> None:
         {"transactional_id": "t", "enable_idempotence": False},
         {"transactional_id": "t", "acks": 1},
         {"transaction_timeout_ms": 0},
+        # (Both travel as int32 fields: a larger value could not be sent.)
+        {"request_timeout_ms": 2**31},
+        {"transaction_timeout_ms": 2**31},
+        {"linger_ms": float("inf")},
         {"partitioner": "fastest"},
         {"key_serializer": "json"},
         {"value_serializer": 1},

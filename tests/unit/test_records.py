@@ -27,6 +27,7 @@ from aiokafka_lite.errors import (
     CorruptRecordError,
     DecodeError,
     IllegalStateError,
+    RecordTooLargeError,
     UnsupportedCodecError,
     UnsupportedVersionError,
 )
@@ -1118,3 +1119,55 @@ def test_legacy_inner_set_checks() -> None:
     assert (ok.base_offset, ok.last_offset, ok.last_offset_delta, ok.record_count) == (9, 9, 0, 2)
     assert ok.base_timestamp == ok.max_timestamp == 1
     assert [r.timestamp for r in ok] == [0, -1]
+
+
+def _writers() -> list[type]:
+    from aiokafka_lite.protocol.records.encode import PythonRecordWriter, RecordWriter
+
+    return (
+        [PythonRecordWriter]
+        if RecordWriter is PythonRecordWriter
+        else [PythonRecordWriter, RecordWriter]
+    )
+
+
+@pytest.mark.parametrize("writer_type", _writers(), ids=lambda t: t.__name__)
+def test_memoryviews_of_wide_items_are_written_by_their_bytes(writer_type: type) -> None:
+    """A view over array('i') has len() 3 but 12 bytes: the length prefixes say 12."""
+    from array import array
+
+    wide = memoryview(array("i", [1, 2, 3]))
+    key, value = memoryview(array("h", [7])), memoryview(array("q", [8, 9]))
+    writer = writer_type(max_size=1 << 20)
+    assert writer.append(1000, None, b"first", [("h", wide)])
+    assert writer.append(1000, key, value, None)
+    assert writer.append(1000, None, value, [("h", wide)])
+    batch = build_batch(bytes(writer.buf), writer.record_count, 1000, 1000)
+    got = [(r.key, r.value, r.headers) for r in decode_records(batch)]
+    assert got == [
+        (None, b"first", (("h", wide.tobytes()),)),
+        (key.tobytes(), value.tobytes(), ()),
+        (None, value.tobytes(), (("h", wide.tobytes()),)),
+    ]
+    assert record_size(key, value, [("h", wide)]) == len(
+        encode_record(0, 0, key.tobytes(), value.tobytes(), [("h", wide.tobytes())])
+    )
+
+
+@pytest.mark.parametrize("writer_type", _writers(), ids=lambda t: t.__name__)
+def test_whether_a_record_is_too_large_does_not_hang_on_the_open_batch(
+    writer_type: type,
+) -> None:
+    """A record that fits the limit in a batch of its own is never refused as too large
+    because the open batch would give it longer deltas: that batch closes instead."""
+    value = b"v" * 930
+    limit = len(encode_record(0, 0, None, value))  # exactly: alone, it fits
+    writer = writer_type(max_size=1 << 20, record_limit=limit)
+    assert writer.append(1_000, None, b"small")
+    # 100 ms later: a two-byte timestamp delta would make it one byte over the limit.
+    assert writer.append(1_100, None, value) == 0
+    assert not writer.open
+    alone = writer_type(max_size=1 << 20, record_limit=limit)
+    assert alone.append(1_100, None, value) == limit
+    with pytest.raises(RecordTooLargeError, match=f"{limit + 1} bytes encoded"):
+        alone.append(1_100, None, value + b"v")

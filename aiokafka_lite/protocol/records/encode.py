@@ -158,6 +158,9 @@ class PythonRecordWriter:
                 and n < SMALL
                 and timestamp.__class__ is int
                 and self.base_ts < _FAST_TS_LIMIT
+                # (A memoryview's len() may not be its byte count: encode_record's way.)
+                and value.__class__ is not memoryview
+                and key.__class__ is not memoryview
             ):
                 vlen = len(value)
                 if key is None:
@@ -197,10 +200,16 @@ class PythonRecordWriter:
                 ts_delta = timestamp - self.base_ts if n else 0
                 record = encode_record(n, ts_delta, key, value, headers)
                 if len(record) > self.record_limit:
+                    # Judged as the first record of a batch of its own (deltas 0), so the
+                    # verdict does not hang on which batch happens to be open.
+                    alone = len(encode_record(0, 0, key, value, headers)) if n else len(record)
+                    if alone <= self.record_limit:
+                        self.open = False
+                        return 0  # (it fits a batch of its own: the next one)
                     raise RecordTooLargeError(
-                        f"the record is {len(record)} bytes encoded ("
-                        f"{len(record) + V2_HEADER_SIZE} in a batch of its own), larger than "
-                        f"{self.limit_name} allows ({self.record_limit + V2_HEADER_SIZE})"
+                        f"the record is {alone} bytes encoded ({alone + V2_HEADER_SIZE} in a "
+                        f"batch of its own), larger than {self.limit_name} allows "
+                        f"({self.record_limit + V2_HEADER_SIZE})"
                     )
             if not n:
                 self.base_ts = self.max_ts = timestamp
@@ -242,8 +251,12 @@ else:
 
 
 def _check_bytes(data: object, what: str) -> BytesLike:
-    if isinstance(data, bytes | bytearray | memoryview):
+    if isinstance(data, bytes | bytearray):
         return data
+    if isinstance(data, memoryview):
+        # A view of wider items (array('i'), say) or of several dimensions: its len()
+        # is not its byte count, which the length prefix must be.
+        return data if data.itemsize == 1 and data.ndim == 1 else data.tobytes()
     raise SerializationError(f"a record's {what} must be bytes or None, got {type(data).__name__}")
 
 
@@ -297,8 +310,16 @@ def _headers_size(headers: HeadersArg) -> int:
     for hkey, hvalue in headers:
         hk = len(hkey.encode()) if isinstance(hkey, str) else len(hkey)
         size += varint_size(hk) + hk
-        size += 1 if hvalue is None else varint_size(len(hvalue)) + len(hvalue)
+        if hvalue is None:
+            size += 1
+        else:
+            hv = _byte_length(hvalue)
+            size += varint_size(hv) + hv
     return size
+
+
+def _byte_length(data: BytesLike) -> int:
+    return data.nbytes if isinstance(data, memoryview) else len(data)
 
 
 def record_size(
@@ -311,8 +332,16 @@ def record_size(
 ) -> int:
     """Exact encoded size of one v2 record, including its length prefix."""
     body = 1 + varint_size(timestamp_delta) + varint_size(offset_delta)
-    body += 1 if key is None else varint_size(len(key)) + len(key)
-    body += 1 if value is None else varint_size(len(value)) + len(value)
+    if key is None:
+        body += 1
+    else:
+        size = _byte_length(key)
+        body += varint_size(size) + size
+    if value is None:
+        body += 1
+    else:
+        size = _byte_length(value)
+        body += varint_size(size) + size
     body += _headers_size(headers)
     return varint_size(body) + body
 
@@ -579,8 +608,8 @@ class RecordBatchBuilder:
         return (
             len(writer.buf)
             + MAX_RECORD_OVERHEAD
-            + (0 if key is None else len(key))
-            + (0 if value is None else len(value))
+            + (0 if key is None else _byte_length(key))
+            + (0 if value is None else _byte_length(value))
             + _headers_size(headers)
             <= writer.max_size
         )

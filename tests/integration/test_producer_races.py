@@ -1,0 +1,286 @@
+"""Producer calls racing the transaction's end, the coordinator lock, a failed epoch bump,
+and send_many failing part-way: a scripted broker, which answers (or holds) each request
+as the case needs, since a real one cannot be made to hold AddPartitionsToTxn or to time
+out InitProducerId on cue."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from aiokafka_lite import errors
+from aiokafka_lite.producer import Producer
+from aiokafka_lite.protocol.api import ApiKey, RequestHeader
+from aiokafka_lite.structs import TopicPartition
+
+from ._helpers import ScriptedBroker
+
+pytestmark = pytest.mark.asyncio
+
+
+class Log:
+    """What the scripted broker was asked: records written, AddPartitionsToTxn, EndTxn."""
+
+    def __init__(self) -> None:
+        self.written: list[tuple[str, int, bytes | None]] = []
+        self.added: list[tuple[str, int]] = []
+        self.ended: list[bool] = []
+        self.next_offset = 0
+
+
+def _records(data: Any) -> bytes:
+    return b"".join(bytes(x) for x in data) if isinstance(data, tuple | list) else bytes(data)
+
+
+def _produce(log: Log) -> Any:
+    def answer(header: RequestHeader, body: dict[str, Any], count: int) -> dict[str, Any]:
+        from aiokafka_lite.protocol.records import decode_records
+
+        topics = []
+        for t in body["topic_data"]:
+            parts = []
+            for p in t["partition_data"]:
+                records = decode_records(_records(p["records"]))
+                log.written += [(t["name"], p["index"], r.value) for r in records]
+                parts.append(
+                    {
+                        "index": p["index"],
+                        "error_code": 0,
+                        "base_offset": log.next_offset,
+                        "log_append_time_ms": -1,
+                        "log_start_offset": 0,
+                    }
+                )
+                log.next_offset += len(records)
+            topics.append({"name": t["name"], "partition_responses": parts})
+        return {"responses": topics, "throttle_time_ms": 0}
+
+    return answer
+
+
+def _init_pid(header: RequestHeader, body: dict[str, Any], count: int) -> dict[str, Any]:
+    epoch = 0 if body["producer_epoch"] < 0 else body["producer_epoch"] + 1
+    return {"error_code": 0, "producer_id": 1000, "producer_epoch": epoch, "throttle_time_ms": 0}
+
+
+def _add_partitions(log: Log) -> Any:
+    def answer(header: RequestHeader, body: dict[str, Any], count: int) -> dict[str, Any]:
+        results = []
+        for t in body["v3_and_below_topics"]:
+            log.added += [(t["name"], p) for p in t["partitions"]]
+            results.append(
+                {
+                    "name": t["name"],
+                    "results_by_partition": [
+                        {"partition_index": p, "partition_error_code": 0} for p in t["partitions"]
+                    ],
+                }
+            )
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
+
+    return answer
+
+
+def _end_txn(log: Log) -> Any:
+    def answer(header: RequestHeader, body: dict[str, Any], count: int) -> dict[str, Any]:
+        log.ended.append(body["committed"])
+        return {"throttle_time_ms": 0, "error_code": 0}
+
+    return answer
+
+
+@pytest.fixture
+async def broker() -> AsyncIterator[tuple[ScriptedBroker, Log]]:
+    broker, log = ScriptedBroker(), Log()
+    broker.topics["t"] = 2
+    broker.scripts[ApiKey.PRODUCE] = _produce(log)
+    broker.scripts[ApiKey.INIT_PRODUCER_ID] = _init_pid
+    broker.scripts[ApiKey.ADD_PARTITIONS_TO_TXN] = _add_partitions(log)
+    broker.scripts[ApiKey.END_TXN] = _end_txn(log)
+    await broker.start()
+    try:
+        yield broker, log
+    finally:
+        await broker.stop()
+
+
+async def test_a_send_outlived_by_its_transaction_fails_and_joins_no_other(
+    broker: tuple[ScriptedBroker, Log],
+) -> None:
+    """send() called in transaction 1, still waiting for a new topic's metadata when
+    transaction 1 commits, raises: its record is in neither transaction 1 nor the next."""
+    scripted, log = broker
+    async with Producer(
+        bootstrap_servers=scripted.bootstrap, transactional_id="tx", linger_ms=0
+    ) as producer:
+        await producer.begin_transaction()
+        await producer.send_and_wait("t", b"in-1", partition=0)
+        late = asyncio.create_task(producer.send("late", b"sent-in-1", partition=0))
+        await asyncio.sleep(0.3)  # (waiting for the topic to appear)
+        await producer.commit_transaction()
+        scripted.topics["late"] = 1
+        with pytest.raises(errors.IllegalOperationError, match="sends only inside a transaction"):
+            await late
+        await producer.begin_transaction()
+        await producer.send_and_wait("t", b"in-2", partition=0)
+        await producer.commit_transaction()
+    assert [value for _, _, value in log.written] == [b"in-1", b"in-2"]
+    assert ("late", 0) not in log.added
+    assert log.ended == [True, True]
+
+
+async def test_a_send_outlived_by_its_transaction_fails_even_when_another_began(
+    broker: tuple[ScriptedBroker, Log],
+) -> None:
+    """The same with transaction 2 already open when the send's wait ends."""
+    scripted, log = broker
+    async with Producer(
+        bootstrap_servers=scripted.bootstrap, transactional_id="tx", linger_ms=0
+    ) as producer:
+        await producer.begin_transaction()
+        late = asyncio.create_task(producer.send("late", b"sent-in-1", partition=0))
+        await asyncio.sleep(0.3)
+        await producer.abort_transaction()
+        await producer.begin_transaction()
+        scripted.topics["late"] = 1
+        with pytest.raises(errors.IllegalOperationError, match="ended while the send waited"):
+            await late
+        await producer.send_and_wait("t", b"in-2", partition=0)
+        await producer.commit_transaction()
+    assert [value for _, _, value in log.written] == [b"in-2"]
+
+
+async def test_transaction_calls_keep_their_timeout_while_the_sender_holds_the_coordinator(
+    broker: tuple[ScriptedBroker, Log],
+) -> None:
+    """An AddPartitionsToTxn the coordinator never answers holds the coordinator lock for
+    request_timeout_ms (8 s); calls given 1 s raise KafkaTimeoutError after about 1 s."""
+    scripted, _ = broker
+    answer_add = scripted.scripts[ApiKey.ADD_PARTITIONS_TO_TXN]
+
+    def first_only(header: RequestHeader, body: dict[str, Any], count: int) -> Any:
+        return answer_add(header, body, count) if count == 1 else None
+
+    scripted.scripts[ApiKey.ADD_PARTITIONS_TO_TXN] = first_only
+    scripted.scripts[ApiKey.ADD_OFFSETS_TO_TXN] = lambda h, b, c: {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+    }
+    producer = Producer(
+        bootstrap_servers=scripted.bootstrap,
+        transactional_id="tx",
+        linger_ms=0,
+        request_timeout_ms=8000,
+    )
+    await producer.start()
+    try:
+        await producer.begin_transaction()
+        await producer.send_and_wait("t", b"a", partition=0)
+        await producer.send("t", b"b", partition=1)  # its AddPartitionsToTxn is held
+        await asyncio.sleep(0.2)
+        started = time.monotonic()
+        with pytest.raises(errors.KafkaTimeoutError, match="AddOffsetsToTxn did not start"):
+            await producer.send_offsets_to_transaction(
+                {TopicPartition("src", 0): 5}, "group", timeout=1.0
+            )
+        assert time.monotonic() - started < 2.5
+        started = time.monotonic()
+        with pytest.raises(errors.KafkaTimeoutError, match="EndTxn did not start"):
+            await producer.abort_transaction(timeout=1.0)
+        assert time.monotonic() - started < 2.5
+    finally:
+        await producer.stop(timeout=2)
+
+
+async def test_an_abort_whose_epoch_bump_timed_out_bumps_when_called_again(
+    broker: tuple[ScriptedBroker, Log],
+) -> None:
+    """A record failed after it was sent: the abort must bump the epoch. The abort's
+    InitProducerId gets no answer (the abort times out); the abort called again bumps,
+    and the next transaction's records use the new epoch from sequence 0."""
+    scripted, log = broker
+    asked: list[tuple[int, int]] = []
+    sent: list[tuple[int, int]] = []  # (epoch, base sequence) of each produced batch
+    answer_produce = scripted.scripts[ApiKey.PRODUCE]
+
+    def init_pid(header: RequestHeader, body: dict[str, Any], count: int) -> Any:
+        asked.append((body["producer_id"], body["producer_epoch"]))
+        # (The bump and its retry within the abort's 1.5 s get no answer.)
+        return None if count in (2, 3) else _init_pid(header, body, count)
+
+    def produce(header: RequestHeader, body: dict[str, Any], count: int) -> Any:
+        partition = body["topic_data"][0]["partition_data"][0]
+        _, epoch, sequence = struct.unpack_from(">qhi", _records(partition["records"]), 43)
+        sent.append((epoch, sequence))
+        if count == 1:  # INVALID_RECORD: nothing written, not retriable
+            return {
+                "responses": [
+                    {
+                        "name": "t",
+                        "partition_responses": [
+                            {
+                                "index": partition["index"],
+                                "error_code": 87,
+                                "base_offset": -1,
+                                "log_append_time_ms": -1,
+                                "log_start_offset": 0,
+                            }
+                        ],
+                    }
+                ],
+                "throttle_time_ms": 0,
+            }
+        return answer_produce(header, body, count)
+
+    scripted.scripts[ApiKey.INIT_PRODUCER_ID] = init_pid
+    scripted.scripts[ApiKey.PRODUCE] = produce
+    producer = Producer(
+        bootstrap_servers=scripted.bootstrap,
+        transactional_id="tx",
+        linger_ms=0,
+        request_timeout_ms=1000,
+        delivery_timeout_ms=4000,
+    )
+    await producer.start()
+    try:
+        await producer.begin_transaction()
+        with pytest.raises(errors.InvalidRecordError):
+            await producer.send_and_wait("t", b"r1", partition=0)
+        with pytest.raises(errors.KafkaTimeoutError):
+            await producer.abort_transaction(timeout=1.5)
+        await producer.abort_transaction()
+        await producer.begin_transaction()
+        await producer.send_and_wait("t", b"r2", partition=0)
+        await producer.commit_transaction()
+    finally:
+        await producer.stop(timeout=2)
+    assert asked[0] == (-1, -1)
+    assert asked[1:] == [(1000, 0)] * (len(asked) - 1)  # the bump, asked again
+    assert len(asked) >= 4
+    assert sent == [(0, 0), (1, 0)]
+    assert [value for _, _, value in log.written] == [b"r2"]
+
+
+async def test_send_many_failing_part_way_hands_over_the_futures_of_what_it_buffered(
+    broker: tuple[ScriptedBroker, Log],
+) -> None:
+    scripted, log = broker
+    async with Producer(bootstrap_servers=scripted.bootstrap, linger_ms=0) as producer:
+        with pytest.raises(errors.SerializationError) as bad_value:
+            await producer.send_many("t", [b"a1", b"a2", "not bytes", b"a4"], partition=0)
+        with pytest.raises(ValueError, match="fewer keys") as short_keys:
+            await producer.send_many("t", [b"k1", b"k2", b"k3"], keys=[b"x", b"y"], partition=0)
+        with pytest.raises(errors.SerializationError) as first:
+            await producer.send_many("t", ["not bytes"], partition=0)
+        for caught, values in ((bad_value, [b"a1", b"a2"]), (short_keys, [b"k1", b"k2"])):
+            futures = caught.value.buffered_futures  # type: ignore[attr-defined]
+            assert [(await f).offset for f in futures] == sorted(
+                offset for offset, (_, _, value) in enumerate(log.written) if value in values
+            )
+        assert not hasattr(first.value, "buffered_futures")  # nothing was buffered
+    assert [value for _, _, value in log.written] == [b"a1", b"a2", b"k1", b"k2"]
