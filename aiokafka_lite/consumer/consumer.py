@@ -236,7 +236,9 @@ class Consumer:
         self._closed = True
         self._closed_event.set()
         if self._fetcher is not None:
-            self._fetcher.data_ready.set()  # wakes a caller waiting for records
+            # Wakes a caller waiting for records (of any partition, or of some).
+            self._fetcher.data_ready.set()
+            self._fetcher.new_data.set()
         timeout_ms = timeout_ms if timeout_ms is not None else self._config.request_timeout_ms
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
@@ -473,14 +475,24 @@ class Consumer:
         fetcher = self._fetcher
         coordinator = self._coordinator
         # The fast path skips getone(); not when getone() was wrapped (instrumentation
-        # such as opentelemetry-instrumentation-aiokafka wraps it and must see each record).
-        if fetcher is not None and not self._closed and type(self).getone is _GETONE:
+        # such as opentelemetry-instrumentation-aiokafka wraps it and must see each record),
+        # nor while an error waits to be raised (getone() raises it first).
+        if (
+            fetcher is not None
+            and fetcher.partition_error is None
+            and not self._closed
+            and type(self).getone is _GETONE
+        ):
             self._last_poll = now = time.monotonic()
             if coordinator is None:
                 rec = fetcher.next_record()
                 if rec is not None:
                     return rec
-            elif coordinator.callbacks_idle.is_set():
+            elif (
+                coordinator.callbacks_idle.is_set()
+                and coordinator.listener_error is None
+                and coordinator.membership.fatal_error is None
+            ):
                 coordinator.poll(now)
                 rec = fetcher.next_record()
                 if rec is not None:
@@ -505,6 +517,8 @@ class Consumer:
         while True:
             fetcher, coordinator = self._check_running()
             self._last_poll = time.monotonic()
+            if parts:
+                fetcher.new_data.clear()  # set again by what arrives after this look
             if coordinator is not None:
                 coordinator.poll()
             self._raise_errors(fetcher, coordinator, parts)
@@ -521,7 +535,7 @@ class Consumer:
                 raise errors.KafkaTimeoutError(
                     f"no record within {timeout_ms} ms" + self._status_hint()
                 )
-            await self._wait_for_data(fetcher, coordinator, deadline)
+            await self._wait_for_data(fetcher, coordinator, deadline, bool(parts))
 
     async def getmany(
         self,
@@ -544,16 +558,20 @@ class Consumer:
         while True:
             fetcher, coordinator = self._check_running()
             self._last_poll = time.monotonic()
+            if parts:
+                fetcher.new_data.clear()  # set again by what arrives after this look
             if coordinator is not None:
                 coordinator.poll()
+            # Errors first: one that waits behind buffered records would let its
+            # partition stop in silence while the others go on.
+            self._raise_errors(fetcher, coordinator, parts)
             if coordinator is None or coordinator.callbacks_idle.is_set():
                 records = fetcher.fetched_records(limit, parts or None)
                 if records:
                     return records
-            self._raise_errors(fetcher, coordinator, parts)
             if loop.time() >= deadline:
                 return {}
-            await self._wait_for_data(fetcher, coordinator, deadline)
+            await self._wait_for_data(fetcher, coordinator, deadline, bool(parts))
 
     def _raise_errors(
         self,
@@ -568,14 +586,24 @@ class Consumer:
             if exc is not None:
                 coordinator.listener_error = None
                 raise exc
-        error = fetcher.pending_error(parts or None)
-        if error is not None:
-            raise error
+        if fetcher.partition_error is not None:
+            error = fetcher.pending_error(parts or None)
+            if error is not None:
+                raise error
+            if not parts:
+                fetcher.partition_error = None  # every partition looked at: none left
 
     async def _wait_for_data(
-        self, fetcher: Fetcher, coordinator: GroupCoordinator | None, deadline: float | None
+        self,
+        fetcher: Fetcher,
+        coordinator: GroupCoordinator | None,
+        deadline: float | None,
+        some_partitions: bool = False,
     ) -> None:
+        """Wait for records (of any partition; with ``some_partitions``, for any that
+        arrive after the caller looked, as the buffer may hold other partitions')."""
         loop = asyncio.get_running_loop()
+        arrived = fetcher.new_data if some_partitions else fetcher.data_ready
         timeout = None if deadline is None else max(deadline - loop.time(), 0)
         # Wake up now and then anyway: errors and positions change without an event.
         timeout = 0.5 if timeout is None else min(timeout, 0.5)
@@ -584,12 +612,12 @@ class Consumer:
             # between the fetch that brings them and the caller, which wakes on the
             # loop's next turn.
             try:
-                await wait_for(fetcher.data_ready.wait(), timeout)
+                await wait_for(arrived.wait(), timeout)
             except asyncio.TimeoutError:
                 pass
             return
         waits: list[asyncio.Future[Any]] = [
-            loop.create_task(fetcher.data_ready.wait()),
+            loop.create_task(arrived.wait()),
             loop.create_task(self._closed_event.wait()),
             loop.create_task(coordinator.callbacks_idle.wait()),
         ]

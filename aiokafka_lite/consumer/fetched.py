@@ -404,6 +404,11 @@ class CompletedFetch:
             self.i = i
             state.position = recs[i - 1].offset + 1 if i < self.n else self.batch_next
             state.leader_epoch = self.batch_epoch
+        if self.i >= self.n and not self.finished:
+            # max_records ran out at a batch's end: load the next now, so a fetch whose
+            # last record was just handed over is finished (and leaves the buffer) at
+            # once rather than at the next read of this partition.
+            self._next_batch()
         return out
 
     def next_one(self) -> ConsumerRecord[Any, Any] | None:

@@ -145,6 +145,12 @@ class Fetcher:
         self._in_flight_nodes: set[int] = set()
         self._in_flight_tps: set[TopicPartition] = set()
         self._node_backoff: dict[int, float] = {}
+        #: Partition -> when (on the loop's clock) it may be fetched again, after a
+        #: partition error whose retry must not follow at once.
+        self._partition_backoff: dict[TopicPartition, float] = {}
+        #: A partition error stored since the consumer last found none pending: the
+        #: consumer's fast paths check this one attribute instead of every partition.
+        self.partition_error: errors.KafkaError | None = None
         #: KIP-392: partition -> (the replica its leader told us to read from, until when
         #: on the loop's clock).
         self._read_replicas: dict[TopicPartition, tuple[int, float]] = {}
@@ -155,6 +161,10 @@ class Fetcher:
         self._task: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()
         self.data_ready = asyncio.Event()
+        #: Set whenever a fetch is buffered or an error stored: what a read of some
+        #: partitions waits on (``data_ready`` stays set while other partitions'
+        #: records wait, and waiting on it would spin).
+        self.new_data = asyncio.Event()
         self.stats = FetcherStats()
         self._closed = False
         subscription.add_change_listener(self.wake)
@@ -188,8 +198,12 @@ class Fetcher:
             self._wakeup.clear()
             next_check: float | None = None
             try:
-                self._maybe_update_positions()
+                positions_due = self._maybe_update_positions()
                 next_check = self._send_fetches()
+                if positions_due is not None:
+                    next_check = (
+                        positions_due if next_check is None else min(next_check, positions_due)
+                    )
             except Exception:  # never let one bad round kill the fetcher
                 log.exception("fetcher round failed")
                 next_check = loop.time() + self._config.retry_backoff_ms / 1000
@@ -213,9 +227,14 @@ class Fetcher:
     ) -> tuple[dict[int, list[tuple[TopicPartition, PartitionState]]], float | None, int]:
         """The partitions to fetch now by node, of the nodes without a fetch in flight
         (and of ``node``, whose fetch loop asks), the next retry time, and how many
-        partitions wait for a position."""
+        partitions wait for a position.
+
+        Over ``max_buffer_bytes`` only partitions with nothing buffered are fetched: a
+        partition read on its own (``getmany(tp)``) must not wait for the others' records
+        to be read, so the buffer may pass the limit by one fetch of each of them."""
+        buffered: set[TopicPartition] | None = None
         if self.buffered_bytes >= self._config.max_buffer_bytes:
-            return {}, None, 0
+            buffered = self._buffered_partitions()
         loop = asyncio.get_running_loop()
         now = loop.time()
         cluster = self._client.cluster
@@ -224,12 +243,24 @@ class Fetcher:
         missing_leader = False
         unplaced = 0
         busy = self._in_flight_nodes
+        backoff = self._partition_backoff
         for tp, state in self._subs.items():
             if state.fetch_offset is None:
                 unplaced += 1
                 continue
             if state.paused or state.pending_revocation or tp in self._in_flight_tps:
                 continue
+            if buffered is not None and tp in buffered:
+                continue
+            if backoff:
+                not_before = backoff.get(tp)
+                if not_before is not None:
+                    if not_before > now:
+                        next_check = (
+                            not_before if next_check is None else min(next_check, not_before)
+                        )
+                        continue
+                    del backoff[tp]
             leader = cluster.leader_for(tp)
             if leader is None:
                 missing_leader = True
@@ -247,6 +278,20 @@ class Fetcher:
             retry = now + max(self._config.retry_backoff_ms, 50) / 1000
             next_check = retry if next_check is None else min(next_check, retry)
         return by_node, next_check, unplaced
+
+    def _buffered_partitions(self) -> set[TopicPartition]:
+        """The partitions with records in the buffer still to hand over."""
+        buffered = {cf.tp for cf in self._completed if not cf.finished and cf.valid}
+        current = self._current
+        if current is not None and not current.finished and current.valid:
+            buffered.add(current.tp)
+        return buffered
+
+    def _back_off(self, tp: TopicPartition) -> None:
+        """Fetch ``tp`` again only after ``retry_backoff_ms``: the error it got would be
+        answered again at once (Java's consumer backs a partition off likewise)."""
+        loop = asyncio.get_running_loop()
+        self._partition_backoff[tp] = loop.time() + self._config.retry_backoff_ms / 1000
 
     def _read_replica(self, tp: TopicPartition, leader: int, now: float) -> int:
         """The node to fetch ``tp`` from: the replica its leader named (KIP-392) while
@@ -403,7 +448,9 @@ class Fetcher:
         seek (never a partition that stops in silence)."""
         state.error = error
         state.fetch_offset = None
+        self.partition_error = error
         self.data_ready.set()
+        self.new_data.set()
 
     def _handle_response(
         self,
@@ -491,6 +538,7 @@ class Fetcher:
                 self._completed.append(completed)
                 self.buffered_bytes += completed.nbytes
                 self.data_ready.set()
+                self.new_data.set()
                 self._subs.move_to_end(tp)
         if need_metadata:
             self._request_metadata()
@@ -577,6 +625,9 @@ class Fetcher:
             return False
         if code == _OFFSET_OUT_OF_RANGE:
             if state.position != offset:
+                # A prefetch: the records before it are still buffered. Decided once the
+                # application reaches that offset; until then ask again after a backoff.
+                self._back_off(tp)
                 return False
             if self._subs.default_reset is OffsetResetStrategy.NONE:
                 message = (
@@ -598,6 +649,7 @@ class Fetcher:
         self.stats.failure(f"fetch {tp.topic}-{tp.partition}: {exc}")
         if exc.retriable:
             log.debug("fetch of %s failed: %s; refreshing metadata", tp, exc)
+            self._back_off(tp)
             return True
         log.error("fetch of %s failed: %s", tp, exc)
         self._stop_at_error(state, exc)
@@ -623,11 +675,13 @@ class Fetcher:
         held = self._held
         return [tp for tp in tps if tp not in held] if held else tps
 
-    def _maybe_update_positions(self) -> None:
+    def _maybe_update_positions(self) -> float | None:
+        """Start looking up the missing start positions; when a failed lookup's backoff
+        holds them back, the time to try again."""
         if self._position_task is not None and not self._position_task.done():
-            return
+            return None
         if asyncio.get_running_loop().time() < self._position_backoff_until:
-            return
+            return self._position_backoff_until
         need = self._unheld(self._subs.need_position())
         if need and self._committed_lookup is None:
             for tp in need:
@@ -638,29 +692,55 @@ class Fetcher:
             self._position_task = asyncio.get_running_loop().create_task(
                 self._update_positions(need, resets), name="aiokafka-lite-positions"
             )
+        return None
 
     async def _update_positions(
         self, need_committed: list[TopicPartition], need_reset: list[TopicPartition]
     ) -> None:
         try:
             if need_committed and self._committed_lookup is not None:
-                await self._load_committed(need_committed)
+                try:
+                    await self._load_committed(need_committed)
+                except errors.KafkaError as exc:
+                    if exc.retriable:
+                        raise
+                    self._position_lookup_failed(need_committed, exc)
             resets = self._unheld(self._subs.need_reset())
             if resets:
-                await self._reset_offsets(resets)
+                try:
+                    await self._reset_offsets(resets)
+                except errors.KafkaError as exc:
+                    if exc.retriable:
+                        raise
+                    self._position_lookup_failed(resets, exc)
         except asyncio.CancelledError:
             raise
         except errors.KafkaError as exc:
             log.warning("could not set the start positions: %s", exc)
             self.stats.failure(f"position lookup failed: {exc}")
-            loop = asyncio.get_running_loop()
-            self._position_backoff_until = (
-                loop.time() + max(self._config.retry_backoff_ms, 100) / 1000
-            )
+            self._position_backoff()
         except Exception:
             log.exception("position update failed")
+            self._position_backoff()  # a bug, not the broker: never in a tight loop
         finally:
             self.wake()
+
+    def _position_backoff(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._position_backoff_until = loop.time() + max(self._config.retry_backoff_ms, 100) / 1000
+
+    def _position_lookup_failed(
+        self, tps: Iterable[TopicPartition], exc: errors.KafkaError
+    ) -> None:
+        """A start-position lookup for ``tps`` failed with an error that asking again
+        would only repeat (an authorization failure, say): raised to the user for each
+        partition still without a position, until they seek."""
+        log.error("could not set the start positions of %s: %s", sorted(tps), exc)
+        self.stats.failure(f"position lookup failed: {exc}")
+        for tp in tps:
+            state = self._subs.get_state(tp)
+            if state is not None and state.position is None and state.error is None:
+                self._stop_at_error(state, exc)
 
     async def _load_committed(self, tps: list[TopicPartition]) -> None:
         assert self._committed_lookup is not None
@@ -694,21 +774,33 @@ class Fetcher:
                 continue
             strategy = state.reset_strategy
             if strategy is OffsetResetStrategy.NONE:
-                state.error = NoOffsetForPartitionError(
-                    f"{tp.topic}-{tp.partition} has no committed offset and "
-                    "auto_offset_reset is 'none'; seek to an offset first"
+                self._stop_at_error(
+                    state,
+                    NoOffsetForPartitionError(
+                        f"{tp.topic}-{tp.partition} has no committed offset and "
+                        "auto_offset_reset is 'none'; seek to an offset first"
+                    ),
                 )
-                self.data_ready.set()
                 continue
             timestamps[tp] = strategy.timestamp
             epochs[tp] = (state, state.epoch, strategy)
         if not timestamps:
             return
 
-        def apply(found: Mapping[TopicPartition, OffsetInfo | None]) -> None:
-            for tp, info in found.items():
+        def apply(answers: Mapping[TopicPartition, PartitionAnswer[OffsetInfo | None]]) -> None:
+            for tp, answer in answers.items():
                 state, epoch, strategy = epochs[tp]
-                if state.epoch != epoch or state.reset_strategy is not strategy or info is None:
+                if state.epoch != epoch or state.reset_strategy is not strategy:
+                    continue
+                if answer.error is not None:
+                    # Not retriable (those are retried until the deadline): this
+                    # partition's error, for the user; the others go on.
+                    log.error("could not reset %s to %s: %s", tp, strategy.value, answer.error)
+                    self.stats.failure(f"position lookup failed: {answer.error}")
+                    self._stop_at_error(state, answer.error)
+                    continue
+                info = answer.value
+                if info is None:
                     continue
                 log.debug("%s reset to %s offset %d", tp, strategy.value, info.offset)
                 state.seek(info.offset, info.leader_epoch)
@@ -716,7 +808,9 @@ class Fetcher:
 
         # Each leader's answer is applied as it comes: a partition whose leader is slow
         # or down holds up no other partition's start.
-        await self.list_offsets(timestamps, self._config.request_timeout_ms, on_found=apply)
+        await self._list_offsets(
+            timestamps, self._config.request_timeout_ms, on_answer=apply, raise_errors=False
+        )
 
     async def wait_for_positions(self, tps: Iterable[TopicPartition], timeout_ms: int) -> None:
         """Wait until every partition in ``tps`` has a position (or an error)."""
@@ -765,6 +859,27 @@ class Fetcher:
         broker has no offset for that timestamp. ``on_found`` gets each leader's answers
         as they arrive, also when others then time out.
         """
+
+        def found(answers: Mapping[TopicPartition, PartitionAnswer[OffsetInfo | None]]) -> None:
+            assert on_found is not None
+            on_found({tp: answer.value for tp, answer in answers.items()})
+
+        answers = await self._list_offsets(
+            timestamps, timeout_ms, on_answer=None if on_found is None else found
+        )
+        return {tp: answer.value for tp, answer in answers.items()}
+
+    async def _list_offsets(
+        self,
+        timestamps: Mapping[TopicPartition, int],
+        timeout_ms: int,
+        *,
+        on_answer: Callable[[Mapping[TopicPartition, PartitionAnswer[OffsetInfo | None]]], None]
+        | None = None,
+        raise_errors: bool = True,
+    ) -> dict[TopicPartition, PartitionAnswer[OffsetInfo | None]]:
+        """:meth:`list_offsets` by partition answer: without ``raise_errors`` a
+        partition's error that is not retriable is its answer, the others go on."""
         deadline = Deadline(timeout_ms, "looking up offsets")
 
         def build(partitions: list[TopicPartition]) -> ListOffsetsRequest:
@@ -775,10 +890,6 @@ class Fetcher:
                 leader_epoch=self._client.cluster.leader_epoch_for,
             )
 
-        def found(answers: Mapping[TopicPartition, PartitionAnswer[OffsetInfo | None]]) -> None:
-            assert on_found is not None
-            on_found({tp: answer.value for tp, answer in answers.items()})
-
         answers = await send_to_leaders(
             self._client,
             bodies.LIST_OFFSETS,
@@ -786,8 +897,8 @@ class Fetcher:
             build,
             _parse_list_offsets,
             deadline,
-            raise_errors=True,
-            on_answer=None if on_found is None else found,
+            raise_errors=raise_errors,
+            on_answer=on_answer,
         )
         unfinished = {tp: a.error for tp, a in answers.items() if a.timed_out}
         if unfinished:
@@ -796,7 +907,7 @@ class Fetcher:
                 f"offsets of {sorted(unfinished)} not found within {timeout_ms} ms"
                 + (f" (last error: {last})" if last else "")
             )
-        return {tp: answer.value for tp, answer in answers.items()}
+        return answers
 
     # --- the buffer ---------------------------------------------------------------------
 
@@ -841,8 +952,12 @@ class Fetcher:
                     self._release(cf)
                     continue
                 if partitions and cf.tp not in partitions:
-                    cf.detach()
-                    skipped.append(completed.popleft())
+                    completed.popleft()
+                    if cf.finished and cf.error is None:
+                        self._release(cf)  # nothing left in it: no reason to hold it
+                    else:
+                        cf.detach()
+                        skipped.append(cf)
                     continue
                 recs = cf.take(max_records - count)
                 if recs:

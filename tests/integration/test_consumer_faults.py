@@ -2,6 +2,11 @@
 restored (the group recovers and the health view tells what happened), a broker that
 stays down (``getone(timeout_ms=...)`` and ``stop()`` keep their bounds and say why), and
 a coordinator that does not answer a JoinGroup (the errors and the health view name it).
+
+Then partition errors from a scripted broker (``LogBroker``): retriable Fetch errors and
+an out-of-range prefetch back the partition off, a partition's error is raised before
+other partitions' buffered records, a full buffer does not starve a partition read on
+its own, and a failed start-position lookup is raised when it cannot succeed.
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from aiokafka_lite import errors
-from aiokafka_lite.consumer import Consumer, GroupState
+from aiokafka_lite.consumer import Consumer, ConsumerRebalanceListener, GroupState
+from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol.records import RecordBatchBuilder
 from aiokafka_lite.structs import TopicPartition
 from aiokafka_lite.testing import FaultProxy
+from tests.integration._helpers import ScriptedBroker
 
 
 async def produce(bootstrap: str, topic: str, values: list[bytes], partitions: int) -> None:
@@ -287,3 +295,331 @@ async def test_health_while_the_coordinator_is_still_being_looked_for(
         health = consumer.health()
         assert health.group_state is GroupState.NO_COORDINATOR, health
         assert "no group coordinator yet (looking for it)" in health.problems, health.problems
+
+
+# --- partition errors from a scripted broker (answers a real broker gives only by chance) ---
+
+
+class LogBroker(ScriptedBroker):
+    """A scripted broker serving fixed in-memory logs: a Fetch gets every batch at or
+    after the fetch offset up to the partition's max bytes (at least one batch), or the
+    error code set for the partition in ``errors``; ListOffsets answers from the logs,
+    or with ``list_offsets_error``. ``fetched`` records each (partition, fetch offset)."""
+
+    def __init__(self, logs: dict[TopicPartition, list[tuple[int, bytes]]]) -> None:
+        super().__init__()
+        self.logs = logs  # partition -> [(base offset, batch bytes)]
+        self.counts: dict[TopicPartition, list[int]] = {tp: [] for tp in logs}
+        self.errors: dict[TopicPartition, int] = {}
+        self.list_offsets_error = 0
+        self.fetched: list[tuple[TopicPartition, int]] = []
+        for tp in logs:
+            self.topics[tp.topic] = max(self.topics.get(tp.topic, 0), tp.partition + 1)
+        self.scripts[ApiKey.FETCH] = self._fetch
+        self.scripts[ApiKey.LIST_OFFSETS] = self._list_offsets
+
+    def append(self, tp: TopicPartition, values: list[bytes]) -> None:
+        base = self.end(tp)
+        self.logs[tp].append((base, record_batch(base, values)))
+        self.counts[tp].append(len(values))
+
+    def end(self, tp: TopicPartition) -> int:
+        return (self.logs[tp][-1][0] + self.counts[tp][-1]) if self.logs[tp] else 0
+
+    def _fetch(self, header: Any, body: dict[str, Any], n: int) -> dict[str, Any]:
+        topics = []
+        for topic in body["topics"]:
+            partitions = []
+            for p in topic["partitions"]:
+                tp = TopicPartition(topic["topic"], p["partition"])
+                offset = p["fetch_offset"]
+                self.fetched.append((tp, offset))
+                code = self.errors.get(tp, 0)
+                data = b""
+                if not code:
+                    for (base, raw), count in zip(self.logs[tp], self.counts[tp], strict=True):
+                        if base + count > offset and (
+                            not data or len(data) + len(raw) <= p["partition_max_bytes"]
+                        ):
+                            data += raw
+                partitions.append(
+                    {
+                        "partition_index": tp.partition,
+                        "error_code": code,
+                        "high_watermark": self.end(tp),
+                        "last_stable_offset": self.end(tp),
+                        "log_start_offset": 0,
+                        "aborted_transactions": None,
+                        "preferred_read_replica": -1,
+                        "records": data,
+                    }
+                )
+            topics.append({"topic": topic["topic"], "partitions": partitions})
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
+
+    def _list_offsets(self, header: Any, body: dict[str, Any], n: int) -> dict[str, Any]:
+        topics = []
+        for topic in body["topics"]:
+            partitions = []
+            for p in topic["partitions"]:
+                tp = TopicPartition(topic["name"], p["partition_index"])
+                offset = 0 if p["timestamp"] == -2 else self.end(tp)
+                partitions.append(
+                    {
+                        "partition_index": tp.partition,
+                        "error_code": self.list_offsets_error,
+                        "timestamp": -1,
+                        "offset": offset,
+                        "leader_epoch": 0,
+                        "old_style_offsets": [offset],
+                    }
+                )
+            topics.append({"name": topic["name"], "partitions": partitions})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    def fetches_since(self, start: int, tp: TopicPartition) -> list[int]:
+        """The offsets ``tp`` was fetched at in the Fetches after the first ``start``."""
+        return [offset for part, offset in self.fetched[start:] if part == tp]
+
+
+def record_batch(base: int, values: list[bytes]) -> bytes:
+    builder = RecordBatchBuilder(base_offset=base, max_size=1 << 20)
+    for i, value in enumerate(values):
+        builder.append(1000 + base + i, None, value, None)
+    return builder.build()
+
+
+@contextlib.asynccontextmanager
+async def scripted_consumer(
+    broker: LogBroker, *partitions: TopicPartition, **options: Any
+) -> AsyncIterator[Consumer]:
+    """A started consumer of ``broker`` (started too), assigned ``partitions`` from 0."""
+    await broker.start()
+    consumer = Consumer(
+        bootstrap_servers=broker.bootstrap,
+        **{"fetch_max_wait_ms": 50, "retry_backoff_ms": 100, "request_timeout_ms": 5000, **options},
+    )
+    try:
+        await consumer.start()
+        consumer.assign(partitions)
+        for tp in partitions:
+            consumer.seek(tp, 0)
+        yield consumer
+    finally:
+        await consumer.stop(timeout_ms=2000)
+        await broker.stop()
+
+
+T0 = TopicPartition("t", 0)
+T1 = TopicPartition("t", 1)
+
+
+async def wait_until(condition: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} within {timeout} s"
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("code", [6, 3], ids=["not-leader", "unknown-partition"])
+async def test_a_retriable_partition_error_backs_the_partition_off(code: int) -> None:
+    """A retriable partition error in a Fetch answer (the leader moved, the partition is
+    not there yet) is retried after retry_backoff_ms, not at once: one failing
+    partition must not spin Fetch and Metadata requests, and it reads on once well."""
+    broker = LogBroker({T0: []})
+    broker.append(T0, [b"a", b"b"])
+    broker.errors[T0] = code
+    async with scripted_consumer(broker, T0, retry_backoff_ms=100) as consumer:
+        await wait_until(lambda: broker.fetched, 5, "no Fetch")
+        metadata_before = broker.calls.get(ApiKey.METADATA, 0)
+        start = len(broker.fetched)
+        await asyncio.sleep(1.0)
+        fetches = len(broker.fetches_since(start, T0))
+        # One per retry_backoff_ms (10 in the second), with room for a slow runner.
+        assert 3 <= fetches <= 15, fetches
+        assert broker.calls.get(ApiKey.METADATA, 0) - metadata_before <= 15
+        broker.errors.clear()
+        got = await consumer.getmany(timeout_ms=2000)
+        assert [r.value for r in got[T0]] == [b"a", b"b"]
+
+
+async def test_offset_out_of_range_of_a_prefetch_backs_off_until_the_buffer_is_read() -> None:
+    """OFFSET_OUT_OF_RANGE for a fetch ahead of the position (records still buffered)
+    waits for the application to reach that offset: the prefetch is retried after
+    retry_backoff_ms, not back to back, and the buffered records are all delivered."""
+    broker = LogBroker({T0: []})
+    broker.append(T0, [b"v%d" % i for i in range(10)])
+    async with scripted_consumer(broker, T0, retry_backoff_ms=100) as consumer:
+        await wait_until(lambda: consumer.health().buffered_bytes, 5, "nothing buffered")
+        broker.errors[T0] = 1  # the log was truncated under the prefetch at offset 10
+        start = len(broker.fetched)
+        await asyncio.sleep(1.0)
+        fetches = broker.fetches_since(start, T0)
+        assert set(fetches) <= {10} and len(fetches) <= 15, fetches
+        got = await consumer.getmany(timeout_ms=1000)
+        assert [r.offset for r in got[T0]] == list(range(10))
+
+
+@pytest.mark.parametrize("taken", ["all-taken", "none-taken"])
+async def test_a_full_buffer_does_not_starve_a_partition_read_on_its_own(taken: str) -> None:
+    """With the buffer over max_buffer_bytes by one partition's fetch, another partition
+    with nothing buffered is still fetched, and getmany/getone of that partition alone
+    get its records; a fetch whose last record was taken leaves the buffer at once."""
+    broker = LogBroker({T0: [], T1: []})
+    for _ in range(20):
+        broker.append(T1, [b"x" * 1000] * 10)
+    async with scripted_consumer(broker, T0, T1, max_buffer_bytes=64 * 1024) as consumer:
+        await wait_until(
+            lambda: consumer.health().buffered_bytes >= 64 * 1024, 5, "T1 did not fill the buffer"
+        )
+        if taken == "all-taken":
+            got = await consumer.getmany(T1, timeout_ms=1000, max_records=200)
+            assert len(got[T1]) == 200  # exactly every record of the fetch
+            assert consumer.health().buffered_bytes == 0
+        broker.append(T0, [b"a%d" % i for i in range(5)])
+        got = await consumer.getmany(T0, timeout_ms=3000)
+        assert [r.value for r in got.get(T0, [])] == [b"a0", b"a1", b"a2", b"a3", b"a4"]
+        broker.append(T0, [b"a5"])
+        assert (await consumer.getone(T0, timeout_ms=3000)).value == b"a5"
+
+
+@pytest.mark.parametrize("reader", ["getmany", "async-for"])
+async def test_a_partition_error_is_raised_before_other_partitions_records(reader: str) -> None:
+    """A partition's error (here offset out of range with auto_offset_reset="none") is
+    raised by the next call although another partition has records buffered, not after
+    the backlog; once handled, every record is delivered once, in order."""
+    broker = LogBroker({T0: [], T1: []})
+    broker.append(T0, [b"a%d" % i for i in range(10)])
+    for _ in range(30):
+        broker.append(T1, [b"b" * 100] * 100)
+    broker.errors[T0] = 1
+    async with scripted_consumer(broker, T0, T1, auto_offset_reset="none") as consumer:
+        await wait_until(
+            lambda: consumer.health().partitions[T0].error and consumer.health().buffered_bytes,
+            5,
+            "no error for T0 and records of T1",
+        )
+
+        async def read() -> list[Any]:
+            if reader == "getmany":
+                got = await consumer.getmany(timeout_ms=1000, max_records=50)
+                return [r for records in got.values() for r in records]
+            async for record in consumer:
+                return [record]
+            raise AssertionError("the consumer stopped")
+
+        with pytest.raises(errors.OffsetOutOfRangeError, match="t-0"):
+            await read()
+        with pytest.raises(errors.OffsetOutOfRangeError):
+            await read()  # raised until handled: a seek
+        assert consumer.assignment() == {T0, T1} and await consumer.position(T1) == 0
+        broker.errors.clear()
+        consumer.seek(T0, 0)
+        seen: dict[TopicPartition, list[int]] = {T0: [], T1: []}
+        while len(seen[T0]) < 10 or len(seen[T1]) < 3000:
+            for record in await read():
+                seen[TopicPartition(record.topic, record.partition)].append(record.offset)
+        assert seen == {T0: list(range(10)), T1: list(range(3000))}
+
+
+async def test_a_list_offsets_error_that_is_not_retriable_is_raised() -> None:
+    """TOPIC_AUTHORIZATION_FAILED while looking up the start position (the reset to
+    "earliest") is raised to the caller naming the partition, by getmany and position,
+    not logged and retried for ever; a seek clears it."""
+    broker = LogBroker({T0: []})
+    broker.append(T0, [b"v"] * 3)
+    broker.list_offsets_error = 29
+    await broker.start()
+    consumer = Consumer(
+        bootstrap_servers=broker.bootstrap,
+        auto_offset_reset="earliest",
+        request_timeout_ms=1500,
+        retry_backoff_ms=100,
+        fetch_max_wait_ms=50,
+    )
+    try:
+        await consumer.start()
+        consumer.assign([T0])
+        with pytest.raises(errors.TopicAuthorizationFailedError, match="t-0"):
+            await consumer.getmany(timeout_ms=3000)
+        with pytest.raises(errors.TopicAuthorizationFailedError, match="t-0"):
+            await consumer.position(T0, timeout_ms=1000)
+        asked = broker.calls.get(ApiKey.LIST_OFFSETS, 0)
+        await asyncio.sleep(0.5)
+        assert broker.calls.get(ApiKey.LIST_OFFSETS, 0) == asked, "asked again without a seek"
+        consumer.seek(T0, 1)
+        got = await consumer.getmany(timeout_ms=2000)
+        assert [r.offset for r in got[T0]] == [1, 2]
+    finally:
+        await consumer.stop(timeout_ms=2000)
+        await broker.stop()
+
+
+async def test_a_retriable_list_offsets_error_is_retried_until_it_clears() -> None:
+    """A retriable error looking up the start position (the leader moved) is retried
+    with a backoff, and the partition starts where the reset says once it clears."""
+    broker = LogBroker({T0: []})
+    broker.append(T0, [b"v"] * 3)
+    broker.list_offsets_error = 6
+    await broker.start()
+    consumer = Consumer(
+        bootstrap_servers=broker.bootstrap,
+        auto_offset_reset="earliest",
+        request_timeout_ms=1000,
+        retry_backoff_ms=100,
+        fetch_max_wait_ms=50,
+    )
+    try:
+        await consumer.start()
+        consumer.assign([T0])
+        assert await consumer.getmany(timeout_ms=1500) == {}
+        asked = broker.calls.get(ApiKey.LIST_OFFSETS, 0)
+        assert 2 <= asked <= 40, asked
+        broker.list_offsets_error = 0
+        got = await consumer.getmany(timeout_ms=3000)
+        assert [r.offset for r in got[T0]] == [0, 1, 2]
+    finally:
+        await consumer.stop(timeout_ms=2000)
+        await broker.stop()
+
+
+class _FailingAssignment(ConsumerRebalanceListener):
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        pass
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        raise RuntimeError("the assignment callback failed")
+
+
+@pytest.mark.parametrize("reader", ["getmany", "async-for"])
+async def test_a_listener_error_is_raised_before_buffered_records(
+    reader: str, bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """An exception of a rebalance callback is raised from the next read although
+    records are buffered (not once the buffer runs dry), once; nothing is lost."""
+    create_topic(topic_name, 1)
+    values = [b"v%d" % i for i in range(300)]
+    await produce(bootstrap_servers, topic_name, values, 1)
+    consumer = group_consumer(bootstrap_servers, topic_name)
+    await consumer.start()
+    try:
+        consumer.subscribe([topic_name], listener=_FailingAssignment())
+        await consumer.wait_for_assignment(timeout_ms=30000)
+        await wait_until(lambda: consumer.health().buffered_bytes, 10, "nothing buffered")
+
+        async def read() -> list[bytes]:
+            if reader == "getmany":
+                got = await consumer.getmany(timeout_ms=1000, max_records=50)
+                return [r.value for records in got.values() for r in records]
+            async for record in consumer:
+                return [record.value]
+            raise AssertionError("the consumer stopped")
+
+        with pytest.raises(RuntimeError, match="the assignment callback failed"):
+            await read()
+        seen: list[bytes] = []
+        while len(seen) < len(values):
+            seen += await read()
+        assert seen == values
+    finally:
+        await consumer.stop(timeout_ms=5000)

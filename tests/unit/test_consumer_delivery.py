@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aiokafka_lite import errors
-from aiokafka_lite.consumer import ConsumerConfig, RecordDeserializationError
+from aiokafka_lite.consumer import Consumer, ConsumerConfig, RecordDeserializationError
 from aiokafka_lite.consumer.fetcher import Fetcher, FetchSessionHandler
 from aiokafka_lite.consumer.subscription import SubscriptionState
 from aiokafka_lite.protocol.records import RecordBatchBuilder
@@ -600,3 +600,113 @@ async def test_an_answer_larger_than_the_connection_accepts_is_raised_not_retrie
     h.subs.seek(T0, 0)
     h.subs.seek(T1, 1)
     assert h.fetcher.pending_error() is None
+
+
+async def test_a_fetch_taken_to_its_last_record_leaves_the_buffer() -> None:
+    """A partition read on its own with max_records equal to what a fetch holds frees
+    that fetch's bytes at once, and a read of another partition lets go of fetches
+    with nothing left in them (so a full buffer never stays full of nothing)."""
+    h = Harness({T0: make_log([5, 5]), T1: make_log([4])})
+    h.respond()
+    assert h.fetcher.buffered_bytes > 0
+    assert [r.offset for r in h.fetcher.fetched_records(10, {T0})[T0]] == list(range(10))
+    t1_bytes = sum(len(b.data) for b in h.logs[T1])
+    assert h.fetcher.buffered_bytes == t1_bytes
+    cf = h.fetcher._completed[0]
+    assert cf.tp == T1 and [r.offset for r in cf.take(4)] == [0, 1, 2, 3] and cf.finished
+    assert h.fetcher.fetched_records(10, {T0}) == {}
+    assert h.fetcher.buffered_bytes == 0 and not h.fetcher.has_data()
+
+
+# --- errors before records ---------------------------------------------------------------
+
+
+class _Membership:
+    def __init__(self) -> None:
+        self.fatal_error: errors.KafkaError | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.fatal_error is not None
+
+
+class _Coordinator:
+    """What the consumer's reads look at of a group coordinator."""
+
+    def __init__(self) -> None:
+        self.callbacks_idle = asyncio.Event()
+        self.callbacks_idle.set()
+        self.listener_error: BaseException | None = None
+        self.membership = _Membership()
+
+    def poll(self, now: float | None = None) -> None:
+        pass
+
+
+def consumer_reading(h: Harness, coordinator: _Coordinator | None) -> Consumer:
+    """A consumer whose reads take from ``h``'s fetcher (nothing started, no I/O)."""
+    consumer = Consumer(bootstrap_servers="127.0.0.1:1")
+    consumer._subs = h.subs
+    consumer._fetcher = h.fetcher
+    consumer._coordinator = coordinator  # type: ignore[assignment]
+    return consumer
+
+
+async def read_with(consumer: Consumer, reader: str) -> list[int]:
+    if reader == "getmany":
+        got = await consumer.getmany(timeout_ms=0)
+        return [r.offset for records in got.values() for r in records]
+    if reader == "getone":
+        return [(await consumer.getone(timeout_ms=0)).offset]
+    return [(await consumer.__anext__()).offset]
+
+
+READERS = ["getmany", "getone", "async-for"]
+
+
+@pytest.mark.parametrize("reader", READERS)
+async def test_a_partition_error_comes_before_other_partitions_records(reader: str) -> None:
+    """A partition's stored error is raised by the next read, although another
+    partition has records buffered; they come once it is handled, none lost or twice."""
+    h = Harness({T0: make_log([3]), T1: make_log([5])})
+    h.respond()
+    consumer = consumer_reading(h, None)
+    first = await consumer.getone(timeout_ms=0)  # reading is under way
+    h.fetcher._stop_at_error(h.subs.state(T1), errors.TopicAuthorizationFailedError("Fetch t-1"))
+    for _ in range(2):  # until the partition is seeked
+        with pytest.raises(errors.TopicAuthorizationFailedError, match="t-1"):
+            await read_with(consumer, reader)
+    assert h.subs.state(T0).position == 1 and h.subs.state(T1).position == 0
+    h.subs.seek(T1, 0)  # (drops its buffered fetch: fetched again)
+    h.respond()
+    got = {T0: [first.offset], T1: []}
+    while more := await consumer.getmany(timeout_ms=0):
+        for tp, records in more.items():
+            got[tp] += [r.offset for r in records]
+    assert got == {T0: [0, 1, 2], T1: [0, 1, 2, 3, 4]}
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("kind", ["listener", "fatal"])
+async def test_a_group_error_comes_before_buffered_records(reader: str, kind: str) -> None:
+    """A rebalance callback's exception (raised once) and a fatal group error (raised
+    on every read) come out of the next read although records are buffered."""
+    h = Harness({T0: make_log([5])})
+    h.respond()
+    coordinator = _Coordinator()
+    consumer = consumer_reading(h, coordinator)
+    got = [(await consumer.getone(timeout_ms=0)).offset]  # reading is under way
+    if kind == "listener":
+        coordinator.listener_error = RuntimeError("on_partitions_assigned failed")
+        with pytest.raises(RuntimeError, match="on_partitions_assigned failed"):
+            await read_with(consumer, reader)
+    else:
+        coordinator.membership.fatal_error = errors.FencedInstanceIdError("fenced")
+        for _ in range(2):
+            with pytest.raises(errors.FencedInstanceIdError):
+                await read_with(consumer, reader)
+        coordinator.membership.fatal_error = None  # (only to see that nothing was lost)
+    assert h.subs.state(T0).position == 1
+    while len(got) < 5:
+        got += await read_with(consumer, reader)
+    assert got == [0, 1, 2, 3, 4]

@@ -164,6 +164,22 @@ def test_deserializer_failure_leaves_position_at_the_bad_record() -> None:
     assert cf.next_one() is None and cf.error is not None and cf.error.offset == 2  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("cut_short", [False, True])
+def test_a_fetch_is_finished_once_its_last_record_is_taken(cut_short: bool) -> None:
+    """max_records used up exactly at the end of the data finishes the fetch then (the
+    buffer lets it go), also when a broker cut the response inside a last batch."""
+    whole = batch(0, 5) + batch(5, 5)
+    cf, state = completed(whole + batch(10, 3)[:30] if cut_short else whole)
+    assert [r.offset for r in cf.take(5)] == [0, 1, 2, 3, 4]
+    assert not cf.finished  # another batch follows
+    assert [r.offset for r in cf.take(5)] == [5, 6, 7, 8, 9]
+    assert cf.finished and cf.error is None and state.position == 10
+    cf, _ = completed(whole)
+    while cf.next_one() is not None:
+        pass
+    assert cf.finished
+
+
 def test_seek_invalidates_buffered_fetch() -> None:
     cf, state = completed(batch(0, 4))
     assert cf.valid
