@@ -55,21 +55,53 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
-class OffsetAndMetadata(NamedTuple):
-    """A committed offset with its metadata string (and leader epoch, -1 if unknown)."""
-
+class _OffsetAndMetadataFields(NamedTuple):
     offset: int
     metadata: str = ""
+
+
+class OffsetAndMetadata(_OffsetAndMetadataFields):
+    """A committed offset with its metadata string, a 2-tuple as aiokafka's (``offset,
+    metadata = om`` unpacks it); ``leader_epoch`` (-1 if unknown) rides along outside
+    the tuple."""
+
     leader_epoch: int = -1
 
+    def __new__(cls, offset: int, metadata: str = "", leader_epoch: int = -1) -> OffsetAndMetadata:
+        self = super().__new__(cls, offset, metadata)
+        if leader_epoch != -1:
+            self.leader_epoch = leader_epoch
+        return self
 
-class OffsetAndTimestamp(NamedTuple):
-    """An answer of ``offsets_for_times()``: the offset, its record's timestamp (and the
-    leader epoch, -1 if unknown)."""
+    def __repr__(self) -> str:
+        return (
+            f"OffsetAndMetadata(offset={self.offset!r}, metadata={self.metadata!r}, "
+            f"leader_epoch={self.leader_epoch!r})"
+        )
 
+
+class _OffsetAndTimestampFields(NamedTuple):
     offset: int
     timestamp: int
+
+
+class OffsetAndTimestamp(_OffsetAndTimestampFields):
+    """An answer of ``offsets_for_times()``: the offset and its record's timestamp, a
+    2-tuple as aiokafka's; ``leader_epoch`` (-1 if unknown) rides along outside it."""
+
     leader_epoch: int = -1
+
+    def __new__(cls, offset: int, timestamp: int, leader_epoch: int = -1) -> OffsetAndTimestamp:
+        self = super().__new__(cls, offset, timestamp)
+        if leader_epoch != -1:
+            self.leader_epoch = leader_epoch
+        return self
+
+    def __repr__(self) -> str:
+        return (
+            f"OffsetAndTimestamp(offset={self.offset!r}, timestamp={self.timestamp!r}, "
+            f"leader_epoch={self.leader_epoch!r})"
+        )
 
 
 class RecordMetadata(NamedTuple):

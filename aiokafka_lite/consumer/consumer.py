@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 import ssl
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from aiokafka_lite import errors
@@ -469,6 +470,9 @@ class Consumer:
     # --- records --------------------------------------------------------------------
 
     def __aiter__(self) -> Consumer:
+        if self._closed:
+            # (As aiokafka: iterating a stopped consumer is an error, not an empty loop.)
+            raise errors.ConsumerStoppedError("the consumer is stopped")
         return self
 
     async def __anext__(self) -> ConsumerRecord[Any, Any]:
@@ -770,9 +774,14 @@ class Consumer:
         ``None`` for a partition without such a record.
         """
         fetcher, _ = self._check_running()
+        checked: dict[TopicPartition, int] = {}
         for tp, ts in timestamps.items():
-            if not isinstance(ts, int) or ts < 0:
-                raise ValueError(f"timestamp for {tp} must be an int >= 0, got {ts!r}")
+            if isinstance(ts, float) and math.isfinite(ts):
+                ts = int(ts)  # (time.time() * 1000, say: truncated, as aiokafka does)
+            if type(ts) is not int or ts < 0:
+                raise ValueError(f"timestamp for {tp} must be a number >= 0, got {ts!r}")
+            checked[tp] = ts
+        timestamps = checked
         await self._ensure_metadata(list(timestamps), timeout_ms)
         found = await fetcher.list_offsets(timestamps, self._timeout(timeout_ms))
         return {
@@ -1035,6 +1044,49 @@ class AIOKafkaConsumer(Consumer):
         except errors.KafkaError as exc:
             # (No offset with auto_offset_reset="none", say: getone() raises it.)
             log.debug("start positions not all known after start(): %s", exc)
+
+    async def seek_to_beginning(  # type: ignore[override]
+        self, *partitions: TopicPartition, timeout_ms: int | None = None
+    ) -> bool:
+        """As aiokafka's: whether the positions were found in time (False, not an error,
+        when they were not)."""
+        return await self._reset_in_time(
+            Consumer.seek_to_beginning(self, *partitions, timeout_ms=timeout_ms)
+        )
+
+    async def seek_to_end(  # type: ignore[override]
+        self, *partitions: TopicPartition, timeout_ms: int | None = None
+    ) -> bool:
+        """As aiokafka's: whether the positions were found in time."""
+        return await self._reset_in_time(
+            Consumer.seek_to_end(self, *partitions, timeout_ms=timeout_ms)
+        )
+
+    @staticmethod
+    async def _reset_in_time(reset: Awaitable[None]) -> bool:
+        try:
+            await reset
+        except errors.KafkaTimeoutError:
+            return False
+        return True
+
+    async def commit(
+        self,
+        offsets: Mapping[TopicPartition, CommitOffset] | None = None,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """As aiokafka's: only partitions assigned to this consumer (IllegalStateError
+        otherwise), which keeps a member from moving another's offsets."""
+        self._group_coordinator("commit()")
+        if not (self._subs.auto_assigned or self._subs.user_assigned):
+            raise errors.IllegalStateError("not subscribed to any topics")
+        assigned = self._subs.assigned_partitions()
+        if not assigned:
+            raise errors.IllegalStateError("no partitions assigned")
+        for tp in offsets or ():
+            if tp not in assigned:
+                raise errors.IllegalStateError(f"partition {tp} is not assigned")
+        await Consumer.commit(self, offsets, timeout_ms)
 
 
 _GETONE = Consumer.getone

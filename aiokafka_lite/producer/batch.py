@@ -10,7 +10,7 @@ from typing import Any
 from aiokafka_lite.errors import SerializationError
 from aiokafka_lite.producer.accumulator import ProducerBatch
 from aiokafka_lite.producer.config import Serializer
-from aiokafka_lite.producer.types import bad_timestamp
+from aiokafka_lite.producer.types import checked_timestamp
 from aiokafka_lite.structs import TopicPartition
 
 __all__ = ["BatchBuilder", "BatchRecordMetadata"]
@@ -82,8 +82,8 @@ class BatchBuilder:
             value = _serialized(self._value_serializer, value, "value")
         if timestamp is None:
             timestamp = _time_ns() // 1_000_000
-        elif error := bad_timestamp(timestamp):
-            raise error
+        else:
+            timestamp = checked_timestamp(timestamp)
         offset = self._batch.record_count
         size = self._append(timestamp, key, value, headers or None)
         if not size:

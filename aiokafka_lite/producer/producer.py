@@ -63,10 +63,11 @@ from aiokafka_lite.producer.partitioner import (
 from aiokafka_lite.producer.sender import Sender
 from aiokafka_lite.producer.transaction_manager import TransactionManager, TransactionState
 from aiokafka_lite.producer.types import (
+    MAX_TIMESTAMP,
     Header,
     ProducerRecord,
     RecordMetadata,
-    bad_timestamp,
+    checked_timestamp,
     run_on_acknowledgement,
     run_on_send,
 )
@@ -666,8 +667,10 @@ class Producer:
             batch = opens[partition]
         if timestamp_ms is None:
             timestamp_ms = _time_ns() // 1_000_000
-        elif error := bad_timestamp(timestamp_ms):
-            raise error
+        elif timestamp_ms.__class__ is not int:
+            timestamp_ms = checked_timestamp(timestamp_ms)
+        elif not 0 <= timestamp_ms <= MAX_TIMESTAMP:
+            checked_timestamp(timestamp_ms)  # (raises, saying what is wrong)
         if guard:
             txn = self._txn
             if txn is not None and txn.transactional:
@@ -846,8 +849,8 @@ class Producer:
         it are buffered already and will be sent: their futures are the exception's
         ``buffered_futures`` attribute (set when there are any).
         """
-        if timestamp_ms is not None and (error := bad_timestamp(timestamp_ms)):
-            raise error
+        if timestamp_ms is not None:
+            timestamp_ms = checked_timestamp(timestamp_ms)
         futures = RecordFutures()
         key_iter = None if keys is None else iter(keys)
         # The common case (bytes, no headers or serializers, an explicit partition or the

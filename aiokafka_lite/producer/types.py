@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ __all__ = [
     "ProducerInterceptor",
     "ProducerRecord",
     "RecordMetadata",
-    "bad_timestamp",
+    "checked_timestamp",
 ]
 
 #: ``RecordMetadata.timestamp_type`` values (Kafka's timestamp types).
@@ -31,13 +32,16 @@ Header = tuple[str, bytes | None]
 MAX_TIMESTAMP = (1 << 63) - 1
 
 
-def bad_timestamp(timestamp: object) -> TypeError | None:
-    """The error for a record timestamp the caller gave, or None if it is valid: an int
-    from 0 (as the Java client requires) to int64's largest, in milliseconds."""
-    if timestamp.__class__ is int and 0 <= timestamp <= MAX_TIMESTAMP:
-        return None
-    return TypeError(
-        f"timestamp_ms must be an int >= 0 (milliseconds since the epoch) or None, "
+def checked_timestamp(timestamp: object) -> int:
+    """A record timestamp the caller gave, as an int: milliseconds since the epoch, from
+    0 (as the Java client requires) to int64's largest. A float (``time.time() * 1000``)
+    is truncated, as aiokafka does; anything else is a TypeError."""
+    if isinstance(timestamp, float) and math.isfinite(timestamp):
+        timestamp = int(timestamp)
+    if type(timestamp) is int and 0 <= timestamp <= MAX_TIMESTAMP:
+        return timestamp
+    raise TypeError(
+        f"timestamp_ms must be a number >= 0 (milliseconds since the epoch) or None, "
         f"got {timestamp!r}"
     )
 

@@ -304,3 +304,82 @@ async def test_assignor_written_for_aiokafka_runs(
         TopicPartition(topic_name, 0),
         TopicPartition(topic_name, 1),
     ]
+
+
+def test_offset_structs_unpack_as_aiokafkas_two_tuples() -> None:
+    """aiokafka's OffsetAndMetadata and OffsetAndTimestamp are 2-tuples (code unpacks
+    them); ours carry the leader epoch outside the tuple."""
+    import pickle
+
+    from aiokafka.structs import OffsetAndMetadata as TheirMetadata
+    from aiokafka.structs import OffsetAndTimestamp as TheirTimestamp
+
+    from aiokafka_lite.structs import OffsetAndMetadata, OffsetAndTimestamp
+
+    ours = OffsetAndMetadata(5, "m", 3)
+    offset, metadata = ours
+    assert (offset, metadata, ours.leader_epoch) == (5, "m", 3)
+    assert ours == TheirMetadata(5, "m") and len(ours) == len(TheirMetadata(5, "m"))
+    assert pickle.loads(pickle.dumps(ours)).leader_epoch == 3
+    assert OffsetAndMetadata(7).leader_epoch == -1
+    found = OffsetAndTimestamp(1, 1_700_000_000_000, 4)
+    offset, timestamp = found
+    assert (offset, timestamp, found.leader_epoch) == (1, 1_700_000_000_000, 4)
+    assert found == TheirTimestamp(1, 1_700_000_000_000)
+
+
+async def test_float_timestamps_are_truncated_as_aiokafka_does(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """``time.time() * 1000`` is a float: aiokafka takes it (as int()); so do we."""
+    create_topic(topic_name)
+    tp = TopicPartition(topic_name, 0)
+    async with AIOKafkaProducer(bootstrap_servers=bootstrap_servers) as producer:
+        sent = await producer.send_and_wait(
+            topic_name, b"x", partition=0, timestamp_ms=1_700_000_000_000.75
+        )
+        assert sent.timestamp == 1_700_000_000_000
+        with pytest.raises(TypeError):
+            await producer.send(topic_name, b"x", partition=0, timestamp_ms=float("nan"))
+    async with AIOKafkaConsumer(bootstrap_servers=bootstrap_servers) as consumer:
+        found = await consumer.offsets_for_times({tp: 1_699_999_999_999.5})
+        assert found[tp] is not None and found[tp].offset == sent.offset
+        with pytest.raises(ValueError):
+            await consumer.offsets_for_times({tp: -1.0})
+
+
+async def test_aiokafka_consumer_commits_only_its_assigned_partitions(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """As aiokafka's: commit() of a partition this member is not assigned (another
+    member's, in a group) raises IllegalStateError, and nothing is committed."""
+    create_topic(topic_name, 2)
+    mine, other = TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=f"g-{topic_name}")
+    async with consumer:
+        with pytest.raises(errors.IllegalStateError, match="not subscribed"):
+            await consumer.commit({mine: 1})
+        consumer.assign([mine])
+        with pytest.raises(errors.IllegalStateError, match="not assigned"):
+            await consumer.commit({other: 1})
+        await consumer.commit({mine: 1})
+        assert await consumer.committed(mine) == 1
+        assert await consumer.committed(other) is None
+
+
+async def test_aiokafka_consumer_seeks_say_whether_they_finished_and_iteration_after_stop(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    create_topic(topic_name)
+    await _produce(bootstrap_servers, topic_name, 2)
+    tp = TopicPartition(topic_name, 0)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers)
+    async with consumer:
+        consumer.assign([tp])
+        assert await consumer.seek_to_end(tp) is True
+        assert await consumer.position(tp) == 2
+        assert await consumer.seek_to_beginning(tp) is True
+        assert await consumer.position(tp) == 0
+    with pytest.raises(errors.ConsumerStoppedError):
+        async for _ in consumer:
+            pass
