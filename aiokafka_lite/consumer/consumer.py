@@ -217,6 +217,11 @@ class Consumer:
         self._client.add_metadata_listener(self._on_metadata)
         self._sync_tracked_topics()
         if coordinator is not None:
+            if self._subs.type is SubscriptionType.AUTO_PATTERN:
+                # The topics the pattern matches in the metadata the client bootstrapped
+                # with: the first join needs them (the next refresh may be
+                # metadata_max_age_ms away).
+                coordinator._on_metadata(self._client.cluster)
             coordinator._on_subscription_change()
             coordinator.start()
         else:
@@ -352,8 +357,15 @@ class Consumer:
                 raise ValueError(f"bad topic pattern {pattern!r}: {exc}") from None
             self._subs.subscribe_pattern(compiled, listener)
             self._client.track_all_topics(True)
+            if self._started:
+                # Every topic's metadata, now: the pattern is matched against it (by the
+                # group's coordinator, or below without a group).
+                self._client.request_metadata_update()
             if self._client.cluster.topics:
-                self._on_metadata(self._client.cluster)
+                if self._coordinator is not None:
+                    self._coordinator._on_metadata(self._client.cluster)
+                else:
+                    self._on_metadata(self._client.cluster)
         else:
             for topic in names:
                 check_topic_name(topic)

@@ -383,3 +383,27 @@ async def test_aiokafka_consumer_seeks_say_whether_they_finished_and_iteration_a
     with pytest.raises(errors.ConsumerStoppedError):
         async for _ in consumer:
             pass
+
+
+@pytest.mark.parametrize("subscribed", ["before start", "after start"])
+async def test_pattern_subscription_in_a_group_joins_with_the_matching_topics(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str], subscribed: str
+) -> None:
+    """The first join carries the topics the pattern matches now: records are read at
+    once, not after the next metadata refresh (metadata_max_age_ms, 5 minutes)."""
+    create_topic(topic_name, 2)
+    await _produce(bootstrap_servers, topic_name, 1, partition=1)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        group_id=f"g-{topic_name}",
+        session_timeout_ms=6000,  # (Tansu holds a join for half of it)
+        auto_offset_reset="earliest",
+    )
+    if subscribed == "before start":
+        consumer.subscribe(pattern=topic_name[:-1])
+    async with consumer:
+        if subscribed == "after start":
+            consumer.subscribe(pattern=topic_name[:-1])
+        record = await asyncio.wait_for(consumer.getone(), 30)
+        assert (record.topic, record.partition, record.value) == (topic_name, 1, b"v0")
+        assert topic_name in consumer.subscription()
