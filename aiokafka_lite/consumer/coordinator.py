@@ -320,11 +320,15 @@ class GroupCoordinator:
                 pass
 
     async def _ensure_coordinator(self, deadline: Deadline | None = None) -> int:
-        """The coordinator's node id, looking it up (with retries) when unknown."""
+        """The node id of the connection to the coordinator, looking it up (with retries)
+        when unknown. The membership knows the coordinator by its broker id; requests go
+        over a connection of their own (`KafkaClient.coordinator_node`): the broker holds
+        a JoinGroup until the other members join, and would hold up our fetches behind it
+        on a shared connection."""
         while True:
-            node = self.membership.coordinator_id
-            if node is not None:
-                return node
+            broker = self.membership.coordinator_id
+            if broker is not None:
+                return self._client.coordinator_node(broker)
             if self.membership.state not in (
                 GroupState.CLOSED,
                 GroupState.FAILED,
@@ -339,7 +343,9 @@ class GroupCoordinator:
                     )
                 timeout_ms = deadline.remaining_ms()
             try:
-                node = await self._client.find_coordinator(self.group_id, timeout_ms=timeout_ms)
+                node = await self._client.find_coordinator(
+                    self.group_id, timeout_ms=timeout_ms, dedicated=True
+                )
                 await self._client.get_connection(node)
             except errors.KafkaError as exc:
                 self.membership.note_error(f"FindCoordinator: {exc}")
@@ -352,8 +358,9 @@ class GroupCoordinator:
                     pause = min(pause, max(deadline.remaining(), 0))
                 await asyncio.sleep(pause)
                 continue
-            log.debug("group %s: coordinator is node %s", self.group_id, node)
-            self.membership.coordinator_found(node)
+            broker = self._client.broker_of(node)
+            log.debug("group %s: coordinator is node %s", self.group_id, broker)
+            self.membership.coordinator_found(broker)
             return node
 
     def _error_hint(self) -> str:
@@ -371,9 +378,13 @@ class GroupCoordinator:
                 return self._error_hint()
             lost = ": the group lost its coordinator and has not found it again"
             last = m.last_coordinator_id
+            # The broker's own connection: the coordinator's is not retried while the
+            # coordinator is unknown, the fetches and metadata keep trying that one.
             problem = None if last is None else self._client.node_problem(last)
             return f"{lost}: last coordinator {problem}" if problem else lost + self._error_hint()
-        problem = self._client.node_problem(node, silent_for=waited * 0.9)
+        problem = self._client.node_problem(
+            self._client.coordinator_node(node), silent_for=waited * 0.9
+        )
         if problem is None:
             return self._error_hint()
         return f": its coordinator {problem}"
@@ -403,24 +414,36 @@ class GroupCoordinator:
                     await asyncio.sleep(self._config.retry_backoff_ms / 1000)
 
     async def _on_join_prepare(self) -> None:
-        if self._config.auto_commit and self.membership.generation.valid:
-            offsets = self._subs.all_consumed()
-            if offsets and self._offsets_changed(offsets):
-                try:
-                    await self._commit(offsets, self._config.request_timeout_ms)
-                except errors.KafkaError as exc:
-                    log.warning("group %s: commit before rebalance failed: %s", self.group_id, exc)
         owned = self._subs.assigned_partitions()
-        if not owned:
-            return
+        revoking: set[TopicPartition] = set()
+        if self.membership.generation.valid:
+            if self.protocol is RebalanceProtocol.EAGER:
+                revoking = owned
+            else:
+                revoking = {tp for tp in owned if tp.topic not in self._subs.subscription}
+            # Records handed out after the positions are read would not be committed,
+            # and the partitions' next owner would deliver them again.
+            self._subs.mark_pending_revocation(revoking)
+            if self._config.auto_commit:
+                await self._auto_commit_before_rebalance(self._subs.all_consumed())
         if not self.membership.generation.valid:
-            await self._revoke(owned, lost=True)
-        elif self.protocol is RebalanceProtocol.EAGER:
-            await self._revoke(owned, lost=False)
-        else:
-            gone = {tp for tp in owned if tp.topic not in self._subs.subscription}
-            if gone:
-                await self._revoke(gone, lost=False)
+            # Gone (perhaps found so by the commit): whatever we hold is lost.
+            if owned:
+                await self._revoke(owned, lost=True)
+        elif revoking:
+            await self._revoke(revoking, lost=False)
+
+    async def _auto_commit_before_rebalance(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        """Commit what the application consumed before partitions change hands; a
+        failure is logged (the rebalance goes on: the partitions are no longer ours)."""
+        if not offsets or not self._offsets_changed(offsets):
+            return
+        try:
+            await self._commit(offsets, self._config.request_timeout_ms)
+        except errors.KafkaError as exc:
+            log.warning("group %s: commit before rebalance failed: %s", self.group_id, exc)
 
     async def _join_and_sync(self, coordinator: int) -> bool:
         """One JoinGroup + SyncGroup round; False when it has to be retried."""
@@ -504,6 +527,9 @@ class GroupCoordinator:
             "protocol_name": protocol,
             "assignments": assignments,
         }
+        # No heartbeats while the broker may hold the SyncGroup either: they would wait
+        # behind it on the coordinator connection and could time out there.
+        self._joining = True
         try:
             sync = await self._client.send(
                 coordinator, bodies.SYNC_GROUP, sync_body, timeout_ms=join_timeout
@@ -512,6 +538,8 @@ class GroupCoordinator:
             m.coordinator_dead(f"SyncGroup failed: {exc}")
             m.request_rejoin("SyncGroup failed")
             return False
+        finally:
+            self._joining = False
         code = sync.get("error_code", 0)
         if code:
             action = m.handle_error("sync", code)
@@ -622,6 +650,16 @@ class GroupCoordinator:
             revoked = owned - assigned
             added = assigned - owned
             if revoked:
+                # The only other auto-commit was before the join: what was consumed from
+                # these partitions since must be committed before their new owner starts
+                # (in this generation, which they still belong to until we rejoin).
+                # With auto-commit off, the application's on_partitions_revoked commits.
+                self._subs.mark_pending_revocation(revoked)
+                if self._config.auto_commit:
+                    consumed = self._subs.all_consumed()
+                    await self._auto_commit_before_rebalance(
+                        {tp: consumed[tp] for tp in revoked if tp in consumed}
+                    )
                 await self._revoke(revoked, lost=False)
                 self.membership.request_rejoin(
                     f"gave up {len(revoked)} partition(s) for their new owner"
@@ -704,7 +742,9 @@ class GroupCoordinator:
                 m = self.membership
                 if self._joining or not m.generation.valid or m.coordinator_id is None:
                     continue
-                await self._heartbeat(m.coordinator_id, m.generation, m.join_round)
+                await self._heartbeat(
+                    self._client.coordinator_node(m.coordinator_id), m.generation, m.join_round
+                )
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -800,7 +840,8 @@ class GroupCoordinator:
 
     async def _leave_group(self, reason: str, timeout_ms: int) -> None:
         m = self.membership
-        coordinator = m.coordinator_id
+        broker = m.coordinator_id
+        coordinator = None if broker is None else self._client.coordinator_node(broker)
         member_id = m.generation.member_id or m.member_id
         static = m.group_instance_id is not None
         m.left(reason)
@@ -867,42 +908,48 @@ class GroupCoordinator:
             return
         deadline = Deadline(timeout_ms, f"commit for group {self.group_id}")
         sent = NO_GENERATION  # the generation the last attempt committed in
+        since = 0  # the rebalances completed when it was built
 
         async def body() -> OffsetCommitRequest:
-            nonlocal sent
-            sent, group_managed = await self._commit_generation(offsets, deadline, final)
+            nonlocal sent, since
+            since = self.membership.rebalance_count
+            sent, group_managed = self._commit_generation(offsets, final)
             return self._commit_body(offsets, sent, group_managed)
 
-        async with self._commit_turn(deadline):
-            while True:
-                # Retries while the coordinator moves or loads; other errors come back.
-                response = await self._send_to_coordinator(
-                    bodies.OFFSET_COMMIT, body, deadline, self._commit_retry_on
-                )
-                worst = _worst_commit_error(response)
-                if worst is None:
-                    self._commit_succeeded(offsets)
-                    return
-                action, exc = worst
-                if action is ErrorAction.REJOIN and not final:
-                    await self._wait_rebalance_then_check(offsets, deadline)
-                    continue
-                if action in (
-                    ErrorAction.RESET_GENERATION,
-                    ErrorAction.RESET_MEMBER,
-                    ErrorAction.REJOIN,
-                ):
-                    self.last_commit_error = str(exc)
-                    self.wake()
-                    raise CommitFailedError(
-                        f"commit for group {self.group_id} failed with {exc}: the group "
-                        f"rebalanced (generation {sent.generation_id} is no longer "
-                        "current) and the partitions may have been assigned to another "
-                        "member. Records since the last successful commit may be "
-                        "delivered again."
+        while True:
+            async with self._commit_turn(deadline):
+                try:
+                    # Retries while the coordinator moves or loads; other errors come back.
+                    response = await self._send_to_coordinator(
+                        bodies.OFFSET_COMMIT, body, deadline, self._commit_retry_on
                     )
-                self.last_commit_error = str(exc)
-                raise exc
+                except _RebalanceUnderWay:
+                    response = None
+                if response is not None:
+                    worst = _worst_commit_error(response)
+                    if worst is None:
+                        self._commit_succeeded(offsets)
+                        return
+                    action, exc = worst
+                    if action is not ErrorAction.REJOIN or final:
+                        self.last_commit_error = str(exc)
+                        if action in (
+                            ErrorAction.RESET_GENERATION,
+                            ErrorAction.RESET_MEMBER,
+                            ErrorAction.REJOIN,
+                        ):
+                            self.wake()
+                            raise CommitFailedError(
+                                f"commit for group {self.group_id} failed with {exc}: the "
+                                f"group rebalanced (generation {sent.generation_id} is no "
+                                "longer current) and the partitions may have been assigned "
+                                "to another member. Records since the last successful "
+                                "commit may be delivered again."
+                            )
+                        raise exc
+            # Waited for without the commit lock: the rebalance may commit too (the
+            # auto-commit before rejoining, a commit in the rebalance listener).
+            await self._wait_rebalance_then_check(offsets, deadline, since)
 
     async def _send_to_coordinator(
         self,
@@ -924,37 +971,32 @@ class GroupCoordinator:
         )
         return response
 
-    async def _commit_generation(
-        self,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata],
-        deadline: Deadline,
-        final: bool,
+    def _commit_generation(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], final: bool
     ) -> tuple[Generation, bool]:
         """The generation to commit in, and whether the group manages the partitions;
-        waits for a rebalance under way, raises `CommitFailedError` when out of one."""
-        while True:
-            group_managed = self._subs.auto_assigned or (
-                self._subs.type is SubscriptionType.NONE and self.membership.generation.valid
-            )
-            generation = self.membership.generation
-            if not group_managed or generation.valid:
-                return generation, group_managed
-            if (
-                self.membership.state in (GroupState.REBALANCING, GroupState.NO_COORDINATOR)
-                and not final
-            ):
-                # A join is under way (or waits for the coordinator to be found
-                # again): commit in the new generation if we still own the
-                # partitions then.
-                await self._wait_rebalance_then_check(offsets, deadline)
-                continue
-            raise CommitFailedError(
-                f"commit of {len(offsets)} offset(s) for group {self.group_id} "
-                "failed: this consumer is not a member of an active generation "
-                "(it was removed from the group or is rejoining), so its partitions "
-                "may already belong to another member. Records since the last "
-                "successful commit may be delivered again."
-            )
+        raises `_RebalanceUnderWay` while a join runs (to be waited for, without the
+        commit lock), `CommitFailedError` when out of the group."""
+        group_managed = self._subs.auto_assigned or (
+            self._subs.type is SubscriptionType.NONE and self.membership.generation.valid
+        )
+        generation = self.membership.generation
+        if not group_managed or generation.valid:
+            return generation, group_managed
+        if (
+            self.membership.state in (GroupState.REBALANCING, GroupState.NO_COORDINATOR)
+            and not final
+        ):
+            # A join is under way (or waits for the coordinator to be found again):
+            # commit in the new generation if we still own the partitions then.
+            raise _RebalanceUnderWay
+        raise CommitFailedError(
+            f"commit of {len(offsets)} offset(s) for group {self.group_id} "
+            "failed: this consumer is not a member of an active generation "
+            "(it was removed from the group or is rejoining), so its partitions "
+            "may already belong to another member. Records since the last "
+            "successful commit may be delivered again."
+        )
 
     @contextlib.asynccontextmanager
     async def _commit_turn(self, deadline: Deadline) -> AsyncIterator[None]:
@@ -973,23 +1015,41 @@ class GroupCoordinator:
             self._commit_lock.release()
 
     async def _wait_rebalance_then_check(
-        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], deadline: Deadline
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        deadline: Deadline,
+        since: int,
     ) -> None:
+        """Wait until a rebalance completed after ``since`` (a `rebalance_count`) and the
+        group is stable, then check the partitions are still ours."""
         if asyncio.current_task() is self._main_task:
             raise CommitFailedError(
                 f"commit for group {self.group_id} failed: a rebalance is in progress"
             )
         self.wake()
         started = time.monotonic()
-        if not await self.wait_stable(max(deadline.remaining(), 0)):
-            raise errors.KafkaTimeoutError(
-                f"commit for group {self.group_id}: the group did not finish rebalancing in time"
-                + self.coordinator_hint(time.monotonic() - started)
-            )
+        pause = max(self._config.retry_backoff_ms, 10) / 1000
+        m = self.membership
+        while not self._closing and not m.failed and self._subs.auto_assigned:
+            if not await self.wait_stable(max(deadline.remaining(), 0)):
+                raise errors.KafkaTimeoutError(
+                    f"commit for group {self.group_id}: the group did not finish "
+                    "rebalancing in time" + self.coordinator_hint(time.monotonic() - started)
+                )
+            if m.rebalance_count > since:
+                break
+            # "Stable" is left over from before the rebalance the commit was refused
+            # for, which has not started yet: sending again now would be refused again.
+            if not deadline.allows(pause):
+                raise errors.KafkaTimeoutError(
+                    f"commit for group {self.group_id}: the group did not rebalance in time"
+                    + self.coordinator_hint(time.monotonic() - started)
+                )
+            await asyncio.sleep(pause)
         if self._subs.auto_assigned:
             assigned = self._subs.assigned_partitions()
             lost = [tp for tp in offsets if tp not in assigned]
-            if lost or not self.membership.generation.valid:
+            if lost or not m.generation.valid:
                 raise CommitFailedError(
                     f"commit for group {self.group_id} failed: the group rebalanced and "
                     f"{sorted(lost) or 'the partitions'} now belong to another member"
@@ -1080,6 +1140,10 @@ class GroupCoordinator:
                 if error.retriable:
                     return error
         return None
+
+
+class _RebalanceUnderWay(Exception):
+    """A commit must wait for the join under way before it can name a generation."""
 
 
 def _commit_codes(response: OffsetCommitResponse) -> Iterator[tuple[str, int]]:
