@@ -699,20 +699,12 @@ class Fetcher:
     ) -> None:
         try:
             if need_committed and self._committed_lookup is not None:
-                try:
-                    await self._load_committed(need_committed)
-                except errors.KafkaError as exc:
-                    if exc.retriable:
-                        raise
-                    self._position_lookup_failed(need_committed, exc)
+                await self._final_unless_retriable(
+                    need_committed, self._load_committed(need_committed)
+                )
             resets = self._unheld(self._subs.need_reset())
             if resets:
-                try:
-                    await self._reset_offsets(resets)
-                except errors.KafkaError as exc:
-                    if exc.retriable:
-                        raise
-                    self._position_lookup_failed(resets, exc)
+                await self._final_unless_retriable(resets, self._reset_offsets(resets))
         except asyncio.CancelledError:
             raise
         except errors.KafkaError as exc:
@@ -724,6 +716,19 @@ class Fetcher:
             self._position_backoff()  # a bug, not the broker: never in a tight loop
         finally:
             self.wake()
+
+    async def _final_unless_retriable(
+        self, tps: list[TopicPartition], lookup: Awaitable[None]
+    ) -> None:
+        """Await ``lookup`` of ``tps``' start positions: an error that asking again would
+        only repeat becomes theirs (`_position_lookup_failed`); a retriable one goes up,
+        to be asked again after a backoff."""
+        try:
+            await lookup
+        except errors.KafkaError as exc:
+            if exc.retriable:
+                raise
+            self._position_lookup_failed(tps, exc)
 
     def _position_backoff(self) -> None:
         loop = asyncio.get_running_loop()

@@ -309,17 +309,17 @@ def _headers_size(headers: HeadersArg) -> int:
     size = varint_size(len(headers))
     for hkey, hvalue in headers:
         hk = len(hkey.encode()) if isinstance(hkey, str) else len(hkey)
-        size += varint_size(hk) + hk
-        if hvalue is None:
-            size += 1
-        else:
-            hv = _byte_length(hvalue)
-            size += varint_size(hv) + hv
+        size += varint_size(hk) + hk + _field_size(hvalue)
     return size
 
 
-def _byte_length(data: BytesLike) -> int:
-    return data.nbytes if isinstance(data, memoryview) else len(data)
+def _field_size(data: BytesLike | None) -> int:
+    """Encoded size of a record's nullable bytes field: its varint length, its bytes (a
+    memoryview's byte count, which its len() may not be)."""
+    if data is None:
+        return 1
+    size = data.nbytes if isinstance(data, memoryview) else len(data)
+    return varint_size(size) + size
 
 
 def record_size(
@@ -332,17 +332,7 @@ def record_size(
 ) -> int:
     """Exact encoded size of one v2 record, including its length prefix."""
     body = 1 + varint_size(timestamp_delta) + varint_size(offset_delta)
-    if key is None:
-        body += 1
-    else:
-        size = _byte_length(key)
-        body += varint_size(size) + size
-    if value is None:
-        body += 1
-    else:
-        size = _byte_length(value)
-        body += varint_size(size) + size
-    body += _headers_size(headers)
+    body += _field_size(key) + _field_size(value) + _headers_size(headers)
     return varint_size(body) + body
 
 
@@ -608,8 +598,8 @@ class RecordBatchBuilder:
         return (
             len(writer.buf)
             + MAX_RECORD_OVERHEAD
-            + (0 if key is None else _byte_length(key))
-            + (0 if value is None else _byte_length(value))
+            + _field_size(key)
+            + _field_size(value)
             + _headers_size(headers)
             <= writer.max_size
         )
