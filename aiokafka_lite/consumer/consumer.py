@@ -46,6 +46,7 @@ from aiokafka_lite.consumer.subscription import (
 from aiokafka_lite.protocol import bodies
 from aiokafka_lite.protocol.bodies import MetadataRequest
 from aiokafka_lite.protocol.records import ConsumerRecord
+from aiokafka_lite.retry import Deadline
 from aiokafka_lite.security import SecurityConfig, TokenProviderLike
 from aiokafka_lite.structs import (
     OffsetAndMetadata,
@@ -713,13 +714,15 @@ class Consumer:
         state = self._subs.get_state(partition)
         if state is not None and state.position is not None:
             return state.position  # also inside a revoke callback while stopping
+        # (One timeout for the whole call: the assignment and the position share it.)
+        deadline = Deadline(self._timeout(timeout_ms), f"position of {partition}")
         if state is None:
-            await self._wait_first_assignment(self._timeout(timeout_ms))
+            await self._wait_first_assignment(deadline.remaining_ms())
             state = self._subs.state(partition)
         fetcher, _ = self._check_running()
         if state.position is None:
             fetcher.wake()
-            await fetcher.wait_for_positions([partition], self._timeout(timeout_ms))
+            await fetcher.wait_for_positions([partition], deadline.remaining_ms())
         position = self._subs.state(partition).position
         assert position is not None
         return position
@@ -772,10 +775,9 @@ class Consumer:
     ) -> dict[TopicPartition, int]:
         fetcher, _ = self._check_running()
         parts = list(partitions)
-        await self._ensure_metadata(parts, timeout_ms)
-        found = await fetcher.list_offsets(
-            {tp: timestamp for tp in parts}, self._timeout(timeout_ms)
-        )
+        deadline = Deadline(self._timeout(timeout_ms), "looking up offsets")
+        await self._ensure_metadata(parts, deadline)
+        found = await fetcher.list_offsets({tp: timestamp for tp in parts}, deadline.remaining_ms())
         return {tp: (info.offset if info is not None else -1) for tp, info in found.items()}
 
     async def offsets_for_times(
@@ -794,8 +796,9 @@ class Consumer:
                 raise ValueError(f"timestamp for {tp} must be a number >= 0, got {ts!r}")
             checked[tp] = ts
         timestamps = checked
-        await self._ensure_metadata(list(timestamps), timeout_ms)
-        found = await fetcher.list_offsets(timestamps, self._timeout(timeout_ms))
+        deadline = Deadline(self._timeout(timeout_ms), "looking up offsets")
+        await self._ensure_metadata(list(timestamps), deadline)
+        found = await fetcher.list_offsets(timestamps, deadline.remaining_ms())
         return {
             tp: None
             if info is None
@@ -804,14 +807,14 @@ class Consumer:
         }
 
     async def _ensure_metadata(
-        self, partitions: Iterable[TopicPartition], timeout_ms: int | None
+        self, partitions: Iterable[TopicPartition], deadline: Deadline
     ) -> None:
         topics = {tp.topic for tp in partitions}
         missing = [t for t in topics if self._client.cluster.partitions_for_topic(t) is None]
         if missing:
             self._client.add_topics(missing)
-            for topic in missing:
-                await self._client.wait_for_metadata(topic, self._timeout(timeout_ms))
+            for topic in missing:  # (all within the call's one deadline)
+                await self._client.wait_for_metadata(topic, deadline.remaining_ms())
 
     # --- commits ------------------------------------------------------------------------
 

@@ -623,3 +623,28 @@ async def test_a_listener_error_is_raised_before_buffered_records(
         assert seen == values
     finally:
         await consumer.stop(timeout_ms=5000)
+
+
+@pytest.mark.parametrize("call", ["end_offsets", "offsets_for_times"])
+async def test_an_offsets_lookup_keeps_one_timeout_for_metadata_and_the_lookup(call: str) -> None:
+    """The topic's metadata arrives late (0.7 s of a 1 s timeout) and ListOffsets is never
+    answered: the call raises within its one timeout, not 0.7 s + another full one."""
+    broker = ScriptedBroker()
+    broker.scripts[ApiKey.LIST_OFFSETS] = lambda header, body, count: None
+    await broker.start()
+    tp = TopicPartition("late", 0)
+    consumer = Consumer(bootstrap_servers=broker.bootstrap, retry_backoff_ms=50)
+    try:
+        await consumer.start()
+        asyncio.get_running_loop().call_later(0.7, broker.topics.__setitem__, "late", 1)
+        started = time.monotonic()
+        with pytest.raises(errors.KafkaTimeoutError):
+            if call == "end_offsets":
+                await consumer.end_offsets([tp], timeout_ms=1000)
+            else:
+                await consumer.offsets_for_times({tp: 0}, timeout_ms=1000)
+        assert broker.calls.get(ApiKey.LIST_OFFSETS, 0) >= 1  # (the metadata did arrive)
+        assert time.monotonic() - started < 1.4
+    finally:
+        await consumer.stop(timeout_ms=1000)
+        await broker.stop()
