@@ -320,15 +320,11 @@ class GroupCoordinator:
                 pass
 
     async def _ensure_coordinator(self, deadline: Deadline | None = None) -> int:
-        """The node id of the connection to the coordinator, looking it up (with retries)
-        when unknown. The membership knows the coordinator by its broker id; requests go
-        over a connection of their own (`KafkaClient.coordinator_node`): the broker holds
-        a JoinGroup until the other members join, and would hold up our fetches behind it
-        on a shared connection."""
+        """The coordinator's node id, looking it up (with retries) when unknown."""
         while True:
-            broker = self.membership.coordinator_id
-            if broker is not None:
-                return self._client.coordinator_node(broker)
+            node = self.membership.coordinator_id
+            if node is not None:
+                return node
             if self.membership.state not in (
                 GroupState.CLOSED,
                 GroupState.FAILED,
@@ -343,9 +339,7 @@ class GroupCoordinator:
                     )
                 timeout_ms = deadline.remaining_ms()
             try:
-                node = await self._client.find_coordinator(
-                    self.group_id, timeout_ms=timeout_ms, dedicated=True
-                )
+                node = await self._client.find_coordinator(self.group_id, timeout_ms=timeout_ms)
                 await self._client.get_connection(node)
             except errors.KafkaError as exc:
                 self.membership.note_error(f"FindCoordinator: {exc}")
@@ -358,9 +352,8 @@ class GroupCoordinator:
                     pause = min(pause, max(deadline.remaining(), 0))
                 await asyncio.sleep(pause)
                 continue
-            broker = self._client.broker_of(node)
-            log.debug("group %s: coordinator is node %s", self.group_id, broker)
-            self.membership.coordinator_found(broker)
+            log.debug("group %s: coordinator is node %s", self.group_id, node)
+            self.membership.coordinator_found(node)
             return node
 
     def _error_hint(self) -> str:
@@ -378,13 +371,9 @@ class GroupCoordinator:
                 return self._error_hint()
             lost = ": the group lost its coordinator and has not found it again"
             last = m.last_coordinator_id
-            # The broker's own connection: the coordinator's is not retried while the
-            # coordinator is unknown, the fetches and metadata keep trying that one.
             problem = None if last is None else self._client.node_problem(last)
             return f"{lost}: last coordinator {problem}" if problem else lost + self._error_hint()
-        problem = self._client.node_problem(
-            self._client.coordinator_node(node), silent_for=waited * 0.9
-        )
+        problem = self._client.node_problem(node, silent_for=waited * 0.9)
         if problem is None:
             return self._error_hint()
         return f": its coordinator {problem}"
@@ -527,9 +516,6 @@ class GroupCoordinator:
             "protocol_name": protocol,
             "assignments": assignments,
         }
-        # No heartbeats while the broker may hold the SyncGroup either: they would wait
-        # behind it on the coordinator connection and could time out there.
-        self._joining = True
         try:
             sync = await self._client.send(
                 coordinator, bodies.SYNC_GROUP, sync_body, timeout_ms=join_timeout
@@ -538,8 +524,6 @@ class GroupCoordinator:
             m.coordinator_dead(f"SyncGroup failed: {exc}")
             m.request_rejoin("SyncGroup failed")
             return False
-        finally:
-            self._joining = False
         code = sync.get("error_code", 0)
         if code:
             action = m.handle_error("sync", code)
@@ -742,9 +726,7 @@ class GroupCoordinator:
                 m = self.membership
                 if self._joining or not m.generation.valid or m.coordinator_id is None:
                     continue
-                await self._heartbeat(
-                    self._client.coordinator_node(m.coordinator_id), m.generation, m.join_round
-                )
+                await self._heartbeat(m.coordinator_id, m.generation, m.join_round)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -840,8 +822,7 @@ class GroupCoordinator:
 
     async def _leave_group(self, reason: str, timeout_ms: int) -> None:
         m = self.membership
-        broker = m.coordinator_id
-        coordinator = None if broker is None else self._client.coordinator_node(broker)
+        coordinator = m.coordinator_id
         member_id = m.generation.member_id or m.member_id
         static = m.group_instance_id is not None
         m.left(reason)

@@ -451,7 +451,6 @@ class TransactionManager:
                 self.transactional_id,
                 COORDINATOR_TRANSACTION,
                 timeout_ms=self._timeout_ms(deadline),
-                dedicated=True,
             )
             self.coordinator = node
         return node
@@ -614,7 +613,7 @@ class TransactionManager:
             nonlocal group_coordinator
             if group_coordinator is None:
                 group_coordinator = await self.client.find_coordinator(
-                    group_id, COORDINATOR_GROUP, timeout_ms=d.remaining_ms(), dedicated=True
+                    group_id, COORDINATOR_GROUP, timeout_ms=d.remaining_ms()
                 )
             return group_coordinator
 
