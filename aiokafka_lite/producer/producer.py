@@ -667,10 +667,8 @@ class Producer:
             batch = opens[partition]
         if timestamp_ms is None:
             timestamp_ms = _time_ns() // 1_000_000
-        elif timestamp_ms.__class__ is not int:
-            timestamp_ms = checked_timestamp(timestamp_ms)
-        elif not 0 <= timestamp_ms <= MAX_TIMESTAMP:
-            checked_timestamp(timestamp_ms)  # (raises, saying what is wrong)
+        elif timestamp_ms.__class__ is not int or not 0 <= timestamp_ms <= MAX_TIMESTAMP:
+            timestamp_ms = checked_timestamp(timestamp_ms)  # (a float, or raises)
         if guard:
             txn = self._txn
             if txn is not None and txn.transactional:
