@@ -42,6 +42,11 @@ log = logging.getLogger(__name__)
 COORDINATOR_GROUP = 0
 COORDINATOR_TRANSACTION = 1
 
+#: A coordinator's dedicated connection has node id ``COORDINATOR_NODE_BASE - broker id``
+#: (the Java client's numbering): a broker answers one request per connection at a
+#: time, so a JoinGroup it holds must not hold up the fetches on the data connection.
+COORDINATOR_NODE_BASE = 2**31 - 1
+
 _DEFAULT_PORT = 9092
 
 #: ``start()`` gives up after this long (or ``request_timeout_ms`` if shorter) when every
@@ -160,6 +165,13 @@ class KafkaClient:
         self._nodes: dict[int, _NodeState] = {}
         # Coordinators found by FindCoordinator, in case metadata does not list them.
         self._extra_brokers: dict[int, BrokerMetadata] = {}
+        # Brokers that let a request time out -> until when least_loaded_node passes
+        # them over (a connection to them completing its handshake ends it sooner).
+        self._unanswering: dict[int, float] = {}
+        # Dedicated coordinator connections: their node id -> the broker's id.
+        self._coordinator_links: dict[int, int] = {}
+        # (key type, key) -> the dedicated connection its coordinator was last found on.
+        self._coordinator_of_key: dict[tuple[int, str], int] = {}
         self._listeners: list[Callable[[ClusterMetadata], None]] = []
         self._update_waiters: list[asyncio.Future[ClusterMetadata]] = []
         self._update_event: asyncio.Event | None = None
@@ -510,13 +522,59 @@ class KafkaClient:
         if node_id < 0:
             index = -node_id - 1
             return self._bootstrap[index] if index < len(self._bootstrap) else None
+        node_id = self._coordinator_links.get(node_id, node_id)
         broker = self.cluster.brokers.get(node_id) or self._extra_brokers.get(node_id)
         return None if broker is None else (broker.host, broker.port)
 
     def _describe_node(self, node_id: int) -> str:
         address = self._address(node_id)
         where = f"{address[0]}:{address[1]}" if address else "?"
-        return f"bootstrap {where}" if node_id < 0 else f"node {node_id} ({where})"
+        if node_id < 0:
+            return f"bootstrap {where}"
+        # A coordinator connection is named by its broker: the synthetic id means nothing
+        # to a reader.
+        return f"node {self._coordinator_links.get(node_id, node_id)} ({where})"
+
+    def coordinator_node(self, broker_id: int) -> int:
+        """The node id of a connection to broker ``broker_id`` of its own, for coordinator
+        requests (`send` and the other node methods take it like a broker's id).
+
+        A broker answers one request of a connection at a time, in order: a JoinGroup or
+        SyncGroup it holds until the group's other members join would hold up every
+        Fetch behind it on the shared connection. Metadata never names this id: it is
+        not a broker, and no partition leader.
+        """
+        node_id = COORDINATOR_NODE_BASE - broker_id
+        self._coordinator_links[node_id] = broker_id
+        return node_id
+
+    def broker_of(self, node_id: int) -> int:
+        """The broker a node id connects to: itself, or the broker behind a coordinator
+        connection of `coordinator_node`."""
+        return self._coordinator_links.get(node_id, node_id)
+
+    def _coordinator_moved(self, key: tuple[int, str], node_id: int) -> None:
+        """``key``'s coordinator is now on ``node_id`` (a dedicated connection): close the
+        connection to where it was before, unless another key's coordinator is there,
+        and the connection to ``node_id`` if it leads to the broker's old address."""
+        old = self._coordinator_of_key.get(key)
+        self._coordinator_of_key[key] = node_id
+        if old is not None and old != node_id and old not in self._coordinator_of_key.values():
+            self._drop_node(old, "the coordinator moved")
+        state = self._nodes.get(node_id)
+        address = self._address(node_id)
+        if state is not None and state.conn is not None and address is not None:
+            if (state.conn.host, state.conn.port) != address:
+                state.conn.close("the coordinator's address changed")
+
+    def _drop_node(self, node_id: int, reason: str) -> None:
+        state = self._nodes.pop(node_id, None)
+        if state is None:
+            return
+        if state.connecting is not None and not state.connecting.done():
+            state.connecting.cancel()
+        if state.conn is not None:
+            state.conn.close(reason)
 
     def node_problem(self, node_id: int, silent_for: float = 0.0) -> str | None:
         """What is wrong with the connection to ``node_id``, for error messages.
@@ -545,8 +603,9 @@ class KafkaClient:
         """The node to send a request that any broker can answer.
 
         Prefers a connected node with the fewest requests in flight, then a node
-        not in reconnect backoff, then the one whose backoff ends first. Before
-        the first metadata, bootstrap servers have ids -1, -2, ...
+        not in reconnect backoff, then the one whose backoff ends first; a broker that
+        just let a request time out only when every broker did. Before the first
+        metadata, bootstrap servers have ids -1, -2, ...
         """
         if self.cluster.brokers:
             candidates = list(self.cluster.brokers)
@@ -554,6 +613,9 @@ class KafkaClient:
             candidates = [-(i + 1) for i in range(len(self._bootstrap))]
         random.shuffle(candidates)
         now = time.monotonic()
+        answering = [n for n in candidates if self._unanswering.get(n, 0.0) <= now]
+        if answering:
+            candidates = answering
         best: int | None = None
         best_in_flight = 0
         for node_id in candidates:
@@ -659,6 +721,7 @@ class KafkaClient:
         state.next_attempt = 0.0
         state.last_error = None
         state.conn = conn
+        self._unanswering.pop(self.broker_of(node_id), None)
         conn.add_close_callback(lambda _conn: self._on_connection_closed(node_id, _conn))
         log.debug("connected to %s", self._describe_node(node_id))
         return conn
@@ -671,6 +734,23 @@ class KafkaClient:
             # A connection that dies on its own counts as a failure for backoff.
             state.failures += 1
             state.next_attempt = time.monotonic() + self._reconnect_delay(state.failures)
+        if conn.timed_out:
+            self._broker_not_answering(self.broker_of(node_id), conn)
+
+    def _broker_not_answering(self, broker: int, timed_out: BrokerConnection) -> None:
+        """A request to ``broker`` got no answer in time: close its other connection (the
+        data one, or the coordinator's), whose requests would each wait out their own
+        timeout (a heartbeat, a commit, a fetch: the member's session meanwhile), and
+        leave it out of `least_loaded_node` for a request timeout, or until it answers a
+        handshake again."""
+        self._unanswering[broker] = time.monotonic() + self.request_timeout_ms / 1000
+        for node_id in (broker, COORDINATOR_NODE_BASE - broker):
+            state = self._nodes.get(node_id)
+            if state is not None and state.conn is not None and state.conn is not timed_out:
+                state.conn.close(
+                    f"broker {broker} did not answer in time on another connection "
+                    f"({timed_out.close_reason})"
+                )
 
     def _reconnect_delay(self, failures: int) -> float:
         """Seconds before the next connect attempt to a node that failed ``failures`` times."""
@@ -760,11 +840,19 @@ class KafkaClient:
         return None
 
     async def find_coordinator(
-        self, key: str, key_type: int = COORDINATOR_GROUP, *, timeout_ms: int | None = None
+        self,
+        key: str,
+        key_type: int = COORDINATOR_GROUP,
+        *,
+        timeout_ms: int | None = None,
+        dedicated: bool = False,
     ) -> int:
         """Node id of the group (or transaction) coordinator for ``key``.
 
-        Retries while the coordinator is not available yet, up to ``timeout_ms``.
+        Retries while the coordinator is not available yet, up to ``timeout_ms``. With
+        ``dedicated``, the id of a connection of its own to the coordinator
+        (`coordinator_node`; a member's JoinGroup must not hold up its fetches); the one
+        to a coordinator ``key`` had before is closed.
         """
         timeout = (timeout_ms or self.request_timeout_ms) / 1000
         deadline = time.monotonic() + timeout
@@ -793,7 +881,11 @@ class KafkaClient:
                     broker = BrokerMetadata(coordinator, entry["host"], entry["port"])
                     if self.cluster.brokers.get(coordinator) != broker:
                         self._extra_brokers[coordinator] = broker
-                    return coordinator
+                    if not dedicated:
+                        return coordinator
+                    node_id = self.coordinator_node(coordinator)
+                    self._coordinator_moved((key_type, key), node_id)
+                    return node_id
                 last_error = errors.error_for_code(code, entry.get("error_message"))
                 if not last_error.retriable:
                     raise last_error

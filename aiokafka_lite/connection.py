@@ -405,6 +405,9 @@ class BrokerConnection:
         #: ``time.monotonic()`` of the last frame received (of the connect before one).
         self.last_received = self.last_activity
         self.close_reason: str | None = None
+        #: Closed because a written request got no answer in time: the broker is not
+        #: answering (hung, or overloaded), not just this connection.
+        self.timed_out = False
         # What pending and later requests fail with once closed.
         self._close_error: type[errors.KafkaConnectionError] = errors.KafkaConnectionError
 
@@ -772,6 +775,8 @@ class BrokerConnection:
         # Like Kafka's Java client, close the connection on a request timeout: the
         # broker may still answer later and the stream is in an unknown state, so the
         # connection cannot be trusted for other requests.
+        if not self._closed:
+            self.timed_out = True
         self._fail(f"{what} timed out after {timeout * 1000:.0f} ms")
 
     # --- internals: the one close path ---------------------------------------

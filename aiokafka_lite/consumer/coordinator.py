@@ -82,6 +82,10 @@ __all__ = ["GroupCoordinator"]
 log = logging.getLogger(__name__)
 
 _PROTOCOL_TYPE = "consumer"
+#: The commit errors that change the member's standing in the group.
+_MEMBERSHIP_ACTIONS = frozenset(
+    {ErrorAction.REJOIN, ErrorAction.RESET_GENERATION, ErrorAction.RESET_MEMBER}
+)
 
 
 async def call_listener(
@@ -320,11 +324,15 @@ class GroupCoordinator:
                 pass
 
     async def _ensure_coordinator(self, deadline: Deadline | None = None) -> int:
-        """The coordinator's node id, looking it up (with retries) when unknown."""
+        """The node id of the connection to the coordinator, looking it up (with retries)
+        when unknown. The membership knows the coordinator by its broker id; requests go
+        over a connection of their own (`KafkaClient.coordinator_node`): the broker holds
+        a JoinGroup until the other members join, and would hold up our fetches behind it
+        on a shared connection."""
         while True:
-            node = self.membership.coordinator_id
-            if node is not None:
-                return node
+            broker = self.membership.coordinator_id
+            if broker is not None:
+                return self._client.coordinator_node(broker)
             if self.membership.state not in (
                 GroupState.CLOSED,
                 GroupState.FAILED,
@@ -339,7 +347,9 @@ class GroupCoordinator:
                     )
                 timeout_ms = deadline.remaining_ms()
             try:
-                node = await self._client.find_coordinator(self.group_id, timeout_ms=timeout_ms)
+                node = await self._client.find_coordinator(
+                    self.group_id, timeout_ms=timeout_ms, dedicated=True
+                )
                 await self._client.get_connection(node)
             except errors.KafkaError as exc:
                 self.membership.note_error(f"FindCoordinator: {exc}")
@@ -352,8 +362,9 @@ class GroupCoordinator:
                     pause = min(pause, max(deadline.remaining(), 0))
                 await asyncio.sleep(pause)
                 continue
-            log.debug("group %s: coordinator is node %s", self.group_id, node)
-            self.membership.coordinator_found(node)
+            broker = self._client.broker_of(node)
+            log.debug("group %s: coordinator is node %s", self.group_id, broker)
+            self.membership.coordinator_found(broker)
             return node
 
     def _error_hint(self) -> str:
@@ -371,9 +382,13 @@ class GroupCoordinator:
                 return self._error_hint()
             lost = ": the group lost its coordinator and has not found it again"
             last = m.last_coordinator_id
+            # The broker's own connection: the coordinator's is not retried while the
+            # coordinator is unknown, the fetches and metadata keep trying that one.
             problem = None if last is None else self._client.node_problem(last)
             return f"{lost}: last coordinator {problem}" if problem else lost + self._error_hint()
-        problem = self._client.node_problem(node, silent_for=waited * 0.9)
+        problem = self._client.node_problem(
+            self._client.coordinator_node(node), silent_for=waited * 0.9
+        )
         if problem is None:
             return self._error_hint()
         return f": its coordinator {problem}"
@@ -516,6 +531,9 @@ class GroupCoordinator:
             "protocol_name": protocol,
             "assignments": assignments,
         }
+        # No heartbeats while the broker may hold the SyncGroup either: they would wait
+        # behind it on the coordinator connection and could time out there.
+        self._joining = True
         try:
             sync = await self._client.send(
                 coordinator, bodies.SYNC_GROUP, sync_body, timeout_ms=join_timeout
@@ -524,6 +542,8 @@ class GroupCoordinator:
             m.coordinator_dead(f"SyncGroup failed: {exc}")
             m.request_rejoin("SyncGroup failed")
             return False
+        finally:
+            self._joining = False
         code = sync.get("error_code", 0)
         if code:
             action = m.handle_error("sync", code)
@@ -726,7 +746,9 @@ class GroupCoordinator:
                 m = self.membership
                 if self._joining or not m.generation.valid or m.coordinator_id is None:
                     continue
-                await self._heartbeat(m.coordinator_id, m.generation, m.join_round)
+                await self._heartbeat(
+                    self._client.coordinator_node(m.coordinator_id), m.generation, m.join_round
+                )
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -822,7 +844,8 @@ class GroupCoordinator:
 
     async def _leave_group(self, reason: str, timeout_ms: int) -> None:
         m = self.membership
-        coordinator = m.coordinator_id
+        broker = m.coordinator_id
+        coordinator = None if broker is None else self._client.coordinator_node(broker)
         member_id = m.generation.member_id or m.member_id
         static = m.group_instance_id is not None
         m.left(reason)
@@ -890,19 +913,27 @@ class GroupCoordinator:
         deadline = Deadline(timeout_ms, f"commit for group {self.group_id}")
         sent = NO_GENERATION  # the generation the last attempt committed in
         since = 0  # the rebalances completed when it was built
+        sent_round: int | None = None  # its join round; None: built during a rebalance
 
         async def body() -> OffsetCommitRequest:
-            nonlocal sent, since
-            since = self.membership.rebalance_count
+            nonlocal sent, since, sent_round
+            m = self.membership
+            since = m.rebalance_count
             sent, group_managed = self._commit_generation(offsets, final)
+            sent_round = None if m.state is GroupState.REBALANCING else m.join_round
             return self._commit_body(offsets, sent, group_managed)
+
+        def retry_on(response: OffsetCommitResponse) -> errors.KafkaError | None:
+            m = self.membership
+            current = sent_round == m.join_round and sent == m.generation
+            return self._commit_retry_on(response, about_membership=current)
 
         while True:
             async with self._commit_turn(deadline):
                 try:
                     # Retries while the coordinator moves or loads; other errors come back.
                     response = await self._send_to_coordinator(
-                        bodies.OFFSET_COMMIT, body, deadline, self._commit_retry_on
+                        bodies.OFFSET_COMMIT, body, deadline, retry_on
                     )
                 except _RebalanceUnderWay:
                     response = None
@@ -1052,11 +1083,21 @@ class GroupCoordinator:
             group_instance_id=self.membership.group_instance_id,
         )
 
-    def _commit_retry_on(self, response: OffsetCommitResponse) -> errors.KafkaError | None:
+    def _commit_retry_on(
+        self, response: OffsetCommitResponse, *, about_membership: bool
+    ) -> errors.KafkaError | None:
         """Apply each partition's error to the membership (a lost coordinator, a
-        rebalance, ...); the error worth committing again for, if any."""
+        rebalance, ...); the error worth committing again for, if any.
+
+        Without ``about_membership`` (the commit was built during a rebalance, or one
+        started since), a generation or member error is the commit's alone: the join
+        under way settles the membership. Applied, it would ask for one more join after
+        that one, every member rejoining again, and with each round's commits meeting
+        the next round's generation, round after round.
+        """
         for _where, code in _commit_codes(response):
-            self.membership.handle_error("commit", code)
+            if about_membership or error_action("commit", code) not in _MEMBERSHIP_ACTIONS:
+                self.membership.handle_error("commit", code)
         worst = _worst_commit_error(response)
         if worst is not None and worst[0] in (ErrorAction.RETRY, ErrorAction.FIND_COORDINATOR):
             return worst[1]

@@ -451,6 +451,7 @@ class TransactionManager:
                 self.transactional_id,
                 COORDINATOR_TRANSACTION,
                 timeout_ms=self._timeout_ms(deadline),
+                dedicated=True,
             )
             self.coordinator = node
         return node
@@ -613,7 +614,7 @@ class TransactionManager:
             nonlocal group_coordinator
             if group_coordinator is None:
                 group_coordinator = await self.client.find_coordinator(
-                    group_id, COORDINATOR_GROUP, timeout_ms=d.remaining_ms()
+                    group_id, COORDINATOR_GROUP, timeout_ms=d.remaining_ms(), dedicated=True
                 )
             return group_coordinator
 

@@ -5,15 +5,19 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient as PeerAdmin
 
 from aiokafka_lite import errors
 from aiokafka_lite.client import BOOTSTRAP_REFUSED_TIMEOUT_MS, KafkaClient
-from aiokafka_lite.protocol.api import ApiKey
+from aiokafka_lite.protocol import bodies
+from aiokafka_lite.protocol.api import ApiKey, RequestHeader
 from aiokafka_lite.structs import TopicPartition
 from aiokafka_lite.testing import FaultProxy, find_free_port
+
+from ._helpers import ScriptedBroker
 
 
 async def _create_topic(client: KafkaClient, name: str, partitions: int) -> dict[str, object]:
@@ -192,3 +196,125 @@ async def test_running_client_outlasts_refusals_longer_than_the_bootstrap_bound(
         proxy.refuse(False)
         meta = await asyncio.wait_for(refresh, 10)
         assert meta.brokers
+
+
+class _MovingCoordinator(ScriptedBroker):
+    """Answers FindCoordinator with ``coordinator`` (node id, port; 0: this broker's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.coordinator = (self.NODE, 0)
+
+    def _builtin(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any] | None:
+        if header.api_key == ApiKey.FIND_COORDINATOR:
+            node, port = self.coordinator
+            entry = {
+                "error_code": 0,
+                "node_id": node,
+                "host": "127.0.0.1",
+                "port": port or self.port,
+            }
+            return {**entry, "coordinators": [{**entry, "key": body.get("key", "")}]}
+        return super()._builtin(header, body)
+
+
+async def test_coordinator_gets_a_connection_of_its_own_closed_when_it_moves() -> None:
+    """A broker answers one request per connection at a time: coordinator requests (a
+    JoinGroup it holds) go over a connection of their own, which is no broker of the
+    metadata, and which is closed once the coordinator moved to another broker."""
+    first, second = _MovingCoordinator(), ScriptedBroker()
+    await first.start()
+    await second.start()
+    second.scripts[ApiKey.HEARTBEAT] = lambda h, body, n: {"throttle_time_ms": 0, "error_code": 0}
+    try:
+        async with KafkaClient(first.bootstrap) as client:
+            data = await client.get_connection(first.NODE)
+            node = await client.find_coordinator("g", dedicated=True)
+            assert node != first.NODE and client.broker_of(node) == first.NODE
+            dedicated = await client.get_connection(node)
+            assert dedicated is not data and not data.closed
+            assert (dedicated.host, dedicated.port) == ("127.0.0.1", first.port)
+            assert set(client.cluster.brokers) == {first.NODE}
+            assert {client.least_loaded_node() for _ in range(50)} == {first.NODE}
+            # The plain lookup still names the broker.
+            assert await client.find_coordinator("g") == first.NODE
+
+            first.coordinator = (2, second.port)
+            moved = await client.find_coordinator("g", dedicated=True)
+            assert client.broker_of(moved) == 2 and moved != node
+            heartbeat: bodies.HeartbeatRequest = {
+                "group_id": "g",
+                "generation_id": 1,
+                "member_id": "m",
+                "group_instance_id": None,
+            }
+            assert (await client.send(moved, bodies.HEARTBEAT, heartbeat))["error_code"] == 0
+            assert second.calls[ApiKey.HEARTBEAT] == 1
+            await asyncio.sleep(0)
+            assert dedicated.closed, "the connection to the old coordinator stays open"
+            assert not data.closed
+            assert client.node_problem(moved) is None
+    finally:
+        await first.stop()
+        await second.stop()
+
+
+class _WithSecondBroker(ScriptedBroker):
+    """Metadata names this broker (node 1) and node 2 at ``second_port``."""
+
+    second_port = 0
+
+    def _builtin(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any] | None:
+        answer = super()._builtin(header, body)
+        if header.api_key == ApiKey.METADATA and answer is not None:
+            answer["brokers"].append({"node_id": 2, "host": "127.0.0.1", "port": self.second_port})
+        return answer
+
+
+async def test_a_broker_that_lets_a_request_time_out_loses_its_other_connection_too() -> None:
+    """The coordinator's connection and the data connection lead to one broker: when one
+    request gets no answer in time, the broker is not answering, and the requests on the
+    other connection (a member's fetches, its heartbeat) fail then instead of each waiting
+    out its own timeout; requests any broker can answer go elsewhere until it answers a
+    handshake again (a member's FindCoordinator, sent to the hung broker, took another
+    request timeout: the member's session expired)."""
+    first, second = _WithSecondBroker(), ScriptedBroker()
+    await second.start()
+    first.second_port = second.port
+    await first.start()
+    first.scripts[ApiKey.HEARTBEAT] = lambda h, body, n: None  # hangs
+    heartbeat: bodies.HeartbeatRequest = {
+        "group_id": "g",
+        "generation_id": 1,
+        "member_id": "m",
+        "group_instance_id": None,
+    }
+    try:
+        async with KafkaClient(first.bootstrap, request_timeout_ms=20000) as client:
+            data = await client.get_connection(1)
+            link = await client.get_connection(client.coordinator_node(1))
+            other = await client.get_connection(2)
+            held = asyncio.ensure_future(client.send(1, bodies.HEARTBEAT, heartbeat))
+            started = time.monotonic()
+            with pytest.raises(errors.KafkaTimeoutError):
+                await client.send(
+                    client.coordinator_node(1), bodies.HEARTBEAT, heartbeat, timeout_ms=300
+                )
+            with pytest.raises(errors.KafkaConnectionError, match="another connection"):
+                await held
+            assert time.monotonic() - started < 2, "the data connection's request waited on"
+            assert link.closed and data.closed and not other.closed
+            # No broker connected: the one whose reconnect backoff ends first would be
+            # picked (1: its backoff is over), but 1 is out.
+            await asyncio.sleep(0.3)
+            other.close("the test")
+            await asyncio.sleep(0.01)
+            assert client.connection_delay(1) == 0 < client.connection_delay(2)
+            assert {client.least_loaded_node() for _ in range(30)} == {2}
+            # It answers a handshake again: back among the candidates.
+            await client.get_connection(1)
+            await client.get_connection(2)
+            assert {client.least_loaded_node() for _ in range(60)} == {1, 2}
+    finally:
+        await first.stop()
+        await second.stop()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -270,6 +271,48 @@ async def test_commit_refused_for_a_rebalance_is_sent_again_only_in_the_next_gen
         await broker.stop()
 
 
+async def test_commit_answered_after_a_rejoin_leaves_the_new_generation_alone() -> None:
+    """A commit sent in generation 1 and answered ILLEGAL_GENERATION once the member has
+    rejoined (generation 2) is about the old generation: it fails the commit, and must not
+    reset the new generation and start one more rebalance. (With each round's commits
+    meeting the next round's generation, a group rebalanced round after round.)"""
+    broker = ScriptedBroker()
+    await broker.start()
+    group = _Group(broker, "t", 1)
+    consumer = _scripted_consumer(broker, enable_auto_commit=False)
+    consumer.subscribe(["t"])
+    tp = TopicPartition("t", 0)
+    try:
+        await consumer.start()
+        await consumer.wait_for_assignment(timeout_ms=5000)
+        broker.scripts[ApiKey.OFFSET_COMMIT] = lambda h, body, n: None  # held
+        commit = asyncio.ensure_future(consumer.commit({tp: 7}, timeout_ms=8000))
+        for _ in range(500):
+            if broker.unanswered:
+                break
+            await asyncio.sleep(0.01)
+        assert broker.unanswered, "the commit was not sent"
+        group.heartbeat_code = 27  # a rebalance: the member rejoins, generation 2
+        deadline = time.monotonic() + 5
+        while not (group.generation == 2 and consumer.health().group_state is GroupState.STABLE):
+            assert time.monotonic() < deadline, consumer.health()
+            await asyncio.sleep(0.02)
+        refused = {"partition_index": 0, "error_code": 22}  # ILLEGAL_GENERATION
+        broker.answer_late(
+            {"throttle_time_ms": 0, "topics": [{"name": "t", "partitions": [refused]}]}
+        )
+        with pytest.raises(CommitFailedError, match="generation 1"):
+            await commit
+        await asyncio.sleep(1)
+        assert len(group.joins) == 2, "the old generation's answer started another rebalance"
+        health = consumer.health()
+        assert health.group_state is GroupState.STABLE and health.generation_id == 2, health
+        assert consumer.assignment() == {tp}
+    finally:
+        await asyncio.gather(consumer.stop(timeout_ms=3000), return_exceptions=True)
+        await broker.stop()
+
+
 async def test_commit_in_revoke_callback_runs_while_an_app_commit_waits() -> None:
     """Kafka's CompletingRebalance, scripted: the app's commit sent before this member's
     SyncGroup is answered gets REBALANCE_IN_PROGRESS and waits; the rebalance then runs
@@ -343,3 +386,80 @@ async def test_commit_in_revoke_callback_runs_while_an_app_commit_waits() -> Non
     finally:
         await asyncio.gather(consumer.stop(timeout_ms=3000), return_exceptions=True)
         await broker.stop()
+
+
+# --- bug: the group coordinator's requests shared the fetches' connection ---------------------
+
+
+async def test_member_keeps_fetching_while_the_coordinator_holds_its_join(
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Callable[..., str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A broker answers the requests of one connection one at a time, in order, and holds
+    a JoinGroup until every member rejoined. A cooperative member keeps its partitions
+    meanwhile: its fetches must not queue behind its JoinGroup (they then timed out,
+    which closed the connection, failed the JoinGroup, and the member rejoined, again)."""
+    create_topic(topic_name, 2)
+    group = f"g-{topic_name}"
+    request_timeout_ms = 3000
+    stop = asyncio.Event()
+    received: list[float] = []
+
+    def make() -> Consumer:
+        consumer = Consumer(
+            bootstrap_servers=bootstrap_servers,
+            group_id=group,
+            auto_offset_reset="latest",
+            heartbeat_interval_ms=300,
+            session_timeout_ms=10000,
+            request_timeout_ms=request_timeout_ms,
+            fetch_max_wait_ms=100,
+            partition_assignment_strategy=["cooperative-sticky"],
+        )
+        consumer.subscribe([topic_name])
+        return consumer
+
+    async def produce() -> None:
+        async with Producer(bootstrap_servers=bootstrap_servers, linger_ms=0) as producer:
+            while not stop.is_set():
+                for partition in (0, 1):
+                    await producer.send_and_wait(topic_name, b"x", partition=partition)
+                await asyncio.sleep(0.05)
+
+    async def consume(consumer: Consumer) -> None:
+        while not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=100)
+            if any(batch.values()):
+                received.append(time.monotonic())
+
+    a, b = make(), make()
+    tasks: list[asyncio.Future[None]] = []
+    try:
+        await a.start()
+        await a.wait_for_assignment(timeout_ms=20000)
+        tasks += [asyncio.ensure_future(produce()), asyncio.ensure_future(consume(a))]
+        await asyncio.sleep(2)
+        caplog.clear()
+        b_started = time.monotonic()
+        await b.start()
+        deadline = time.monotonic() + 25
+        while not (
+            b.assignment()
+            and a.health().group_state is GroupState.STABLE
+            and b.health().group_state is GroupState.STABLE
+        ):
+            assert time.monotonic() < deadline, ("the group did not settle", a.health())
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1)
+        ended = time.monotonic()
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(a.stop(), b.stop(), return_exceptions=True)
+    after = [b_started, *(t for t in received if t > b_started), ended]
+    gap = max(later - earlier for earlier, later in itertools.pairwise(after))
+    assert gap < request_timeout_ms / 1000, f"no records for {gap:.1f}s"
+    failed = [r.getMessage() for r in caplog.records if "JoinGroup failed" in r.getMessage()]
+    assert failed == []
