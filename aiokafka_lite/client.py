@@ -637,6 +637,18 @@ class KafkaClient:
         state = self._nodes.get(node_id)
         return state is not None and state.conn is not None and not state.conn.closed
 
+    def drop_connection(self, node_id: int, reason: str) -> bool:
+        """Close the open connection to ``node_id`` (its pending requests fail with
+        KafkaConnectionError); the next request opens a new one, without reconnect
+        backoff. Whether there was one to close."""
+        state = self._nodes.get(node_id)
+        conn = None if state is None else state.conn
+        if state is None or conn is None or conn.closed:
+            return False
+        state.conn = None  # closed on purpose: not a failure that delays the next connect
+        conn.close(reason)
+        return True
+
     def connection_delay(self, node_id: int) -> float:
         """Seconds until a new connection attempt to ``node_id`` is allowed (0 = now)."""
         state = self._nodes.get(node_id)

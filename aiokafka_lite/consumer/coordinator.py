@@ -134,6 +134,11 @@ class GroupCoordinator:
         self._commit_lock = asyncio.Lock()
         self._closing = False
         self._joining = False
+        #: The coordinator a JoinGroup or SyncGroup was sent to and not yet answered
+        #: (in flight, or abandoned by a cancellation). The broker may hold it for up to
+        #: the rebalance timeout and answers a connection's requests in order, so a
+        #: LeaveGroup on that connection would wait behind it.
+        self._held_by: int | None = None
         self._joined_topics: frozenset[str] = frozenset()
         self._metadata_snapshot: dict[str, int] | None = None
         self._last_poll = time.monotonic()
@@ -486,16 +491,19 @@ class GroupCoordinator:
             m.rejoin_reason,
         )
         self._joining = True
+        self._held_by = coordinator
         try:
             response = await self._client.send(
                 coordinator, bodies.JOIN_GROUP, body, timeout_ms=join_timeout
             )
         except errors.KafkaError as exc:
+            self._held_by = None
             m.coordinator_dead(f"JoinGroup failed: {exc}")
             m.request_rejoin(m.rejoin_reason)
             return False
         finally:
             self._joining = False
+        self._held_by = None
         code = response.get("error_code", 0)
         if code:
             action = m.handle_error("join", code)
@@ -534,16 +542,19 @@ class GroupCoordinator:
         # No heartbeats while the broker may hold the SyncGroup either: they would wait
         # behind it on the coordinator connection and could time out there.
         self._joining = True
+        self._held_by = coordinator
         try:
             sync = await self._client.send(
                 coordinator, bodies.SYNC_GROUP, sync_body, timeout_ms=join_timeout
             )
         except errors.KafkaError as exc:
+            self._held_by = None
             m.coordinator_dead(f"SyncGroup failed: {exc}")
             m.request_rejoin("SyncGroup failed")
             return False
         finally:
             self._joining = False
+        self._held_by = None
         code = sync.get("error_code", 0)
         if code:
             action = m.handle_error("sync", code)
@@ -852,6 +863,12 @@ class GroupCoordinator:
         self._metadata_snapshot = None
         if static or not member_id or coordinator is None or timeout_ms <= 0:
             return
+        if self._held_by == coordinator:
+            # A JoinGroup or SyncGroup the broker holds (or one cancelled by stop()) is
+            # ahead on the connection: the LeaveGroup goes on a new one (the round in
+            # flight, if any, fails and is not retried: the member has left).
+            self._held_by = None
+            self._client.drop_connection(coordinator, f"leaving group {self.group_id}")
         body: LeaveGroupRequest = {
             "group_id": self.group_id,
             "member_id": member_id,

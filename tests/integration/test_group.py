@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -330,6 +331,58 @@ async def test_max_poll_interval_leaves_the_group_and_commit_says_why(
         assert consumer.health().healthy
     finally:
         await consumer.stop(timeout_ms=5000)
+
+
+@pytest.mark.parametrize("how", ["stop", "unsubscribe"])
+async def test_leaving_does_not_wait_behind_a_join_the_broker_holds(
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Callable[..., str],
+    caplog: pytest.LogCaptureFixture,
+    how: str,
+) -> None:
+    """b joins a group whose member a rejoins only at its next heartbeat (10 s away), so
+    the coordinator holds b's JoinGroup. b stops (or unsubscribes) meanwhile: its
+    LeaveGroup must not queue behind that JoinGroup on the same connection (a broker
+    answers a connection's requests in order). It did: the LeaveGroup waited out the
+    whole stop() timeout (or request_timeout_ms) and failed, b stayed in the group."""
+    create_topic(topic_name, PARTITIONS)
+    group = f"g-{topic_name}"
+    kwargs: dict[str, Any] = {"session_timeout_ms": 24000, "enable_auto_commit": False}
+    a = member(
+        bootstrap_servers, group, topic_name, ["range"], heartbeat_interval_ms=10000, **kwargs
+    )
+    b = member(bootstrap_servers, group, topic_name, ["range"], **kwargs)
+    caplog.set_level(logging.INFO, logger="aiokafka_lite.consumer.coordinator")
+    try:
+        await start_member(a, topic_name, Recorder())
+        await settled([a], topic_name)
+        await start_member(b, topic_name, Recorder())
+        deadline = time.monotonic() + 10
+        while not (b._coordinator is not None and b._coordinator._joining):
+            assert time.monotonic() < deadline, "b never sent its JoinGroup"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)  # the JoinGroup is at the broker, which holds it
+        assert b._coordinator._joining and a.health().group_state is GroupState.STABLE
+        started = time.monotonic()
+        if how == "stop":
+            await b.stop(timeout_ms=6000)
+            left = "left the group (the consumer is stopping)"
+        else:
+            b.unsubscribe()
+            left = "left the group (unsubscribed)"
+            while left not in caplog.text and "LeaveGroup failed" not in caplog.text:
+                assert time.monotonic() - started < 20, "no LeaveGroup answer"
+                await asyncio.sleep(0.05)
+        took = time.monotonic() - started
+        assert "LeaveGroup failed" not in caplog.text
+        assert left in caplog.text
+        assert took < 3, f"leaving took {took:.1f} s"
+        assert b.assignment() == set()
+    finally:
+        await asyncio.gather(
+            a.stop(timeout_ms=5000), b.stop(timeout_ms=5000), return_exceptions=True
+        )
 
 
 async def test_admin_removes_a_stopped_static_member_before_its_session_ends(
