@@ -660,6 +660,16 @@ class GroupCoordinator:
         if assignor is not None:
             assignor.on_assignment(assignment, generation.generation_id)
         assigned = set(assignment.partitions)
+        dropped = {tp for tp in assigned if tp.topic not in self._subs.subscription}
+        if dropped:
+            # The subscription changed while this round was in flight: the group assigned
+            # by the topics we joined with. Partitions of topics no longer subscribed are
+            # not taken (nor handed to on_partitions_assigned); the next round hands
+            # them to another member.
+            assigned -= dropped
+            self.membership.request_rejoin(
+                f"assigned {len(dropped)} partition(s) of topics no longer subscribed"
+            )
         owned = self._subs.assigned_partitions()
         if self.protocol is RebalanceProtocol.COOPERATIVE:
             revoked = owned - assigned

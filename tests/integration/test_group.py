@@ -385,6 +385,46 @@ async def test_leaving_does_not_wait_behind_a_join_the_broker_holds(
         )
 
 
+async def test_subscription_changed_during_a_join_takes_no_partition_of_the_old_topics(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """b subscribes to t1 and joins; while the coordinator holds its JoinGroup (a
+    rejoins at its next heartbeat, 10 s away) b subscribes to t2 instead. The round in
+    flight ends with an assignment made from t1: b must not take t1's partitions (nor
+    tell on_partitions_assigned of them). It did, until the next round (on Tansu, which
+    holds each join longer, that next round came 40 s later)."""
+    t1 = create_topic(topic_name, PARTITIONS)
+    t2 = create_topic(f"{topic_name}-2", 1)
+    group = f"g-{topic_name}"
+    kwargs: dict[str, Any] = {"session_timeout_ms": 24000, "enable_auto_commit": False}
+    a = member(bootstrap_servers, group, t1, ["range"], heartbeat_interval_ms=10000, **kwargs)
+    b = member(bootstrap_servers, group, t1, ["range"], **kwargs)
+    listener = Recorder()
+    try:
+        await start_member(a, t1, Recorder())
+        await settled([a], t1)
+        await start_member(b, t1, listener)
+        deadline = time.monotonic() + 10
+        while not (b._coordinator is not None and b._coordinator._joining):
+            assert time.monotonic() < deadline, "b never sent its JoinGroup"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)  # the JoinGroup (with t1) is at the broker, which holds it
+        b.subscribe([t2], listener=listener)
+        deadline = time.monotonic() + 40
+        while not any(kind == "assigned" for kind, _ in listener.events):
+            assert time.monotonic() < deadline, "the held join never completed"
+            assert all(tp.topic == t2 for tp in b.assignment()), b.assignment()
+            await asyncio.sleep(0.01)
+        # The round made from t1 is over: none of t1 is b's; the next round gives it t2.
+        assert all(tp.topic == t2 for tp in b.assignment()), b.assignment()
+        assigned = {tp for kind, parts in listener.events if kind == "assigned" for tp in parts}
+        assert all(tp.topic == t2 for tp in assigned), listener.events
+    finally:
+        await asyncio.gather(
+            a.stop(timeout_ms=5000), b.stop(timeout_ms=5000), return_exceptions=True
+        )
+
+
 async def test_admin_removes_a_stopped_static_member_before_its_session_ends(
     bootstrap_servers: str,
     topic_name: str,
