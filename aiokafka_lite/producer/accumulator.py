@@ -76,6 +76,7 @@ class ProducerBatch(RecordWriter):
         "log_append_time",
         "log_start_offset",
         "loop",
+        "maybe_written",
         "memory",
         "on_complete",
         "part_offset",
@@ -131,6 +132,9 @@ class ProducerBatch(RecordWriter):
         self.done = False
         #: The producer generation the batch's sequence was assigned in (-1: none yet).
         self.sequence_epoch = -1
+        #: A send of it ended without telling whether the broker wrote it (no answer, or
+        #: an answer such as REQUEST_TIMED_OUT): it may be in the log under its sequence.
+        self.maybe_written = False
         self.last_error: BaseException | None = None
         # The outcome, once done: the error that ended it, or where the broker put it.
         self.error: BaseException | None = None

@@ -57,6 +57,10 @@ _INVALID_EPOCH = errors.InvalidProducerEpochError.errno
 _FENCED = errors.ProducerFencedError.errno
 _TOO_LARGE = errors.RecordTooLargeError.errno
 _MAX_SEQUENCE = 0x7FFFFFFF
+#: Produce errors answered after the leader may have appended the batch.
+_MAYBE_APPENDED = frozenset(
+    {errors.RequestTimedOutError.errno, errors.NotEnoughReplicasAfterAppendError.errno}
+)
 #: Produce errors that mean the transactional producer was fenced or is not allowed.
 _TXN_FATAL = frozenset(
     {
@@ -430,6 +434,15 @@ class Sender:
                 if txn.transactional and not txn.may_send_to(tp):
                     txn.maybe_add_partition(tp)
                     continue
+                if batch.maybe_written and batch.sequence_epoch != txn.generation:
+                    # It may be in the log under the old producer id/epoch: sent again
+                    # under the new one, with a fresh sequence, the broker could not tell
+                    # it from a new batch and would write it twice.
+                    dq.popleft()
+                    if not dq:
+                        del acc.batches[tp]
+                    self._fail_batch(batch, self._maybe_written_error(batch), sent=True)
+                    continue
                 if batch.sequence_epoch == txn.generation and txn.in_flight.get(tp, 0):
                     # A retry goes out only after everything sent before it came back,
                     # so the partition's sequence stays in order.
@@ -540,6 +553,7 @@ class Sender:
                 err = errors.KafkaError(f"produce request failed: {exc!r}")
                 err.__cause__ = exc
             for batch in batches:
+                batch.maybe_written = True  # the request may have reached the broker
                 self._batch_failed(batch, err, now)
         elif not self.acks:
             for batch in batches:
@@ -578,6 +592,8 @@ class Sender:
                 elif code == _TOO_LARGE and batch.record_count > 1 and not batch.user_batch:
                     self._split(batch)
                 else:
+                    if code in _MAYBE_APPENDED:
+                        batch.maybe_written = True
                     message = part.get("error_message")
                     record_errors = part.get("record_errors")
                     if record_errors:
@@ -814,6 +830,16 @@ class Sender:
             txn.set_abortable(exc)
         self.metrics.failed(batch.record_count)
         batch.fail(exc)
+
+    def _maybe_written_error(self, batch: ProducerBatch) -> errors.KafkaError:
+        exc = errors.KafkaError(
+            f"{batch.record_count} record(s) for {batch.tp.topic}-{batch.tp.partition} may "
+            f"have been written (producer id {batch.producer_id} epoch "
+            f"{batch.producer_epoch}, last error: {batch.last_error}); the producer epoch "
+            "changed since, and sending them again would write them twice"
+        )
+        exc.__cause__ = batch.last_error
+        return exc
 
     def _expired_error(
         self, batch: ProducerBatch, cause: BaseException | None, *, in_flight: bool = False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 
@@ -145,6 +146,56 @@ async def test_lost_responses_retried_as_duplicates_keep_the_log_in_order(
     got = await asyncio.to_thread(read_all, bootstrap, topic_name, 1, expect=4)
     assert [r[3] for r in got[0]] == [b"0", b"1", b"2", b"3"]
     assert [r[1] for r in got[0]] == [0, 1, 2, 3]
+
+
+async def test_a_batch_that_may_be_written_is_not_sent_again_under_a_new_epoch(
+    proxied_broker: tuple[FaultProxy, str], topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """A (partition 0) and B (partition 1) go out in one request; the broker writes both
+    and the answer is lost, and answers stay lost until A's delivery timeout passed. A
+    fails having been sent: partition 0's sequence has a hole, the producer bumps its
+    epoch (Tansu gives a new producer id). B, still queued for retry, may be in the log
+    under the old epoch: it was sent again under the new one with a fresh sequence, and
+    the broker wrote it twice. It must fail instead (its outcome is unknown, as A's)."""
+    proxy, bootstrap = proxied_broker
+    create_topic(topic_name, 2, bootstrap=bootstrap)
+    producer = Producer(
+        bootstrap_servers=bootstrap,
+        enable_idempotence=True,
+        linger_ms=2000,
+        request_timeout_ms=1000,
+        delivery_timeout_ms=4000,
+        retry_backoff_ms=100,
+    )
+    cut = [False]
+
+    def lose_answers(link: int, direction: str, data: bytes) -> bytes | None:
+        return None if cut[0] and direction == "downstream" else data
+
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic_name, b"first", partition=0)
+        await producer.send_and_wait(topic_name, b"first", partition=1)
+        started = time.monotonic()
+        a = await producer.send(topic_name, b"A", partition=0)
+        await asyncio.sleep(1.5)  # B's delivery timeout ends 1.5 s after A's
+        b = await producer.send(topic_name, b"B", partition=1)
+        proxy.set_hook(lose_answers)
+        cut[0] = True
+        flush = asyncio.ensure_future(producer.flush())  # A and B in one request now
+        await asyncio.sleep(4.3 - (time.monotonic() - started))  # A has expired, B not
+        cut[0] = False
+        with pytest.raises(errors.KafkaTimeoutError):
+            await asyncio.wait_for(a, 10)
+        with contextlib.suppress(errors.KafkaError):
+            await asyncio.wait_for(b, 10)
+        await asyncio.wait_for(flush, 10)
+    finally:
+        proxy.set_hook(None)
+        await producer.stop(timeout=5)
+    got = await asyncio.to_thread(read_all, bootstrap, topic_name, 2, expect=4)
+    assert [r[3] for r in got[0]] == [b"first", b"A"]  # A was written: its answer was lost
+    assert [r[3] for r in got[1]] == [b"first", b"B"], "B was written twice"
 
 
 def _unreachable(proxy: FaultProxy, how: str) -> None:
