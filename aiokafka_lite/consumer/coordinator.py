@@ -940,14 +940,14 @@ class GroupCoordinator:
         deadline = Deadline(timeout_ms, f"commit for group {self.group_id}")
         sent = NO_GENERATION  # the generation the last attempt committed in
         since = 0  # the rebalances completed when it was built
-        sent_round: int | None = None  # its join round; None: built during a rebalance
+        sent_round: int | None = None  # its join round; None: built during a JoinGroup
 
         async def body() -> OffsetCommitRequest:
             nonlocal sent, since, sent_round
             m = self.membership
             since = m.rebalance_count
             sent, group_managed = self._commit_generation(offsets, final)
-            sent_round = None if m.state is GroupState.REBALANCING else m.join_round
+            sent_round = None if self._joining else m.join_round
             return self._commit_body(offsets, sent, group_managed)
 
         def retry_on(response: OffsetCommitResponse) -> errors.KafkaError | None:
@@ -1116,11 +1116,12 @@ class GroupCoordinator:
         """Apply each partition's error to the membership (a lost coordinator, a
         rebalance, ...); the error worth committing again for, if any.
 
-        Without ``about_membership`` (the commit was built during a rebalance, or one
-        started since), a generation or member error is the commit's alone: the join
-        under way settles the membership. Applied, it would ask for one more join after
-        that one, every member rejoining again, and with each round's commits meeting
-        the next round's generation, round after round.
+        Without ``about_membership`` (the commit was built while a JoinGroup or SyncGroup
+        was in flight, or one was sent since, or the generation changed), a generation or
+        member error is the commit's alone: that join's answer settles the membership.
+        Applied, it would ask for one more join after that one, every member rejoining
+        again, and with each round's commits meeting the next round's generation, round
+        after round.
         """
         for _where, code in _commit_codes(response):
             if about_membership or error_action("commit", code) not in _MEMBERSHIP_ACTIONS:
