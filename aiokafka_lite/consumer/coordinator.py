@@ -403,8 +403,12 @@ class GroupCoordinator:
     async def _rebalance(self) -> None:
         self._stable_event.clear()
         await self._on_join_prepare()
-        while not self._closing and (
-            self.membership.rejoin_needed or not self.membership.generation.valid
+        # (A poll timeout during the round made the member leave: it stays out until the
+        # application polls again.)
+        while (
+            not self._closing
+            and not self._poll_expired
+            and (self.membership.rejoin_needed or not self.membership.generation.valid)
         ):
             if self.membership.failed:
                 raise self.membership.fatal_error or errors.IllegalStateError("group failed")

@@ -313,6 +313,35 @@ async def test_commit_answered_after_a_rejoin_leaves_the_new_generation_alone() 
         await broker.stop()
 
 
+async def test_member_past_its_poll_interval_during_a_join_does_not_join_again() -> None:
+    """The application stopped polling; max_poll_interval_ms runs out while the member's
+    JoinGroup is held. The member leaves, and must stay out until the application polls
+    again: it joined again at once, taking partitions nobody would consume."""
+    broker = ScriptedBroker()
+    await broker.start()
+    group = _Group(broker, "t", 1)
+    broker.scripts[ApiKey.JOIN_GROUP] = lambda h, body, n: (
+        None if n == 2 else group.join(h, body, n)
+    )
+    consumer = _scripted_consumer(broker, enable_auto_commit=False, max_poll_interval_ms=1500)
+    consumer.subscribe(["t"])
+    try:
+        await consumer.start()
+        await consumer.wait_for_assignment(timeout_ms=5000)
+        await consumer.getmany(timeout_ms=0)
+        group.heartbeat_code = 27  # a rebalance; the second JoinGroup is held
+        await asyncio.sleep(3.5)  # no poll: the interval runs out during the join
+        assert broker.calls.get(ApiKey.LEAVE_GROUP) == 1, "the member did not leave"
+        assert broker.calls[ApiKey.JOIN_GROUP] == 2, "it joined again without a poll"
+        assert consumer.assignment() == set()
+        await consumer.getmany(timeout_ms=0)  # polling again: back into the group
+        await consumer.wait_for_assignment(timeout_ms=5000)
+        assert broker.calls[ApiKey.JOIN_GROUP] == 3
+    finally:
+        await asyncio.gather(consumer.stop(timeout_ms=3000), return_exceptions=True)
+        await broker.stop()
+
+
 async def test_commit_in_revoke_callback_runs_while_an_app_commit_waits() -> None:
     """Kafka's CompletingRebalance, scripted: the app's commit sent before this member's
     SyncGroup is answered gets REBALANCE_IN_PROGRESS and waits; the rebalance then runs
