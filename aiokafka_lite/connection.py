@@ -405,8 +405,8 @@ class BrokerConnection:
         #: ``time.monotonic()`` of the last frame received (of the connect before one).
         self.last_received = self.last_activity
         self.close_reason: str | None = None
-        #: Closed because a written request got no answer in time: the broker is not
-        #: answering (hung, or overloaded), not just this connection.
+        #: Closed because a written request got no answer within ``request_timeout_ms``:
+        #: the broker is not answering (hung, or overloaded), not just this connection.
         self.timed_out = False
         # What pending and later requests fail with once closed.
         self._close_error: type[errors.KafkaConnectionError] = errors.KafkaConnectionError
@@ -775,7 +775,9 @@ class BrokerConnection:
         # Like Kafka's Java client, close the connection on a request timeout: the
         # broker may still answer later and the stream is in an unknown state, so the
         # connection cannot be trusted for other requests.
-        if not self._closed:
+        if not self._closed and timeout * 1000 >= self.request_timeout_ms:
+            # The whole request timeout went by unanswered: the broker is not answering
+            # (a caller's shorter bound running out says nothing about the broker).
             self.timed_out = True
         self._fail(f"{what} timed out after {timeout * 1000:.0f} ms")
 

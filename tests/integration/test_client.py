@@ -272,12 +272,14 @@ class _WithSecondBroker(ScriptedBroker):
 
 
 async def test_a_broker_that_lets_a_request_time_out_loses_its_other_connection_too() -> None:
-    """The coordinator's connection and the data connection lead to one broker: when one
-    request gets no answer in time, the broker is not answering, and the requests on the
-    other connection (a member's fetches, its heartbeat) fail then instead of each waiting
-    out its own timeout; requests any broker can answer go elsewhere until it answers a
-    handshake again (a member's FindCoordinator, sent to the hung broker, took another
-    request timeout: the member's session expired)."""
+    """The coordinator's connection and the data connection lead to one broker: when a
+    request gets no answer within request_timeout_ms, the broker is not answering, and
+    the requests on the other connection (a member's fetches, its heartbeat) fail then
+    instead of each waiting out its own timeout; requests any broker can answer go
+    elsewhere until it answers a handshake again (a member's FindCoordinator, sent to
+    the hung broker, took another request timeout: the member's session expired). A
+    caller's shorter bound running out says nothing about the broker: the other
+    connection stays."""
     first, second = _WithSecondBroker(), ScriptedBroker()
     await second.start()
     first.second_port = second.port
@@ -290,16 +292,22 @@ async def test_a_broker_that_lets_a_request_time_out_loses_its_other_connection_
         "group_instance_id": None,
     }
     try:
-        async with KafkaClient(first.bootstrap, request_timeout_ms=20000) as client:
+        async with KafkaClient(first.bootstrap, request_timeout_ms=600) as client:
+            link_node = client.coordinator_node(1)
             data = await client.get_connection(1)
-            link = await client.get_connection(client.coordinator_node(1))
+            link = await client.get_connection(link_node)
+            with pytest.raises(errors.KafkaTimeoutError):
+                await client.send(link_node, bodies.HEARTBEAT, heartbeat, timeout_ms=100)
+            await asyncio.sleep(0.01)
+            assert link.closed and not data.closed, "a caller's short bound closed both"
+            link = await client.get_connection(link_node)
             other = await client.get_connection(2)
-            held = asyncio.ensure_future(client.send(1, bodies.HEARTBEAT, heartbeat))
+            held = asyncio.ensure_future(
+                client.send(1, bodies.HEARTBEAT, heartbeat, timeout_ms=20000)
+            )
             started = time.monotonic()
             with pytest.raises(errors.KafkaTimeoutError):
-                await client.send(
-                    client.coordinator_node(1), bodies.HEARTBEAT, heartbeat, timeout_ms=300
-                )
+                await client.send(link_node, bodies.HEARTBEAT, heartbeat)
             with pytest.raises(errors.KafkaConnectionError, match="another connection"):
                 await held
             assert time.monotonic() - started < 2, "the data connection's request waited on"
