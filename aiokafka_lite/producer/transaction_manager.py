@@ -153,6 +153,10 @@ class TransactionManager:
         self.pending_partitions: set[TopicPartition] = set()
         self._txn_has_offsets = False
         self._epoch_bump_on_abort = False
+        #: An EndTxn(commit) went out and its answer was not seen: the coordinator may
+        #: have committed, so the only way on is to ask for the commit again (Kafka's
+        #: rule: no abort, no more records, after such a commit).
+        self.commit_in_doubt = False
         self.coordinator: int | None = None
         self._coordinator_lock = asyncio.Lock()
         #: How many transactions begin() has opened: a send() that awaited (metadata,
@@ -391,6 +395,11 @@ class TransactionManager:
         if state in (TransactionState.ABORTABLE_ERROR, TransactionState.FATAL_ERROR):
             assert self.last_error is not None
             raise self.last_error
+        if self.commit_in_doubt:
+            raise errors.IllegalOperationError(
+                "an earlier commit_transaction() timed out after its EndTxn was sent: "
+                "call commit_transaction() again before sending more records"
+            )
         raise errors.IllegalOperationError(
             f"a transactional producer sends only inside a transaction (state: {state.value}); "
             "call begin_transaction() first"
@@ -649,6 +658,8 @@ class TransactionManager:
         if self.state is TransactionState.ABORTABLE_ERROR:
             assert self.last_error is not None
             raise self.last_error
+        if self.state is TransactionState.COMMITTING and self.commit_in_doubt:
+            return  # asking again for a commit whose EndTxn went unanswered
         if self.state is not TransactionState.IN_TRANSACTION:
             raise errors.IllegalStateError(
                 f"commit_transaction needs an open transaction (state: {self.state.value})"
@@ -657,6 +668,12 @@ class TransactionManager:
 
     def start_abort(self) -> None:
         self._raise_if_fatal()
+        if self.commit_in_doubt:
+            raise errors.IllegalStateError(
+                "cannot abort: an earlier commit_transaction() timed out after its EndTxn "
+                "was sent, so the transaction may be committed; call commit_transaction() "
+                "again (or close the producer)"
+            )
         if self.state not in (
             TransactionState.IN_TRANSACTION,
             TransactionState.ABORTABLE_ERROR,
@@ -680,6 +697,9 @@ class TransactionManager:
                     "producer_epoch": self.producer_epoch,
                     "committed": commit,
                 }
+                if commit:
+                    # Until the coordinator answers, the commit may have happened.
+                    self.commit_in_doubt = True
                 try:
                     await self._coordinator_request(
                         bodies.END_TXN,
@@ -691,11 +711,14 @@ class TransactionManager:
                 except errors.KafkaTimeoutError:
                     raise
                 except errors.KafkaError as exc:
+                    # (An answer: the coordinator did not commit.)
+                    self.commit_in_doubt = False
                     if isinstance(exc, _FATAL):
                         raise self._set_fatal(exc) from None
                     if commit:
                         self.set_abortable(exc)
                     raise
+                self.commit_in_doubt = False
         if not commit and self._epoch_bump_on_abort:
             # (Cleared once the bump is done: an abort that times out here and is called
             # again must still bump, or the next transaction reuses spent sequences.)
@@ -714,7 +737,13 @@ class TransactionManager:
         return None if version is None else min(version, 4)
 
     def restore_after_failed_commit(self) -> None:
-        if self.state is TransactionState.COMMITTING:
+        """After a commit_transaction() that raised: back in the transaction, unless its
+        EndTxn went out unanswered (``commit_in_doubt``): then it stays COMMITTING, where
+        only commit_transaction() may be called again. Were records sent now, they would
+        belong to no transaction the coordinator knows of (the retried EndTxn, answered
+        as a retry of the first, writes no marker for them); were it aborted, a
+        transaction the coordinator committed would be reported aborted."""
+        if self.state is TransactionState.COMMITTING and not self.commit_in_doubt:
             self.state = TransactionState.IN_TRANSACTION
 
     def reset_partitions(self, tps: Iterable[TopicPartition]) -> None:

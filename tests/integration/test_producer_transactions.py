@@ -12,8 +12,10 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 from aiokafka_lite import errors
+from aiokafka_lite.admin import AdminClient, NewTopic
 from aiokafka_lite.producer import Producer, TransactionAbortedError
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
+from aiokafka_lite.testing import FaultProxy
 from aiokafka_lite.testing.pytest_plugin import ExpectDeviation
 
 from .test_producer_helpers import read_all
@@ -235,3 +237,37 @@ async def test_send_offsets_to_transaction(
             consumer.close()
 
     assert await asyncio.to_thread(committed) == {0: 5, 1: 9}
+
+
+async def test_commit_that_timed_out_after_its_end_txn_is_only_retried(
+    proxied_broker: tuple[FaultProxy, str],
+) -> None:
+    """Kafka's rule for a commit_transaction() that timed out: the EndTxn may have
+    committed, so only the commit may be asked for again. A record sent meanwhile would
+    belong to no transaction the coordinator knows of (the retried EndTxn is answered as
+    a retry of the first and writes no marker for it), and an abort would report a
+    committed transaction as aborted."""
+    proxy, bootstrap = proxied_broker
+    topic = f"t-commit-in-doubt-{uuid.uuid4().hex[:8]}"
+    async with AdminClient(bootstrap_servers=bootstrap) as admin:
+        await admin.create_topics([NewTopic(topic, 1, 1)])
+    async with txn_producer(bootstrap, linger_ms=0) as producer:
+        await producer.begin_transaction()
+        await (await producer.send(topic, b"t1", partition=0))
+        proxy.set_latency(200)  # the EndTxn arrives after 200 ms, its answer after 400
+        with pytest.raises(errors.KafkaTimeoutError, match="EndTxn"):
+            await producer.commit_transaction(timeout=0.3)
+        proxy.set_latency(0)
+        assert producer.transaction_state == "committing"
+        with pytest.raises(errors.IllegalOperationError, match="commit_transaction"):
+            await producer.send(topic, b"slipped in", partition=0)
+        with pytest.raises(errors.IllegalStateError, match="commit_transaction"):
+            await producer.abort_transaction()
+        with pytest.raises(errors.IllegalStateError):
+            await producer.begin_transaction()
+        await producer.commit_transaction()
+        async with producer.transaction():
+            await producer.send(topic, b"t2", partition=0)
+    # t1, its marker, t2, its marker: nothing outside a transaction, no marker missing.
+    got = await asyncio.to_thread(read_all, bootstrap, topic, 1, expect=2)
+    assert [(r[1], r[3]) for r in got[0]] == [(0, b"t1"), (2, b"t2")]
