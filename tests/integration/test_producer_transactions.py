@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 
 from aiokafka_lite import errors
 from aiokafka_lite.admin import AdminClient, NewTopic
+from aiokafka_lite.consumer import Consumer as AIOKafkaConsumer
 from aiokafka_lite.producer import Producer, TransactionAbortedError
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 from aiokafka_lite.testing import FaultProxy
@@ -271,3 +273,44 @@ async def test_commit_that_timed_out_after_its_end_txn_is_only_retried(
     # t1, its marker, t2, its marker: nothing outside a transaction, no marker missing.
     got = await asyncio.to_thread(read_all, bootstrap, topic, 1, expect=2)
     assert [(r[1], r[3]) for r in got[0]] == [(0, b"t1"), (2, b"t2")]
+
+
+async def test_send_offsets_of_an_old_generation_is_fenced(
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Callable[..., str],
+    expect_deviation: ExpectDeviation,
+) -> None:
+    """KIP-447: TxnOffsetCommit (v3+) carries the member's generation, and the group
+    coordinator refuses a zombie's (ILLEGAL_GENERATION): its offsets are not committed."""
+    create_topic(topic_name, 1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    tp = TopicPartition(topic_name, 0)
+    async with AIOKafkaConsumer(
+        topic_name, bootstrap_servers=bootstrap_servers, group_id=group, session_timeout_ms=10000
+    ) as consumer:
+        for _ in range(100):
+            await consumer.getmany(timeout_ms=200)
+            health = consumer.health()
+            if health.generation_id >= 0 and consumer.assignment():
+                break
+        zombie = SimpleNamespace(
+            group_id=group,
+            generation_id=health.generation_id - 1,
+            member_id=health.member_id,
+            group_instance_id=None,
+        )
+        async with txn_producer(bootstrap_servers, max_block_ms=5000) as producer:
+            await producer.begin_transaction()
+            await producer.send(topic_name, b"out", partition=0)
+            with expect_deviation(
+                ("tansu", "noida"),
+                "Tansu 0.6 and noida-db 0.2.3 take TxnOffsetCommit of any generation and "
+                "member (the request carries them: v3+)",
+                raises=pytest.fail.Exception,
+                match="DID NOT RAISE",
+            ):
+                with pytest.raises(errors.IllegalGenerationError):
+                    await producer.send_offsets_to_transaction({tp: 7}, zombie)
+            await producer.abort_transaction()
+        assert await consumer.committed(tp) is None
