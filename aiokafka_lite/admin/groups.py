@@ -342,7 +342,9 @@ class GroupsAdmin(AdminBase):
         is always looked up.
 
         Partitions without a committed offset are left out; a group that does not
-        exist has no offsets (an empty dict), as Kafka reports it.
+        exist has no offsets (an empty dict), as Kafka reports it. A partition the
+        broker answers with an error (``TopicAuthorizationFailedError``, say) raises that
+        error, naming the group and the partition.
         """
         check_name("group id", group_id)
         wanted = None if partitions is None else [check_tp(tp) for tp in partitions]
@@ -386,9 +388,10 @@ class GroupsAdmin(AdminBase):
         offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, (pcode, committed) in found.items():
             if pcode:
-                error = item_error(pcode, None, f"group {group_id!r} {tp}")
-                log.debug("no offset for %s: %s", tp, error)
-            elif committed is not None:
+                # Not "nothing committed": the broker refused this partition (an
+                # authorization failure, say), so the caller hears it (aiokafka raises too).
+                raise item_error(pcode, None, f"group {group_id!r} {tp}")
+            if committed is not None:
                 offsets[tp] = committed
         return dict(sorted(offsets.items()))
 

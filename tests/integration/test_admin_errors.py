@@ -198,6 +198,30 @@ async def test_group_offsets_errors(broker: ScriptedBroker, admin: AdminClient) 
         await admin.list_consumer_group_offsets("g")
 
 
+async def test_a_partition_error_in_group_offsets_is_raised_not_read_as_no_offset(
+    broker: ScriptedBroker, admin: AdminClient
+) -> None:
+    # One partition readable, the other refused (TOPIC_AUTHORIZATION_FAILED): the refusal
+    # is not "nothing committed" (AIOKafkaAdminClient turned it into offset -1).
+    topics = [
+        {"name": "ok", "partitions": [{"partition_index": 0, "committed_offset": 5}]},
+        {
+            "name": "secret",
+            "partitions": [{"partition_index": 0, "committed_offset": -1, "error_code": 29}],
+        },
+    ]
+    broker.scripts[ApiKey.OFFSET_FETCH] = lambda header, body, count: {
+        "topics": topics,
+        "groups": [{"group_id": "g", "topics": topics}],
+    }
+    secret = TopicPartition("secret", 0)
+    for partitions in (None, [TopicPartition("ok", 0), secret]):
+        with pytest.raises(errors.TopicAuthorizationFailedError, match=r"'g'.*secret"):
+            await admin.list_consumer_group_offsets("g", partitions=partitions)
+    with pytest.raises(errors.TopicAuthorizationFailedError, match=r"'g'.*secret"):
+        await admin.consumer_group_lag("g")
+
+
 async def test_remove_members_as_kafka_answers_leave_group(
     broker: ScriptedBroker, admin: AdminClient
 ) -> None:
