@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ipaddress
 import logging
 import os
 import random
@@ -55,10 +56,27 @@ BOOTSTRAP_REFUSED_TIMEOUT_MS = 2000
 
 
 def parse_bootstrap_servers(servers: str | Sequence[str]) -> list[tuple[str, int]]:
-    """Turn ``"h1:9092,h2"`` or ``["h1:9092", "[::1]:9093"]`` into (host, port) pairs."""
-    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    """Turn ``"h1:9092,h2"`` or ``["h1:9092", "[::1]:9093"]`` into (host, port) pairs.
+
+    Anything else is a ConfigurationError naming the entry: a non-string, text after
+    ``[ipv6]`` other than ``:port``, or several colons outside brackets in what is not
+    an IPv6 address (``host:9092:``), which would otherwise be looked up as a host name.
+    """
+    if isinstance(servers, str):
+        items = servers.split(",")
+    elif isinstance(servers, (bytes, bytearray)) or not isinstance(servers, Iterable):
+        raise errors.ConfigurationError(
+            f"bootstrap_servers must be a 'host:port[,...]' string or a list of them, "
+            f"got {servers!r}"
+        )
+    else:
+        items = list(servers)
     result: list[tuple[str, int]] = []
     for raw in items:
+        if not isinstance(raw, str):
+            raise errors.ConfigurationError(
+                f"bad bootstrap server {raw!r}: each must be a 'host:port' string"
+            )
         item = raw.strip()
         if not item:
             continue
@@ -70,15 +88,32 @@ def parse_bootstrap_servers(servers: str | Sequence[str]) -> list[tuple[str, int
             host, rest = item[1:end], item[end + 1 :]
             if rest.startswith(":"):
                 port = _parse_port(item, rest[1:])
+            elif rest:
+                raise errors.ConfigurationError(
+                    f"bad bootstrap server {item!r}: expected '[{host}]:port'"
+                )
         elif item.count(":") == 1:
             host, port_text = item.rsplit(":", 1)
             port = _parse_port(item, port_text)
+        elif ":" in item and not _is_ipv6(item):
+            raise errors.ConfigurationError(
+                f"bad bootstrap server {item!r}: expected host:port (an IPv6 address "
+                "with a port is written [address]:port)"
+            )
         if not host:
             raise errors.ConfigurationError(f"bad bootstrap server {item!r}: no host")
         result.append((host, port))
     if not result:
         raise errors.ConfigurationError("bootstrap_servers is empty")
     return result
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _parse_port(item: str, text: str) -> int:

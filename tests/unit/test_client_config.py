@@ -20,6 +20,9 @@ from aiokafka_lite.structs import TopicPartition
         ("kafka", [("kafka", 9092)]),
         (["h1:19092", "[::1]:9093"], [("h1", 19092), ("::1", 9093)]),
         ("[fe80::1]", [("fe80::1", 9092)]),
+        ("::1", [("::1", 9092)]),
+        ("fe80::1%eth0", [("fe80::1%eth0", 9092)]),
+        (("a:1", "b:2"), [("a", 1), ("b", 2)]),
     ],
 )
 def test_parse_bootstrap_servers(servers: str | list[str], expected: list[tuple[str, int]]) -> None:
@@ -35,11 +38,21 @@ def test_parse_bootstrap_servers(servers: str | list[str], expected: list[tuple[
         ("host:0", "bootstrap server 'host:0'"),
         ("host:70000", "bootstrap server 'host:70000'"),
         (":9092", "bootstrap server ':9092'"),
+        # Each was taken as a host name (or the port dropped: 9092 used) and failed, or
+        # reached another broker, only at start().
+        ("host:9092:", "bootstrap server 'host:9092:'"),
+        ("host::9092", "bootstrap server 'host::9092'"),
+        ("host:9092:9093", "bootstrap server 'host:9092:9093'"),
+        ("[::1]9093", "bootstrap server '[::1]9093'"),
+        # AttributeError / TypeError before.
+        (["host:9092", 9093], "bootstrap server 9093"),
+        (b"host:9092", "bootstrap_servers must be"),
+        (9092, "bootstrap_servers must be"),
     ],
 )
-def test_bad_bootstrap_servers_fail_at_construction(servers: str, named: str) -> None:
+def test_bad_bootstrap_servers_fail_at_construction(servers: object, named: str) -> None:
     with pytest.raises(errors.ConfigurationError) as info:
-        KafkaClient(servers)
+        KafkaClient(servers)  # type: ignore[arg-type]
     assert named in str(info.value)
 
 
