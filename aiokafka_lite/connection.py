@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import importlib.metadata
 import logging
 import os
@@ -137,6 +138,11 @@ def _retrieve_exception(fut: asyncio.Future[Any]) -> None:
     # "Future exception was never retrieved" when the connection fails it.
     if not fut.cancelled():
         fut.exception()
+
+
+def _wake(waiter: asyncio.Future[None], *_: object) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _os_error_reason(exc: OSError) -> str:
@@ -553,13 +559,16 @@ class BrokerConnection:
         """Send a request and return the decoded response body (see :meth:`request`).
 
         Waits for a free slot when ``max_in_flight`` requests are outstanding, and for
-        the transport's buffer to drain when the socket pushes back.
+        the transport's buffer to drain when the socket pushes back; never longer than
+        the request's timeout.
         """
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = self._loop.time() + timeout / 1000
         fut = self.request(
             api_key, body, version=version, timeout_ms=timeout_ms, expect_response=expect_response
         )
         if self._write_paused and not fut.done():
-            await self._drain()
+            await self._drain(fut, deadline)
         return await fut
 
     def cork(self) -> None:
@@ -638,11 +647,25 @@ class BrokerConnection:
             if not waiter.done():
                 waiter.set_result(None)
 
-    async def _drain(self) -> None:
-        while self._write_paused and not self._closed:
+    async def _drain(self, fut: asyncio.Future[Any], deadline: float) -> None:
+        # Until the transport takes more or the connection closes, but not past the
+        # request's deadline, nor past its failure: a request that timed out waiting for
+        # a slot neither closes the connection nor resumes writing, so only the (later)
+        # timeouts of the requests ahead of it would end the wait.
+        while self._write_paused and not self._closed and self._loop.time() < deadline:
+            if fut.done() and (fut.cancelled() or fut.exception() is not None):
+                return
             waiter: asyncio.Future[None] = self._loop.create_future()
             self._drain_waiters.append(waiter)
-            await waiter
+            wake = functools.partial(_wake, waiter)
+            timer = self._loop.call_at(deadline, wake)
+            if not fut.done():
+                fut.add_done_callback(wake)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                fut.remove_done_callback(wake)
 
     # --- internals: reading ------------------------------------------------
 

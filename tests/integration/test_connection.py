@@ -128,3 +128,34 @@ async def test_two_connections_and_close(bootstrap_servers: str) -> None:
         second.close()
         await first.wait_closed()
         await second.wait_closed()
+
+
+async def test_send_waiting_for_a_slot_on_a_pushed_back_socket_ends_at_its_timeout(
+    proxied_broker: tuple[Any, str],
+) -> None:
+    # The one in-flight slot is held by a ~20 MB request the broker does not read (the
+    # proxy's black hole stops reading), so the socket pushes back. A send() queued
+    # behind it waited for the buffer to drain until the request ahead timed out and
+    # closed the connection (7.5 s for timeout_ms=500 with 8 s ahead), not its own 500 ms.
+    proxy, bootstrap = proxied_broker
+    host, port = _first_address(bootstrap)
+    conn = await connect(host, port, max_in_flight=1, request_timeout_ms=5000)
+    proxy.blackhole()
+    names = [f"t{i:0100d}" for i in range(200_000)]
+    ahead = conn.request(METADATA, _metadata_request(names))
+    try:
+        for _ in range(100):
+            if conn._write_paused:
+                break
+            await asyncio.sleep(0.02)
+        assert conn._write_paused and conn.in_flight_count == 1
+        started = time.monotonic()
+        with pytest.raises(errors.KafkaTimeoutError, match="waiting for an in-flight slot"):
+            await conn.send(METADATA, _metadata_request([]), timeout_ms=300)
+        assert time.monotonic() - started < 1.5
+        assert not conn.closed  # nothing of it was written: the stream is intact
+    finally:
+        proxy.clear_blackhole()
+        conn.close()
+        await asyncio.gather(ahead, return_exceptions=True)
+        await conn.wait_closed()

@@ -894,6 +894,24 @@ async def test_send_waits_for_drain_when_paused(broker: ScriptedBroker) -> None:
         conn.close()
 
 
+async def test_send_waits_for_drain_no_longer_than_its_timeout(broker: ScriptedBroker) -> None:
+    # Answered, but the socket still pushes back (other requests' bytes, acks=0 ones say,
+    # wait in the buffer): send() waited for the drain with no bound of its own.
+    broker.on(HEARTBEAT, echo_heartbeat())
+    conn = await open_conn(broker)
+    protocol = conn._protocol
+    assert protocol is not None
+    try:
+        protocol.pause_writing()
+        started = time.monotonic()
+        response = await asyncio.wait_for(conn.send(HEARTBEAT, heartbeat(8), timeout_ms=300), 5)
+        assert response["throttle_time_ms"] == 8
+        assert 0.25 < time.monotonic() - started < 1.5
+        assert not conn.closed
+    finally:
+        conn.close()
+
+
 async def test_last_activity_advances(broker: ScriptedBroker) -> None:
     broker.on(HEARTBEAT, echo_heartbeat())
     conn = await open_conn(broker)
