@@ -21,8 +21,9 @@ With ``exactlyOnce=true`` each task writes its rows in one Kafka transaction:
   writes, in a consumer group named like the transactional id: the offset
   ``(batch id + 1) * 2**32 + rows``, the micro-batch (1 for a batch write) and the
   task's row count in one number (a committed offset's metadata would do, but Tansu
-  drops it from transactional commits). An attempt reads the marker first: when an
-  earlier attempt committed (Spark retried the task after its commit, or replays the
+  drops it from transactional commits). An attempt reads the marker first, from any
+  partition of its group (an earlier attempt's first row may have had another topic):
+  when an earlier attempt committed (Spark retried the task after its commit, or replays the
   micro-batch after a restart from its checkpoint) it writes nothing, after checking
   that its input has as many rows (else it fails: the query is not deterministic).
 
@@ -417,29 +418,40 @@ async def _rows_committed(
     opts: WriteOptions, task: _TaskTransaction, marker: TopicPartition, timeout_s: float
 ) -> int:
     """How many of this task's rows earlier attempts committed (-1: the query is past
-    this batch, so all). Read stable: a transaction still completing is waited for."""
+    this batch, so all). Read stable: a transaction still completing is waited for.
+
+    The marker is looked for in every partition the task's group has an offset for, not
+    only in ``marker``: an earlier attempt (or micro-batch) committed its marker to
+    partition 0 of *its* first row's topic, which is another topic than this attempt's
+    when the rows carry a ``topic`` column and come in another order."""
     from aiokafka_lite.admin import AdminClient
 
     admin = AdminClient(**opts.client.admin_kwargs())
     await wait_for(admin.start(), timeout_s)
     try:
+        # Every partition the group has an offset for, then those and ``marker`` read
+        # stable (a listing of all offsets leaves out one whose first commit is pending).
+        known = await admin.list_consumer_group_offsets(
+            task.transactional_id, timeout_ms=int(timeout_s * 1000)
+        )
         offsets = await admin.list_consumer_group_offsets(
             task.transactional_id,
-            partitions=[marker],
+            partitions=sorted({marker, *known}),
             require_stable=True,
             timeout_ms=int(timeout_s * 1000),
         )
     finally:
         await admin.close()
-    committed = offsets.get(marker)
-    if committed is None or committed.offset < 0:
+    markers = [c.offset for c in offsets.values() if c is not None and c.offset >= 0]
+    if not markers:
         return 0
-    batch = committed.offset >> _ROW_BITS
+    latest = max(markers)  # (the micro-batch is in the high bits: the last one's marker)
+    batch = latest >> _ROW_BITS
     if batch < task.batch:
         return 0  # an earlier micro-batch's marker
     if batch > task.batch:
         return -1
-    return committed.offset & ((1 << _ROW_BITS) - 1)
+    return latest & ((1 << _ROW_BITS) - 1)
 
 
 async def _abort_quietly(producer: Any, timeout_s: float) -> None:

@@ -321,6 +321,84 @@ def test_a_micro_batch_replayed_after_a_restart(
     )
 
 
+def test_a_replay_routed_by_a_topic_column_in_another_order(
+    spark: SparkSession, eos_bootstrap: str, topic_name: str, create_topic: Any, tmp_path: Path
+) -> None:
+    """A replayed micro-batch whose rows go to two topics by a ``topic`` column and come
+    in another order (as a shuffle's blocks can): its first row is of the other topic.
+    The marker of the first run was committed to partition 0 of its first row's topic;
+    the replay must find it there, not only in its own first row's topic (it did not:
+    1,000 rows, the whole replayed batch, were committed twice)."""
+    from pyspark.sql.functions import udtf
+
+    bootstrap_servers = eos_bootstrap
+    source, low, high = topic_name + "-in", topic_name + "-low", topic_name + "-high"
+    for topic in (source, low, high):
+        create_topic(topic, PARTITIONS, bootstrap=bootstrap_servers)
+    n = 3_000
+    produce_input(bootstrap_servers, source, n)
+    checkpoint = tmp_path / "ckpt"
+    reverse_flag = str(tmp_path / "reverse")
+
+    @udtf(returnType="topic string, value string")
+    class ReversedOnReplay:
+        """The task's rows, in the reverse order once the flag file exists (streaming
+        cannot sort; this stands for a shuffle's blocks coming in another order)."""
+
+        def __init__(self) -> None:
+            self.rows: list[tuple[str, str]] = []
+
+        def eval(self, row: Any) -> None:
+            self.rows.append((row["topic"], row["value"]))
+
+        def terminate(self) -> Iterator[tuple[str, str]]:
+            yield from self.rows[::-1] if os.path.exists(reverse_flag) else self.rows
+
+    def run_query() -> None:
+        value = F.col("value").cast("string")
+        routed = (
+            spark.readStream.format(FORMAT)
+            .option("kafka.bootstrap.servers", bootstrap_servers)
+            .option("subscribe", source)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "1000")
+            .load()
+            .select(
+                # Each batch of 1,000 ids starts in one topic and ends in the other.
+                F.when(value.cast("int") % 1000 < 500, F.lit(low))
+                .otherwise(F.lit(high))
+                .alias("topic"),
+                F.concat(value, F.lit(":")).alias("value"),
+            )
+        )
+        query = (
+            ReversedOnReplay(routed.asTable())
+            .writeStream.format(FORMAT)
+            .option("kafka.bootstrap.servers", bootstrap_servers)
+            .option("exactlyOnce", "true")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(180)
+        assert query.exception() is None
+
+    run_query()
+    commits = sorted((checkpoint / "commits").iterdir(), key=lambda p: p.name)
+    last = [p for p in commits if p.name.isdigit()][-1]
+    last.unlink()  # a crash after the batch's tasks committed, before Spark recorded it
+    (last.parent / f".{last.name}.crc").unlink(missing_ok=True)
+    Path(reverse_flag).touch()
+    run_query()  # the restarted query runs that batch again, its rows reversed
+
+    seen = ids(read_all(bootstrap_servers, low, committed=True))
+    seen.update(ids(read_all(bootstrap_servers, high, committed=True)))
+    print(f"replayed batch {last.name}: {n} rows, read_committed {sum(seen.values())}")
+    assert sorted(seen) == list(range(n)), "rows lost"
+    twice = sorted(i for i, count in seen.items() if count > 1)
+    assert not twice, f"{len(twice)} rows committed more than once: {spans(twice)}"
+
+
 @pytest.mark.parametrize("exactly_once", [True, False], ids=["exactly-once", "at-least-once"])
 def test_brokers_going_down_mid_transaction(
     spark: SparkSession,
