@@ -40,6 +40,7 @@ from aiokafka_lite.protocol.bodies import (
     ProduceRequest,
     ProduceResponse,
 )
+from aiokafka_lite.protocol.codecs import codec_name
 from aiokafka_lite.retry import backoff_delay
 from aiokafka_lite.structs import TopicPartition
 
@@ -480,8 +481,12 @@ class Sender:
             except Exception as exc:  # (a bug: send() checks what it encodes)
                 self._unbuildable(batch, exc)
                 continue
+            batch_bytes = len(data[0]) + len(data[1])
+            if batch_bytes > self.max_request_size:
+                self._oversized(batch, batch_bytes)
+                continue
             built.append(batch)
-            total += len(data[0]) + len(data[1])
+            total += batch_bytes
             entry = by_topic.get(batch.tp.topic)
             part: ProducePartitionProduceData = {"index": batch.tp.partition, "records": data}
             if entry is None:
@@ -644,6 +649,27 @@ class Sender:
         )
         for part in reversed(parts):
             self.acc.reenqueue(part)
+
+    def _oversized(self, batch: ProducerBatch, batch_bytes: int) -> None:
+        """A built batch larger than ``max_request_size``: a batch of ``max_batch_size``
+        above ``max_request_size``, or one that compression made larger (incompressible
+        data). It is not sent: the broker would refuse it (MESSAGE_TOO_LARGE) or take a
+        request larger than the caller allowed. Several records: split, as for
+        MESSAGE_TOO_LARGE (each half is checked again); one record (or a caller-built
+        batch, which is not split): its records fail with RecordTooLargeError."""
+        if batch.record_count > 1 and not batch.user_batch:
+            self._split(batch)
+            return
+        if batch.in_flight:
+            self._release(batch)
+        codec = f" after {codec_name(batch.compression)} compression" if batch.compression else ""
+        error = errors.RecordTooLargeError(
+            f"the batch of {batch.record_count} record(s) for {batch.tp.topic}-"
+            f"{batch.tp.partition} is {batch_bytes} bytes{codec}, {batch.size()} uncompressed; "
+            f"larger than max_request_size ({self.max_request_size}); not sent"
+        )
+        # (Its sequence numbers, if any, are a hole now, as for a batch that failed.)
+        self._fail_batch(batch, error, sent=True)
 
     def _unbuildable(self, batch: ProducerBatch, exc: Exception) -> None:
         """A batch that cannot be framed fails with the reason, rather than the error

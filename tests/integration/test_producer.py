@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -480,3 +481,55 @@ async def test_interceptors_and_metrics(
     assert set(metrics) >= {"batch_size_avg", "records_retried", "buffer_memory_total"}
     got = (await peer(bootstrap_servers, topic_name, expect=20))[0]
     assert got[0][3] == b"intercepted:0"
+
+
+def _records_bytes(body: dict[str, Any]) -> int:
+    return sum(
+        len(part["records"] or b"")
+        for topic in body["topic_data"]
+        for part in topic["partition_data"]
+    )
+
+
+@pytest.mark.parametrize("codec", [None, "lz4"])
+async def test_no_batch_larger_than_max_request_size_goes_out(
+    proxied_broker: tuple[FaultProxy, str],
+    topic_name: str,
+    create_topic: Callable[..., str],
+    codec: str | None,
+) -> None:
+    """A built batch over ``max_request_size`` is not sent: with ``max_batch_size`` above
+    it, the batch is split before it goes (before: 3,000,586-byte requests went out with
+    ``max_request_size`` 1 MiB); a record that compression made larger than the limit
+    fails at the client with RecordTooLargeError naming the limit and the codec (before:
+    it went out and failed with the broker's error, or was taken by a lenient broker)."""
+    proxy, bootstrap = proxied_broker
+    create_topic(topic_name, 1, bootstrap=bootstrap)
+    log = RequestLog()
+    proxy.set_hook(log)
+    limit = 1 << 20
+    rng = random.Random(7)
+    values = [rng.randbytes(100_000) for _ in range(30)]
+    async with Producer(
+        bootstrap_servers=bootstrap,
+        compression_type=codec,
+        max_request_size=limit,
+        max_batch_size=8 << 20,
+        linger_ms=100,
+    ) as producer:
+        futures = [await producer.send(topic_name, v) for v in values]
+        results = await asyncio.gather(*futures)
+        assert [r.offset for r in results] == list(range(30))
+        sizes = [_records_bytes(body) for body in log.bodies(ApiKey.PRODUCE)]
+        assert sizes and max(sizes) <= limit, sizes
+        if codec is not None:
+            # Incompressible: the lz4 frame is larger than the record, and than the limit.
+            log.requests.clear()
+            fut = await producer.send(topic_name, rng.randbytes(limit - 100))
+            with pytest.raises(errors.RecordTooLargeError, match=r"max_request_size.*not sent"):
+                await fut
+            assert "lz4 compression" in str(fut.exception())
+            assert log.bodies(ApiKey.PRODUCE) == []
+            assert (await producer.send_and_wait(topic_name, b"after")).offset == 30
+    got = (await peer(bootstrap, topic_name, expect=30 + (codec is not None)))[0]
+    assert [r[3] for r in got][:30] == values
