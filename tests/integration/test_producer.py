@@ -374,6 +374,27 @@ async def test_many_concurrent_senders(
     assert sorted(r.offset for r in results) == list(range(3000))
 
 
+async def test_a_header_name_utf8_cannot_encode_is_a_serialization_error(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """A header name with a lone surrogate raised UnicodeEncodeError (not the
+    SerializationError bad input gets) from send() and send_many(); nothing of the
+    record goes into the batch, and the records around it arrive intact."""
+    create_topic(topic_name, 1)
+    async with Producer(bootstrap_servers=bootstrap_servers, linger_ms=100) as producer:
+        before = await producer.send(topic_name, b"before", partition=0)
+        with pytest.raises(SerializationError, match="cannot be encoded as UTF-8"):
+            await producer.send(topic_name, b"v", partition=0, headers=[("\udc80", b"x")])
+        with pytest.raises(SerializationError, match="cannot be encoded as UTF-8"):
+            await producer.send(topic_name, b"v", headers=[("ok", b"1"), ("\ud800", b"x")])
+        with pytest.raises(SerializationError, match="cannot be encoded as UTF-8"):
+            await producer.send_many(topic_name, [b"a", b"b"], headers=[("\ud800", b"x")])
+        after = await producer.send(topic_name, b"after", partition=0, headers=[("é", b"y")])
+        assert [(await before).offset, (await after).offset] == [0, 1]
+    got = (await peer(bootstrap_servers, topic_name, expect=2))[0]
+    assert [(r[3], r[4]) for r in got] == [(b"before", []), (b"after", [("é", b"y")])]
+
+
 async def test_bad_input_types(
     bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
 ) -> None:

@@ -292,7 +292,12 @@ def encode_record(
                 ) from None
             if not isinstance(hkey, str):
                 raise SerializationError(f"a header name must be str, got {type(hkey).__name__}")
-            hk = hkey.encode()
+            try:
+                hk = hkey.encode()
+            except UnicodeEncodeError as exc:  # a lone surrogate
+                raise SerializationError(
+                    f"header name {hkey!r} cannot be encoded as UTF-8: {exc.reason}"
+                ) from None
             parts += (varint(len(hk)), hk)
             if hvalue is None:
                 parts.append(NULL)
