@@ -45,6 +45,7 @@ from typing import Any
 from aiokafka_lite import errors
 from aiokafka_lite._aio import cancel_and_wait, wait_for
 from aiokafka_lite.client import KafkaClient
+from aiokafka_lite.cluster import ClusterMetadata
 from aiokafka_lite.consumer._errors import NoOffsetForPartitionError
 from aiokafka_lite.consumer.config import FETCH_RESPONSE_MARGIN, ConsumerConfig
 from aiokafka_lite.consumer.fetch_session import FetchSessionHandler
@@ -167,24 +168,55 @@ class Fetcher:
         self.new_data = asyncio.Event()
         self.stats = FetcherStats()
         self._closed = False
+        #: The id each assigned topic had when last seen (KIP-516): another id means the
+        #: topic was deleted and created again, and its positions mean nothing there.
+        self._topic_ids: dict[str, uuid.UUID] = {}
         subscription.add_change_listener(self.wake)
 
     # --- lifecycle ---------------------------------------------------------------
 
     def start(self) -> None:
         if self._task is None:
+            self._client.add_metadata_listener(self._on_metadata)
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name="aiokafka-lite-fetcher"
             )
 
     async def close(self) -> None:
         self._closed = True
+        if self._task is not None:
+            self._client.remove_metadata_listener(self._on_metadata)
         await cancel_and_wait((self._task, self._position_task, *self._tasks))
         self._task = None
         self.clear_buffer()
 
     def wake(self) -> None:
         self._wakeup.set()
+
+    def _on_metadata(self, cluster: ClusterMetadata) -> None:
+        """A topic read under a new id was deleted and created again between two
+        metadata refreshes: its partitions' start positions are looked up anew
+        (committed offset, then ``auto_offset_reset``), never the old topic's applied."""
+        ids = self._topic_ids
+        for topic in {tp.topic for tp, _ in self._subs.items()}:
+            new = cluster.topic_id(topic)
+            if new is None:
+                continue
+            old = ids.get(topic)
+            ids[topic] = new
+            if old is None or old == new:
+                continue
+            forgotten = self._subs.forget_positions(topic)
+            log.warning(
+                "topic %s was created again (id %s, was %s); forgetting the positions of %s",
+                topic,
+                new,
+                old,
+                sorted(forgotten),
+            )
+            for session in self._sessions.values():
+                session.reset()  # the sessions name the old topic id
+            self.wake()
 
     @property
     def task(self) -> asyncio.Task[None] | None:
@@ -358,10 +390,16 @@ class Fetcher:
                 session = self._sessions[node_id] = FetchSessionHandler(node_id)
             cluster = self._client.cluster
             wanted: dict[TopicPartition, tuple[int, int, int]] = {}
+            topic_ids = self._topic_ids
             for tp, state in parts:
                 offset = state.fetch_offset
                 if offset is None:
                     continue
+                if tp.topic not in topic_ids:
+                    # The id these positions belong to (see _on_metadata).
+                    topic_id = cluster.topic_id(tp.topic)
+                    if topic_id is not None:
+                        topic_ids[tp.topic] = topic_id
                 requested[tp] = (state, state.epoch, offset)
                 max_bytes = self._partition_max_bytes.get(tp, config.max_partition_fetch_bytes)
                 wanted[tp] = (offset, max_bytes, cluster.leader_epoch_for(tp))

@@ -323,6 +323,23 @@ class SubscriptionState:
         state.corrupt_offset = None
         state.epoch += 1
 
+    def forget_positions(self, topic: str) -> list[TopicPartition]:
+        """``topic`` was deleted: its assigned partitions lose their positions (and what
+        is buffered for them), so that neither a commit nor a topic created again under
+        the name gets the old topic's offsets; their start positions are looked up anew
+        (committed offset, then the reset policy). The partitions that had one."""
+        forgotten = []
+        for tp, state in self._assignment.items():
+            if tp.topic == topic and state.position is not None:
+                state.position = state.fetch_offset = None
+                state.leader_epoch = -1
+                state.reset_strategy = None
+                state.awaiting_committed = False
+                state.highwater = state.last_stable_offset = state.log_start_offset = None
+                state.epoch += 1
+                forgotten.append(tp)
+        return forgotten
+
     def need_position(self) -> list[TopicPartition]:
         """Partitions without a position and no reset pending or committed lookup running."""
         return [

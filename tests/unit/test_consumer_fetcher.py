@@ -385,6 +385,12 @@ class _FillsInRequestOrder:
         self.cluster = _OrderCluster()
         self.requests: list[list[int]] = []
 
+    def add_metadata_listener(self, callback: Any) -> None:
+        pass
+
+    def remove_metadata_listener(self, callback: Any) -> None:
+        pass
+
     async def send(self, node: int, api: object, body: Any, **kw: Any) -> dict[str, Any]:
         order = [p["partition"] for t in body["topics"] for p in t["partitions"]]
         self.requests.append(order)
@@ -438,6 +444,12 @@ class _LongPollBroker:
         self.events = events
         self.fetches = 0
         self._never = asyncio.Event()
+
+    def add_metadata_listener(self, callback: Any) -> None:
+        pass
+
+    def remove_metadata_listener(self, callback: Any) -> None:
+        pass
 
     async def send(self, node: int, api: object, body: Any, **kw: Any) -> dict[str, Any]:
         self.fetches += 1
