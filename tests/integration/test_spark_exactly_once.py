@@ -52,6 +52,17 @@ ROWS = 8_000
 PARTITIONS = 3
 
 
+def _forget_last_commit(checkpoint: Path) -> Path:
+    """A crash after the last micro-batch's tasks committed, before Spark recorded its
+    end: its commit file (and Hadoop's checksum of it) removed, so that a restarted query
+    runs that batch again. The file removed."""
+    commits = sorted((checkpoint / "commits").iterdir(), key=lambda p: p.name)
+    last = [p for p in commits if p.name.isdigit()][-1]
+    last.unlink()
+    (last.parent / f".{last.name}.crc").unlink(missing_ok=True)
+    return last
+
+
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -309,11 +320,7 @@ def test_a_micro_batch_replayed_after_a_restart(
         assert query.exception() is None
 
     run_query()
-    commits = sorted((checkpoint / "commits").iterdir(), key=lambda p: p.name)
-    last = [p for p in commits if p.name.isdigit()][-1]
-    # A crash after the last batch's tasks committed, before Spark recorded its end:
-    last.unlink()
-    (last.parent / f".{last.name}.crc").unlink(missing_ok=True)  # (Hadoop's checksum file)
+    last = _forget_last_commit(checkpoint)
     run_query()  # the restarted query runs that batch again
 
     check_read_back(
@@ -384,10 +391,7 @@ def test_a_replay_routed_by_a_topic_column_in_another_order(
         assert query.exception() is None
 
     run_query()
-    commits = sorted((checkpoint / "commits").iterdir(), key=lambda p: p.name)
-    last = [p for p in commits if p.name.isdigit()][-1]
-    last.unlink()  # a crash after the batch's tasks committed, before Spark recorded it
-    (last.parent / f".{last.name}.crc").unlink(missing_ok=True)
+    last = _forget_last_commit(checkpoint)
     Path(reverse_flag).touch()
     run_query()  # the restarted query runs that batch again, its rows reversed
 
