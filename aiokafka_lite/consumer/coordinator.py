@@ -264,17 +264,37 @@ class GroupCoordinator:
                 and meta.error_code == 0
             ]
             subs.change_subscription(subs.match_pattern(names))
+        if subs.auto_assigned:
+            self._forget_deleted_topics(cluster)
         snapshot = self._metadata_snapshot
         if snapshot is not None and self.membership.is_leader:
             for topic, count in snapshot.items():
-                parts = cluster.partitions_for_topic(topic)
-                if parts is not None and len(parts) != count:
+                now = _partition_count(cluster, topic)
+                if now is not None and now != count:
                     self._metadata_snapshot = None
                     self.membership.request_rejoin(
-                        f"topic {topic} now has {len(parts)} partitions (was {count})"
+                        f"topic {topic} now has {now} partitions (was {count})"
                     )
                     self.wake()
                     break
+
+    def _forget_deleted_topics(self, cluster: ClusterMetadata) -> None:
+        """An assigned topic the cluster says no longer exists loses its positions: a
+        topic created again under its name (on a broker without topic ids nothing else
+        tells them apart) starts from its committed offset, then ``auto_offset_reset``,
+        never from the deleted topic's offsets."""
+        unknown = errors.UnknownTopicOrPartitionError.errno
+        for topic in {tp.topic for tp in self._subs.assigned_partitions()}:
+            if cluster.topic_error(topic) == unknown and not cluster.partitions_for_topic(topic):
+                forgotten = self._subs.forget_positions(topic)
+                if forgotten:
+                    log.warning(
+                        "group %s: topic %s no longer exists; forgetting the positions of %s",
+                        self.group_id,
+                        topic,
+                        sorted(forgotten),
+                    )
+                    self._fetcher.wake()
 
     # --- main task ------------------------------------------------------------------
 
@@ -619,7 +639,9 @@ class GroupCoordinator:
                 counts[topic] = len(parts)
             else:
                 log.warning("group %s: no metadata for subscribed topic %r", self.group_id, topic)
-        self._metadata_snapshot = counts
+        # A subscribed topic missing now counts as 0 partitions, so that its creation
+        # (or a deletion of one assigned now) brings the group to a new assignment.
+        self._metadata_snapshot = {topic: counts.get(topic, 0) for topic in all_topics}
         if assignor.rack_aware and any(m.subscription.rack_id for m in members.values()):
             racks = _partition_racks(cluster, counts)
             result = assignor.assign(counts, members, partition_racks=racks)
@@ -1247,3 +1269,15 @@ def _partition_racks(
             brokers = (cluster.broker(node) for node in (meta.replicas if meta else ()))
             racks[tp] = frozenset(b.rack for b in brokers if b is not None and b.rack)
     return racks
+
+
+def _partition_count(cluster: ClusterMetadata, topic: str) -> int | None:
+    """The topic's partition count in this metadata: 0 when the cluster says the topic
+    does not exist, None when the answer does not tell (topic not asked for, or an error
+    such as a leader election)."""
+    parts = cluster.partitions_for_topic(topic)
+    if parts is not None:
+        return len(parts)
+    if cluster.topic_error(topic) == errors.UnknownTopicOrPartitionError.errno:
+        return 0
+    return None

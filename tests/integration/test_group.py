@@ -167,7 +167,7 @@ async def test_scale_from_one_to_three_members_and_back(
 
 
 async def test_static_member_restart_within_session_timeout_causes_no_rebalance(
-    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str], broker_kind: str
 ) -> None:
     create_topic(topic_name, PARTITIONS)
     group = f"g-{topic_name}"
@@ -194,7 +194,17 @@ async def test_static_member_restart_within_session_timeout_causes_no_rebalance(
         await settled(consumers, topic_name, timeout=25)
         assert a2.assignment() == owned_a
         assert b.health().generation_id == generation
-        assert rec_b.events[b_events:] == []
+        b_saw = rec_b.events[b_events:]
+        if broker_kind == "tansu" and b_saw == [("assigned", frozenset())]:
+            # Not a strict xfail: it shows only when the machine is loaded (2 of 3 runs
+            # with two CPU hogs beside the test, none of 6 on a quiet machine, not even
+            # with the leader's assignment slowed by a second).
+            pytest.xfail(
+                "Tansu 0.6.0 sometimes starts a rebalance when a static leader rejoins: the "
+                "other member's heartbeat is answered REBALANCE_IN_PROGRESS (Kafka keeps the "
+                "group stable, KIP-345); it rejoins, no partition moves"
+            )
+        assert b_saw == []
     finally:
         await asyncio.gather(*(c.stop(timeout_ms=5000) for c in consumers), return_exceptions=True)
 
