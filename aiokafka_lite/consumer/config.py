@@ -225,7 +225,7 @@ class ConsumerConfig:
         object.__setattr__(self, "assignors", assignors)
         object.__setattr__(self, "rebalance_protocol", common_protocol(assignors))
         if self.security is None:
-            security = SecurityConfig(
+            security = SecurityConfig.from_options(
                 security_protocol=self.security_protocol,
                 ssl_context=self.ssl_context,
                 sasl_mechanism=self.sasl_mechanism,

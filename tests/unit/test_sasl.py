@@ -507,3 +507,35 @@ def test_oauth_config_accepts_provider_object() -> None:
             sasl_mechanism="OAUTHBEARER",
             sasl_oauth_token_provider=42,  # type: ignore[arg-type]
         )
+
+
+@pytest.mark.parametrize("client", ["consumer", "producer", "admin"])
+def test_clients_read_aiokafkas_default_sasl_mechanism_alike(client: str) -> None:
+    """aiokafka's clients default to sasl_mechanism="PLAIN", so code written for them
+    passes it with PLAINTEXT: all three clients drop it (and the credentials) then, and
+    use it with SASL_PLAINTEXT."""
+    from aiokafka_lite.admin import AdminClient
+    from aiokafka_lite.consumer import Consumer
+    from aiokafka_lite.producer import Producer
+
+    def security(**options: object) -> SecurityConfig:
+        common = {"bootstrap_servers": "localhost:9092", **options}
+        if client == "consumer":
+            return Consumer("t", **common)._client.security  # type: ignore[arg-type]
+        if client == "producer":
+            return Producer(**common).client.security  # type: ignore[arg-type]
+        return AdminClient(**common)._client.security  # type: ignore[arg-type]
+
+    plain = security(sasl_mechanism="PLAIN", sasl_plain_username="u", sasl_plain_password="p")
+    assert (plain.security_protocol, plain.sasl_mechanism, plain.sasl_plain_username) == (
+        "PLAINTEXT",
+        None,
+        None,
+    )
+    sasl = security(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="u",
+        sasl_plain_password="p",
+    )
+    assert (sasl.sasl_mechanism, sasl.sasl_plain_username) == ("PLAIN", "u")
