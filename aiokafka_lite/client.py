@@ -169,14 +169,14 @@ class KafkaClient:
             ("metadata_max_age_ms", metadata_max_age_ms),
             ("max_in_flight_per_connection", max_in_flight_per_connection),
         ):
-            if not isinstance(value, int) or value <= 0:
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise errors.ConfigurationError(f"{name} must be a positive int, got {value!r}")
         for name, value in (
             ("retry_backoff_ms", retry_backoff_ms),
             ("reconnect_backoff_ms", reconnect_backoff_ms),
             ("reconnect_backoff_max_ms", reconnect_backoff_max_ms),
         ):
-            if not isinstance(value, int) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise errors.ConfigurationError(f"{name} must be an int >= 0, got {value!r}")
         #: The largest response a connection accepts (see connection.connect).
         self.receive_message_max_bytes = check_receive_message_max_bytes(receive_message_max_bytes)

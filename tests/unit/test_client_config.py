@@ -173,3 +173,29 @@ def test_admin_client_takes_receive_message_max_bytes() -> None:
     assert admin.client.receive_message_max_bytes == 1024 * 1024
     with pytest.raises(errors.ConfigurationError, match="receive_message_max_bytes"):
         AdminClient(receive_message_max_bytes=4096)
+
+
+_CLIENT_INT_OPTIONS = [
+    "request_timeout_ms",
+    "connect_timeout_ms",
+    "metadata_max_age_ms",
+    "max_in_flight_per_connection",
+    "retry_backoff_ms",
+    "reconnect_backoff_ms",
+    "reconnect_backoff_max_ms",
+]
+
+
+@pytest.mark.parametrize("option", _CLIENT_INT_OPTIONS)
+def test_a_bool_is_not_taken_for_an_integer_option(option: str) -> None:
+    """bool is an int subclass in Python; ``request_timeout_ms=True`` is a mistake, not
+    a 1 ms timeout."""
+    with pytest.raises(errors.ConfigurationError, match=option):
+        KafkaClient("localhost:9092", **{option: True})
+
+
+def test_the_admin_client_refuses_a_bool_timeout_at_construction() -> None:
+    from aiokafka_lite.admin import AdminClient
+
+    with pytest.raises(errors.ConfigurationError, match="request_timeout_ms"):
+        AdminClient(bootstrap_servers="localhost:9092", request_timeout_ms=True)
