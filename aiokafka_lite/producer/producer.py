@@ -372,7 +372,11 @@ class Producer:
 
         The default bound is ``delivery_timeout_ms`` (after which undelivered records
         have failed anyway). Records still undelivered at the bound fail with
-        KafkaTimeoutError. An open transaction is aborted.
+        KafkaTimeoutError. An open transaction is aborted; if the abort cannot be done
+        within the bound (the transaction coordinator unreachable, say), the failure is
+        logged, the producer still closes, and the broker aborts the transaction itself
+        after ``transaction_timeout_ms`` (its records stay invisible to read_committed
+        consumers until then).
         """
         if self._closed:
             return

@@ -88,8 +88,9 @@ def _fenced(exc: errors.KafkaError) -> errors.KafkaError:
     # The Java client reports a bad epoch on coordinator requests as "fenced".
     if isinstance(exc, errors.InvalidProducerEpochError):
         fenced = errors.ProducerFencedError(
-            "the producer was fenced: another producer with the same transactional_id "
-            "started (" + exc.message + ")"
+            "the producer was fenced: its epoch is no longer current, because another "
+            "producer with the same transactional_id started or the transaction coordinator "
+            "aborted the open transaction after transaction_timeout_ms (" + exc.message + ")"
         )
         fenced.__cause__ = exc
         return fenced
