@@ -181,6 +181,18 @@ class ConfigsAdmin(AdminBase):
         Each resource maps to `AlterConfigOp` operations, or to a ``{name: value}``
         dict where a value sets the config and ``None`` resets it to its default.
         """
+        return await self._alter_configs(
+            "incremental_alter_configs", changes, validate_only, timeout_ms
+        )
+
+    async def _alter_configs(
+        self,
+        call: str,
+        changes: Mapping[ConfigResource, Iterable[AlterConfigOp] | Mapping[str, Any]],
+        validate_only: bool,
+        timeout_ms: int | None,
+    ) -> AdminResults[ConfigResource, ResourceResult]:
+        """IncrementalAlterConfigs for ``changes``; errors and timeouts name ``call``."""
         ops: dict[ConfigResource, list[AlterConfigOp]] = {}
         for resource, change in changes.items():
             if not isinstance(resource, ConfigResource):
@@ -227,7 +239,7 @@ class ConfigsAdmin(AdminBase):
 
         if not ops:
             return AdminResults()
-        return await self._run("incremental_alter_configs", timeout_ms, body)
+        return await self._run(call, timeout_ms, body)
 
     async def alter_configs(
         self,
@@ -247,7 +259,7 @@ class ConfigsAdmin(AdminBase):
                     f"alter_configs needs ConfigResource(..., configs={{...}}), got {resource!r}"
                 )
             changes[resource] = resource.configs
-        return await self.incremental_alter_configs(changes, validate_only, timeout_ms)
+        return await self._alter_configs("alter_configs", changes, validate_only, timeout_ms)
 
     # --- consumer groups ---------------------------------------------------------
 

@@ -15,7 +15,13 @@ from typing import Any
 import pytest
 
 from aiokafka_lite import errors
-from aiokafka_lite.admin import AdminClient, NewPartitions, NewTopic
+from aiokafka_lite.admin import (
+    AdminClient,
+    ConfigResource,
+    ConfigResourceType,
+    NewPartitions,
+    NewTopic,
+)
 from aiokafka_lite.protocol.api import ApiKey, RequestHeader
 from aiokafka_lite.protocol.group_protocol import (
     Subscription,
@@ -160,6 +166,19 @@ async def test_a_broker_that_never_answers_hits_the_timeout(
     with pytest.raises(errors.KafkaTimeoutError, match="delete_consumer_groups"):
         await admin.delete_consumer_groups(["g"], timeout_ms=400)
     assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize("call", ["alter_configs", "incremental_alter_configs"])
+async def test_a_config_change_that_times_out_names_the_call_made(
+    broker: ScriptedBroker, admin: AdminClient, call: str
+) -> None:
+    broker.scripts[ApiKey.INCREMENTAL_ALTER_CONFIGS] = lambda header, body, count: None
+    resource = ConfigResource(ConfigResourceType.TOPIC, "t", configs={"retention.ms": "1000"})
+    with pytest.raises(errors.KafkaTimeoutError, match=rf"^{call} did not complete"):
+        if call == "alter_configs":
+            await admin.alter_configs([resource], timeout_ms=300)
+        else:
+            await admin.incremental_alter_configs({resource: resource.configs}, timeout_ms=300)
 
 
 async def test_a_call_timing_out_keeps_the_shared_connection(
