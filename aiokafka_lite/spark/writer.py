@@ -345,7 +345,12 @@ async def _produce(
     producer = Producer(**kwargs)
     timeout_s = producer.config.delivery_timeout_ms / 1000 + 10
     # (With a transactional id, start() fences every earlier attempt of this task.)
-    await wait_for(producer.start(), producer.config.request_timeout_ms / 1000 + 10)
+    try:
+        await wait_for(producer.start(), producer.config.request_timeout_ms / 1000 + 10)
+    except errors.KafkaError as exc:
+        # The task's error is what the Spark user sees: say which write failed.
+        where = f"topic {opts.topic}" if opts.topic else "the rows' topic column"
+        raise type(exc)(f"aiokafka_lite data source: writing to {where}: {exc}") from exc
     message = KafkaCommitMessage()
     router = _PartitionBatches(producer, message)
     try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+import socket
 import threading
 import time
 import zlib
@@ -381,6 +382,17 @@ def stream(spark: SparkSession, bootstrap: str, **options: str) -> DataFrame:
     for key, value in options.items():
         r = r.option(key, value)
     return r.load()
+
+
+def test_a_write_to_an_unreachable_cluster_names_the_topic(spark: SparkSession) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    df = spark.createDataFrame([("x",)], "value string").coalesce(1)
+    with pytest.raises(PySparkException, match=r"writing to topic nowhere-topic: .*127\.0\.0\.1"):
+        df.write.format(FORMAT).mode("append").option(
+            "kafka.bootstrap.servers", f"127.0.0.1:{port}"
+        ).option("kafka.request.timeout.ms", "2000").option("topic", "nowhere-topic").save()
 
 
 def test_streaming_read_picks_up_records_produced_after_start(
