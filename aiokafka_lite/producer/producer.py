@@ -1218,9 +1218,9 @@ class Producer:
     async def _abort(self, deadline: float) -> None:
         txn = self._transactions()
         txn.start_abort()
-        acc = self._accumulator
-        assert acc is not None
-        acc.abort_undrained(TransactionAbortedError("the transaction was aborted"))
+        sender = self._sender
+        assert sender is not None
+        sender.abort_queued(TransactionAbortedError("the transaction was aborted"))
         await self._flush_until(deadline)
         await txn.end_transaction(False, deadline)
 

@@ -258,7 +258,7 @@ class Sender:
         if txn.transactional and txn.has_error:
             # An abortable error: nothing more of this transaction goes out.
             assert txn.last_error is not None
-            self.acc.abort_undrained(txn.last_error)
+            self.abort_queued(txn.last_error)
         task = self._pid_task
         if task is not None and task.done() and txn.has_producer_id:
             # Another path (aborting a transaction) got the id meanwhile.
@@ -328,6 +328,24 @@ class Sender:
                 # now, or their batches would wait for a wakeup that never comes.
                 self._start_add_partitions(txn)
         return None
+
+    def abort_queued(self, exc: BaseException) -> None:
+        """Fail every batch still queued with ``exc`` (a transaction that ends in an abort).
+
+        A retry among them took its sequence numbers in this generation, and the broker
+        may not have written them: the next batch of its partition would leave a gap the
+        broker refuses (OUT_OF_ORDER_SEQUENCE_NUMBER) for as long as the epoch lasts. So
+        this is a hole as for a batch that failed after it was sent: the epoch is bumped
+        (when the transaction is aborted), which restarts the sequences.
+        """
+        txn = self.txn
+        if txn is not None and any(
+            batch.sequence_epoch == txn.generation
+            for queue in self.acc.batches.values()
+            for batch in queue
+        ):
+            txn.request_epoch_bump(exc)
+        self.acc.abort_undrained(exc)
 
     def _start_add_partitions(self, txn: TransactionManager) -> asyncio.Task[None]:
         add = self._add_task = asyncio.get_running_loop().create_task(

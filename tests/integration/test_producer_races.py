@@ -284,3 +284,67 @@ async def test_send_many_failing_part_way_hands_over_the_futures_of_what_it_buff
             )
         assert not hasattr(first.value, "buffered_futures")  # nothing was buffered
     assert [value for _, _, value in log.written] == [b"a1", b"a2", b"k1", b"k2"]
+
+
+async def test_an_abort_that_drops_a_retry_restarts_the_sequences(
+    broker: tuple[ScriptedBroker, Log],
+) -> None:
+    """A batch refused with NOT_LEADER_OR_FOLLOWER waits for its retry when the
+    transaction is aborted: its records fail, and the sequence numbers it took are never
+    written. The broker, which checks sequences as Kafka does, refuses a later sequence
+    of the same epoch as out of order: the abort must bump the epoch (sequences restart
+    at 0), or the next transaction's records are refused until they expire."""
+    scripted, log = broker
+    expected: dict[tuple[int, int], int] = {}  # (epoch, partition) -> next sequence
+    sent: list[tuple[int, int]] = []  # (epoch, base sequence) of each produced batch
+    answer_produce = scripted.scripts[ApiKey.PRODUCE]
+    refused = asyncio.Event()
+
+    def refuse(partition: int, code: int) -> dict[str, Any]:
+        response = {"index": partition, "error_code": code, "base_offset": -1}
+        response |= {"log_append_time_ms": -1, "log_start_offset": 0}
+        return {
+            "responses": [{"name": "t", "partition_responses": [response]}],
+            "throttle_time_ms": 0,
+        }
+
+    def produce(header: RequestHeader, body: dict[str, Any], count: int) -> Any:
+        partition = body["topic_data"][0]["partition_data"][0]
+        data = _records(partition["records"])
+        _, epoch, sequence = struct.unpack_from(">qhi", data, 43)
+        (records,) = struct.unpack_from(">i", data, 57)
+        sent.append((epoch, sequence))
+        if count == 2:
+            refused.set()
+            return refuse(partition["index"], errors.NotLeaderOrFollowerError.errno)
+        if sequence != expected.get((epoch, partition["index"]), 0):
+            return refuse(partition["index"], errors.OutOfOrderSequenceNumberError.errno)
+        expected[epoch, partition["index"]] = sequence + records
+        return answer_produce(header, body, count)
+
+    scripted.scripts[ApiKey.PRODUCE] = produce
+    producer = Producer(
+        bootstrap_servers=scripted.bootstrap,
+        transactional_id="tx",
+        linger_ms=0,
+        retry_backoff_ms=1000,
+        delivery_timeout_ms=3000,
+        request_timeout_ms=2000,
+    )
+    await producer.start()
+    try:
+        await producer.begin_transaction()
+        await producer.send_and_wait("t", b"r1", partition=0)
+        retried = await producer.send("t", b"r2", partition=0)
+        await asyncio.wait_for(refused.wait(), 5)
+        await asyncio.sleep(0.1)  # (refused: waiting 1 s for its retry)
+        await producer.abort_transaction()
+        with pytest.raises(errors.TransactionAbortedError):
+            await retried
+        await producer.begin_transaction()
+        await asyncio.wait_for(producer.send_and_wait("t", b"r3", partition=0), 5)
+        await producer.commit_transaction()
+    finally:
+        await producer.stop(timeout=2)
+    assert sent == [(0, 0), (0, 1), (1, 0)]
+    assert [value for _, _, value in log.written] == [b"r1", b"r3"]
