@@ -114,6 +114,9 @@ class Sender:
         # linger behind a batch that went): the loop must wake for it.
         self._drain_wait = math.inf
         self._muted: set[TopicPartition] = set()
+        #: Per partition, the retry (a batch sent again with its sequence) whose answer
+        #: is awaited: new batches of the partition wait for it (see _drain).
+        self._retry_in_flight: dict[TopicPartition, ProducerBatch] = {}
         self._connecting: set[int] = set()
         self._wake_future: asyncio.Future[None] | None = None
         self._wake_at = math.inf
@@ -462,9 +465,17 @@ class Sender:
                         del acc.batches[tp]
                     self._fail_batch(batch, self._maybe_written_error(batch), sent=True)
                     continue
-                if batch.sequence_epoch == txn.generation and txn.in_flight.get(tp, 0):
-                    # A retry goes out only after everything sent before it came back,
-                    # so the partition's sequence stays in order.
+                if batch.sequence_epoch == txn.generation:
+                    if txn.in_flight.get(tp, 0):
+                        # A retry goes out only after everything sent before it came
+                        # back, so the partition's sequence stays in order.
+                        continue
+                elif tp in self._retry_in_flight:
+                    # Nothing new goes behind an unanswered retry: the broker recognises
+                    # a retry of a batch it wrote only among the producer's last five
+                    # batches of the partition. Were new ones written while the retry's
+                    # answer is lost (again), the next retry would be refused as out of
+                    # order until it expires, and every batch behind it with it.
                     continue
             batch_size = batch.size()
             if batches and size + batch_size > max_size:
@@ -477,6 +488,8 @@ class Sender:
                     seq = txn.next_sequence(tp, batch.record_count)
                     batch.set_producer_state(txn.producer_id, txn.producer_epoch, seq)
                     batch.sequence_epoch = txn.generation
+                else:
+                    self._retry_in_flight[tp] = batch
                 txn.in_flight[tp] = txn.in_flight.get(tp, 0) + 1
             if self.guarantee_order:
                 self._muted.add(tp)
@@ -702,6 +715,8 @@ class Sender:
         batch.in_flight = False
         if self.guarantee_order:
             self._muted.discard(batch.tp)
+        if self._retry_in_flight.get(batch.tp) is batch:
+            del self._retry_in_flight[batch.tp]
         txn = self.txn
         if txn is not None:
             count = txn.in_flight.get(batch.tp, 0)

@@ -957,6 +957,75 @@ async def test_lost_responses_resent_in_order_and_acknowledged_as_duplicates() -
     await producer.stop(timeout=1)
 
 
+class _KafkaPartition:
+    """A partition's log as Kafka keeps it for one producer: a batch is written only if
+    its sequence follows the last one of its epoch (0 for a new epoch), and a batch
+    sent again is recognised as a duplicate only among the last five written."""
+
+    def __init__(self) -> None:
+        self.values: list[bytes | None] = []
+        #: The last five batches written: (epoch, first sequence, last sequence, offset).
+        self.batches: list[tuple[int, int, int, int]] = []
+
+    def append(self, request: Request) -> tuple[int, int]:
+        """Write the request's batch; (error code, base offset) as Kafka answers."""
+        batch = request.batch
+        epoch, first = batch.producer_epoch, batch.base_sequence
+        for known_epoch, known_first, _, offset in self.batches:
+            if (known_epoch, known_first) == (epoch, first):
+                return 0, offset  # a duplicate: its offset, nothing written
+        last = self.batches[-1] if self.batches else None
+        expected = last[2] + 1 if last is not None and last[0] == epoch else 0
+        if first != expected:
+            return errors.OutOfOrderSequenceNumberError.errno, -1
+        offset = len(self.values)
+        self.values += request.values
+        self.batches = [*self.batches, (epoch, first, first + len(request.values) - 1, offset)]
+        del self.batches[:-5]
+        return 0, offset
+
+
+async def test_a_retry_in_flight_holds_back_new_batches_of_its_partition() -> None:
+    # Five batches are written, the first answered REQUEST_TIMED_OUT. Its retry (alone:
+    # the other four were answered) is written as a duplicate, but the connection drops
+    # before the answer. Had new batches gone out behind the retry, the broker would
+    # have written them too, and the first batch would have left its window of five:
+    # each further retry refused as out of order until delivery_timeout_ms, and every
+    # batch behind it stuck. Held back while the retry is unanswered, nothing passes it.
+    producer, client = await start(max_batch_size=60, delivery_timeout_ms=3000)
+    log = _KafkaPartition()
+    held: list[Request] = []
+
+    def broker() -> None:
+        request = client.produce_requests[-1]
+        code, offset = log.append(request)
+        if len(client.produce_requests) == 1:
+            code = errors.RequestTimedOutError.errno  # (written all the same)
+        if held or len(client.produce_requests) == 6:  # from the first retry on
+            held.append(request)  # its answer is lost with the connection
+            return
+        asyncio.get_running_loop().call_soon(request.answer, code, offset)
+
+    client.on_request = broker
+    first = [await producer.send(TOPIC, b"%d" % i + b"." * 40, partition=0) for i in range(5)]
+    await until(requests_sent(client, 5))
+    later = [await producer.send(TOPIC, b"%d" % i + b"." * 40, partition=0) for i in range(5, 9)]
+    await until(requests_sent(client, 6))
+    await asyncio.sleep(0.05)
+    assert first_byte(held[0]) == b"0"  # the retry
+    sent_meanwhile = len(held) - 1
+    for request in held:
+        request.fail(errors.KafkaConnectionError("connection closed"))
+    held.clear()
+    results = await asyncio.wait_for(asyncio.gather(*first, *later, return_exceptions=True), 10)
+    outcomes = [r if isinstance(r, BaseException) else r.offset for r in results]
+    assert outcomes == list(range(9)), outcomes
+    assert sent_meanwhile == 0
+    assert [int(v[:1]) for v in log.values if v is not None] == list(range(9))
+    assert len(client.init_requests) == 1  # no epoch bump
+    await producer.stop(timeout=1)
+
+
 async def test_after_an_epoch_bump_batches_go_again_in_send_order() -> None:
     # A real gap bumps the epoch with batches to resend and one never sent; they get
     # fresh sequences under the new epoch, in send order. When those requests fail too
