@@ -156,7 +156,11 @@ class Fetcher:
         #: on the loop's clock).
         self._read_replicas: dict[TopicPartition, tuple[int, float]] = {}
         self._partition_max_bytes: dict[TopicPartition, int] = {}
-        self._position_task: asyncio.Task[None] | None = None
+        #: Partition -> its epoch when the lookup of its start position now running
+        #: began. Lookups run side by side: one whose leader does not answer holds up no
+        #: other partition's, and a partition moved since (a seek, another reset) is
+        #: looked up anew.
+        self._looking_up: dict[TopicPartition, int] = {}
         self._position_backoff_until = 0.0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._task: asyncio.Task[None] | None = None
@@ -186,7 +190,7 @@ class Fetcher:
         self._closed = True
         if self._task is not None:
             self._client.remove_metadata_listener(self._on_metadata)
-        await cancel_and_wait((self._task, self._position_task, *self._tasks))
+        await cancel_and_wait((self._task, *self._tasks))
         self._task = None
         self.clear_buffer()
 
@@ -714,34 +718,55 @@ class Fetcher:
         return [tp for tp in tps if tp not in held] if held else tps
 
     def _maybe_update_positions(self) -> float | None:
-        """Start looking up the missing start positions; when a failed lookup's backoff
-        holds them back, the time to try again."""
-        if self._position_task is not None and not self._position_task.done():
-            return None
+        """Start looking up the missing start positions not being looked up; when a failed
+        lookup's backoff holds them back, the time to try again."""
         if asyncio.get_running_loop().time() < self._position_backoff_until:
             return self._position_backoff_until
-        need = self._unheld(self._subs.need_position())
+        need = self._not_looked_up(self._unheld(self._subs.need_position()))
         if need and self._committed_lookup is None:
             for tp in need:
                 self._subs.request_reset(tp)
             need = []
-        resets = self._unheld(self._subs.need_reset())
+        resets = self._not_looked_up(self._unheld(self._subs.need_reset()))
         if need or resets:
-            self._position_task = asyncio.get_running_loop().create_task(
-                self._update_positions(need, resets), name="aiokafka-lite-positions"
-            )
+            # Booked now, not when the task starts: the next round must not start another.
+            marks: dict[TopicPartition, int] = {}
+            self._mark_looked_up([*need, *resets], marks)
+            self._spawn(self._update_positions(need, resets, marks), "aiokafka-lite-positions")
         return None
 
+    def _not_looked_up(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+        looking_up = self._looking_up
+        if not looking_up:
+            return tps
+        return [tp for tp in tps if looking_up.get(tp) != self._subs.state(tp).epoch]
+
+    def _mark_looked_up(
+        self, tps: Iterable[TopicPartition], marks: dict[TopicPartition, int]
+    ) -> None:
+        """Book ``tps`` as looked up at their epochs now, in ``marks`` (the lookup's own)."""
+        for tp in tps:
+            state = self._subs.get_state(tp)
+            if state is not None:
+                marks[tp] = self._looking_up[tp] = state.epoch
+
     async def _update_positions(
-        self, need_committed: list[TopicPartition], need_reset: list[TopicPartition]
+        self,
+        need_committed: list[TopicPartition],
+        need_reset: list[TopicPartition],
+        marks: dict[TopicPartition, int],
     ) -> None:
         try:
             if need_committed and self._committed_lookup is not None:
                 await self._final_unless_retriable(
                     need_committed, self._load_committed(need_committed)
                 )
-            resets = self._unheld(self._subs.need_reset())
+            # This lookup's partitions with a reset to do: those it was given, and those
+            # without a committed offset (moved to a new epoch by their reset request).
+            mine = {*need_committed, *need_reset}
+            resets = [tp for tp in self._unheld(self._subs.need_reset()) if tp in mine]
             if resets:
+                self._mark_looked_up(resets, marks)
                 await self._final_unless_retriable(resets, self._reset_offsets(resets))
         except asyncio.CancelledError:
             raise
@@ -753,6 +778,9 @@ class Fetcher:
             log.exception("position update failed")
             self._position_backoff()  # a bug, not the broker: never in a tight loop
         finally:
+            for tp, epoch in marks.items():
+                if self._looking_up.get(tp) == epoch:
+                    del self._looking_up[tp]
             self.wake()
 
     async def _final_unless_retriable(

@@ -273,3 +273,29 @@ async def test_a_stalled_node_does_not_stop_the_consumer_reading_the_others(
             assert await read_values(consumer, 50, 15) == [b"%d" % i for i in range(0, 100, 2)]
             front.proxies["b"].clear_blackhole()
             assert await read_values(consumer, 50, 30) == [b"%d" % i for i in range(1, 100, 2)]
+
+
+async def test_a_stalled_node_holds_up_no_other_partitions_seek(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """Node b never answers, so the start position of partition 1 (led by b) is looked
+    up until request_timeout_ms: a seek_to_end / seek_to_beginning of partition 0 (led
+    by node a) meanwhile gets its position from a at once, not after b's lookup gives
+    up (the consumer looked positions up one lookup at a time: 2 s, then a timeout)."""
+    create_topic(topic_name, 2)
+    async with Producer(bootstrap_servers=bootstrap_servers) as producer:
+        for i in range(6):  # one record a batch: Tansu's ListOffsets(latest) is right then
+            await producer.send_and_wait(topic_name, b"%d" % i, partition=i % 2)
+    p0 = TopicPartition(topic_name, 0)
+    async with cluster_front(bootstrap_servers, NODES, split_leaders) as front:
+        front.proxies["b"].blackhole()
+        async with front_consumer(front, topic_name) as consumer:
+            assert await consumer.position(p0, timeout_ms=3000) == 0
+            start = time.monotonic()
+            await consumer.seek_to_end(p0, timeout_ms=2000)
+            assert await consumer.position(p0) == 3
+            await consumer.seek_to_beginning(p0, timeout_ms=2000)
+            assert await consumer.position(p0) == 0
+            took = time.monotonic() - start
+            front.proxies["b"].clear_blackhole()
+    assert took < 1.0, took
