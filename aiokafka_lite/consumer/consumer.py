@@ -527,10 +527,10 @@ class Consumer:
         Waits for up to ``timeout_ms`` (forever when None) and then raises
         :class:`~aiokafka_lite.errors.KafkaTimeoutError`, saying why nothing came.
         """
+        parts = set(_topic_partitions("getone", partitions))
         fetcher, coordinator = self._check_running()
         loop = asyncio.get_running_loop()
         deadline = None if timeout_ms is None else loop.time() + timeout_ms / 1000
-        parts = set(partitions)
         while True:
             fetcher, coordinator = self._check_running()
             self._last_poll = time.monotonic()
@@ -565,13 +565,15 @@ class Consumer:
         At most ``max_records`` (default ``max_poll_records``) in all. Returns ``{}``
         when nothing arrived in time.
         """
+        parts = set(_topic_partitions("getmany", partitions))
+        if max_records is not None and (
+            isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1
+        ):
+            raise ValueError(f"max_records must be an int >= 1, got {max_records!r}")
         fetcher, coordinator = self._check_running()
-        if max_records is not None and max_records < 1:
-            raise ValueError("max_records must be >= 1")
         limit = max_records or self._max_records
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout_ms, 0) / 1000
-        parts = set(partitions)
         while True:
             fetcher, coordinator = self._check_running()
             self._last_poll = time.monotonic()
@@ -762,19 +764,23 @@ class Consumer:
         self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
     ) -> dict[TopicPartition, int]:
         """The earliest offset of each partition."""
-        return await self._offsets(partitions, -2, timeout_ms)
+        return await self._offsets("beginning_offsets", partitions, -2, timeout_ms)
 
     async def end_offsets(
         self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
     ) -> dict[TopicPartition, int]:
         """The end offset of each partition (the last stable offset with read_committed)."""
-        return await self._offsets(partitions, -1, timeout_ms)
+        return await self._offsets("end_offsets", partitions, -1, timeout_ms)
 
     async def _offsets(
-        self, partitions: Iterable[TopicPartition], timestamp: int, timeout_ms: int | None
+        self,
+        method: str,
+        partitions: Iterable[TopicPartition],
+        timestamp: int,
+        timeout_ms: int | None,
     ) -> dict[TopicPartition, int]:
+        parts = _topic_partitions(method, partitions)
         fetcher, _ = self._check_running()
-        parts = list(partitions)
         deadline = Deadline(self._timeout(timeout_ms), "looking up offsets")
         await self._ensure_metadata(parts, deadline)
         found = await fetcher.list_offsets({tp: timestamp for tp in parts}, deadline.remaining_ms())
@@ -787,6 +793,7 @@ class Consumer:
 
         ``None`` for a partition without such a record.
         """
+        _topic_partitions("offsets_for_times", timestamps)
         fetcher, _ = self._check_running()
         checked: dict[TopicPartition, int] = {}
         for tp, ts in timestamps.items():
@@ -1105,6 +1112,24 @@ class AIOKafkaConsumer(Consumer):
 
 
 _GETONE = Consumer.getone
+
+
+def _topic_partitions(method: str, partitions: Iterable[Any]) -> list[TopicPartition]:
+    """``partitions`` as a list, each checked to be a topic partition: a topic name (or a
+    bare TopicPartition where a list is wanted, whose items are a name and a number)
+    would otherwise match nothing and be waited for, or fail deep inside. Another
+    client's TopicPartition (aiokafka's) is a named tuple equal to ours, and passes."""
+    if isinstance(partitions, (str, TopicPartition)):
+        raise TypeError(f"{method}() takes a list of TopicPartition values, got {partitions!r}")
+    parts = list(partitions)
+    for tp in parts:
+        if not (
+            isinstance(tp, tuple)
+            and isinstance(getattr(tp, "topic", None), str)
+            and isinstance(getattr(tp, "partition", None), int)
+        ):
+            raise TypeError(f"{method}() takes TopicPartition values, got {tp!r}")
+    return parts
 
 
 def _offset_and_metadata(tp: TopicPartition, spec: CommitOffset) -> OffsetAndMetadata:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from aiokafka import TopicPartition as AIOKafkaTopicPartition
 
 from aiokafka_lite import errors
 from aiokafka_lite.consumer import (
@@ -545,6 +546,34 @@ async def test_getmany_limits(
     # Every record exactly once, in order per partition.
     for p in (0, 1):
         assert [r.offset for r in seen if r.partition == p] == list(range(30))
+
+
+async def test_partition_arguments_that_are_not_topic_partitions_are_refused(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """A topic name (or a bare TopicPartition where a list is wanted) is refused with a
+    TypeError naming the method, as assign() does: getmany("t") returned {} after its
+    timeout and getone("t") waited for ever, beginning_offsets(tp) raised AttributeError;
+    and max_records must be an int (2.5 was taken)."""
+    create_topic(topic_name, 1)
+    tp = TopicPartition(topic_name, 0)
+    async with assigned_consumer(bootstrap_servers, [tp]) as c:
+        calls: dict[str, Callable[[], Any]] = {
+            "getmany": lambda: c.getmany(topic_name, timeout_ms=300),  # type: ignore[arg-type]
+            "getone": lambda: c.getone(topic_name, timeout_ms=300),  # type: ignore[arg-type]
+            "beginning_offsets": lambda: c.beginning_offsets(tp),
+            "end_offsets": lambda: c.end_offsets([topic_name]),  # type: ignore[list-item]
+            "offsets_for_times": lambda: c.offsets_for_times({topic_name: 0}),  # type: ignore[dict-item]
+        }
+        for method, call in calls.items():
+            with pytest.raises(TypeError, match=rf"^{method}\(\) takes"):
+                await call()
+        for bad in (2.5, True):
+            with pytest.raises(ValueError, match="max_records must be an int >= 1"):
+                await c.getmany(max_records=bad)  # type: ignore[arg-type]
+        # aiokafka's TopicPartition (a named tuple equal to ours) is still taken.
+        assert await c.end_offsets([AIOKafkaTopicPartition(topic_name, 0)]) == {tp: 0}
+        assert await c.getmany(AIOKafkaTopicPartition(topic_name, 0)) == {}
 
 
 async def test_getmany_timeout_returns_empty_in_time(
