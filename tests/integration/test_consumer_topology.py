@@ -26,6 +26,25 @@ async def _create(admin: AdminClient, topic: str) -> None:
         await asyncio.sleep(0.1)
 
 
+async def _delete(admin: AdminClient, topic: str) -> None:
+    (await admin.delete_topics([topic])).raise_for_errors()
+    deadline = time.monotonic() + 10
+    while topic in await admin.list_topics():
+        assert time.monotonic() < deadline, "deleted topic still listed"
+        await asyncio.sleep(0.05)
+
+
+async def _drain(
+    consumers: list[Consumer], got: list[tuple[int, bytes]], seconds: float, until: int
+) -> None:
+    """Read (offset, value) pairs into ``got`` until it holds ``until`` or time is up."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and len(got) < until:
+        for consumer in consumers:
+            batch = await consumer.getmany(timeout_ms=100)
+            got.extend((r.offset, r.value) for rs in batch.values() for r in rs)
+
+
 async def _produce(bootstrap: str, topic: str, prefix: str, count: int) -> None:
     async with Producer(bootstrap_servers=bootstrap) as producer:
         for i in range(count):
@@ -60,23 +79,12 @@ async def test_topic_created_again_between_metadata_refreshes_is_read_from_its_s
         metadata_max_age_ms=1000,
         **options,
     ) as consumer:
-
-        async def drain(seconds: float, until: int) -> None:
-            deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline and len(got) < until:
-                batch = await consumer.getmany(timeout_ms=200)
-                got.extend((r.offset, r.value) for rs in batch.values() for r in rs)
-
-        await drain(20, 50)
+        await _drain([consumer], got, 20, 50)
         assert [o for o, _ in got] == list(range(50))
-        (await admin.delete_topics([topic])).raise_for_errors()
-        deadline = time.monotonic() + 10
-        while topic in await admin.list_topics():
-            assert time.monotonic() < deadline, "deleted topic still listed"
-            await asyncio.sleep(0.05)
+        await _delete(admin, topic)
         await _create(admin, topic)
         await _produce(bootstrap_servers, topic, "new", 80)
-        await drain(20, 130)
+        await _drain([consumer], got, 20, 130)
     assert got[50:] == [(i, b"new%d" % i) for i in range(80)]
 
 
@@ -112,23 +120,11 @@ async def test_group_topic_deleted_then_created_again_is_read_from_its_start(
     for consumer in consumers:
         await consumer.start()
     try:
-
-        async def drain(seconds: float, until: int) -> None:
-            deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline and len(got) < until:
-                for consumer in consumers:
-                    batch = await consumer.getmany(timeout_ms=100)
-                    got.extend((r.offset, r.value) for rs in batch.values() for r in rs)
-
-        await drain(30, 50)
+        await _drain(consumers, got, 30, 50)
         assert [o for o, _ in got] == list(range(50))
-        (await admin.delete_topics([topic])).raise_for_errors()
-        deadline = time.monotonic() + 10
-        while topic in await admin.list_topics():
-            assert time.monotonic() < deadline, "deleted topic still listed"
-            await asyncio.sleep(0.05)
+        await _delete(admin, topic)
         # Nothing to read; long enough for several metadata refreshes to see it gone.
-        await drain(3, 130)
+        await _drain(consumers, got, 3, 130)
         # Held while the new topic fills, so that a fetch at the old position (50) would
         # find records there instead of OFFSET_OUT_OF_RANGE; an application that is slow
         # to poll meets the same.
@@ -138,7 +134,7 @@ async def test_group_topic_deleted_then_created_again_is_read_from_its_start(
         await _produce(bootstrap_servers, topic, "new", 80)
         for consumer in consumers:
             consumer.resume(*consumer.paused())
-        await drain(30, 130)
+        await _drain(consumers, got, 30, 130)
     finally:
         for consumer in consumers:
             await consumer.stop()
