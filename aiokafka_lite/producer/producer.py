@@ -961,23 +961,28 @@ class Producer:
             append = batch.append
             start_budget = budget
             pending = _END
-            for v in _chain((value,), it):
-                if v.__class__ is not bytes or not append(ts, None, v, None):
-                    # Full (or not bytes): send() takes it, and finds the batch as it
-                    # would have (it closes the batch itself when its append fails).
-                    batch.open = True
-                    pending = v
-                    break
-                n += 1
-                budget -= len(v) + 8
-                if budget <= 0:
-                    break
-            count = n - first
-            if count:
-                batch.timestamps += [ts] * count
-                if partition is None:
-                    partitioner.on_append(topic, p, start_budget - budget)
-                futures._add_run(batch, first, count)
+            try:
+                for v in _chain((value,), it):
+                    if v.__class__ is not bytes or not append(ts, None, v, None):
+                        # Full (or not bytes): send() takes it, and finds the batch as it
+                        # would have (it closes the batch itself when its append fails).
+                        batch.open = True
+                        pending = v
+                        break
+                    n += 1
+                    budget -= len(v) + 8
+                    if budget <= 0:
+                        break
+            finally:
+                # Also when append raised (a record too large): the run's records are in
+                # the batch and will be sent, so they need their timestamps (the batch's
+                # metadata is indexed by them) and their futures (buffered_futures).
+                count = n - first
+                if count:
+                    batch.timestamps += [ts] * count
+                    if partition is None:
+                        partitioner.on_append(topic, p, start_budget - budget)
+                    futures._add_run(batch, first, count)
             if pending is not _END:
                 return pending
             if budget > 0:  # the loop ran out of values

@@ -286,6 +286,28 @@ async def test_send_many_failing_part_way_hands_over_the_futures_of_what_it_buff
     assert [value for _, _, value in log.written] == [b"a1", b"a2", b"k1", b"k2"]
 
 
+async def test_send_many_meeting_a_too_large_record_mid_run_keeps_the_run_accounted(
+    broker: tuple[ScriptedBroker, Log],
+) -> None:
+    """A value too large for max_request_size met inside a keyless run of records going
+    into an open batch: the records of the run before it were appended, so their futures
+    are among buffered_futures, and the batch (which later records join) still resolves
+    every future. (They were missing, and the batch's completion then failed on them:
+    its futures, that of a later send() included, never resolved.)"""
+    scripted, log = broker
+    async with Producer(
+        bootstrap_servers=scripted.bootstrap, linger_ms=50, max_request_size=2000
+    ) as producer:
+        with pytest.raises(errors.RecordTooLargeError) as too_large:
+            await producer.send_many("t", [b"a1", b"a2", b"a3", b"x" * 5000, b"a5"], partition=0)
+        buffered = too_large.value.buffered_futures  # type: ignore[attr-defined]
+        later = await producer.send("t", b"later", partition=0)
+        offsets = await asyncio.wait_for(asyncio.gather(*buffered, later), 5)
+    assert len(buffered) == 3
+    assert [md.offset for md in offsets] == [0, 1, 2, 3]
+    assert [value for _, _, value in log.written] == [b"a1", b"a2", b"a3", b"later"]
+
+
 async def test_an_abort_that_drops_a_retry_restarts_the_sequences(
     broker: tuple[ScriptedBroker, Log],
 ) -> None:
