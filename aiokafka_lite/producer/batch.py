@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka_lite.errors import SerializationError
+from aiokafka_lite.errors import IllegalStateError, SerializationError
 from aiokafka_lite.producer.accumulator import ProducerBatch
 from aiokafka_lite.producer.config import Serializer
 from aiokafka_lite.producer.types import checked_timestamp
@@ -46,7 +46,14 @@ class BatchBuilder:
     included); without one they must be bytes or ``None``.
     """
 
-    __slots__ = ("_append", "_batch", "_closed", "_key_serializer", "_value_serializer")
+    __slots__ = (
+        "_append",
+        "_batch",
+        "_closed",
+        "_key_serializer",
+        "_queued",
+        "_value_serializer",
+    )
 
     def __init__(
         self,
@@ -62,6 +69,8 @@ class BatchBuilder:
         )
         self._append = self._batch.append
         self._closed = False
+        #: Handed to the accumulator by send_batch (see _take).
+        self._queued = False
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
 
@@ -110,8 +119,22 @@ class BatchBuilder:
         return self._closed
 
     def _take(self) -> ProducerBatch:
+        """The batch, for send_batch to queue. Only once: queued again, the one batch
+        object would be in the accumulator twice, and once it completed (its buffer
+        dropped) a second queueing could never complete, holding its memory and every
+        flush() up."""
+        if self._queued:
+            raise IllegalStateError(
+                "this batch was sent already; build the next one with create_batch()"
+            )
+        self._queued = True
         self._closed = True
         return self._batch
+
+    def _untake(self) -> None:
+        """send_batch did not queue the batch after all (it gave up waiting for buffer
+        memory, say): it may be sent again."""
+        self._queued = False
 
 
 def _serialized(serializer: Serializer, data: Any, what: str) -> Any:

@@ -1110,18 +1110,23 @@ class Producer:
         self._check_still_in(began)  # (the awaits above may have outlived it)
         if txn is not None and txn.transactional:
             txn.maybe_add_partition(tp)
-        taken = batch._take()
+        taken = batch._take()  # (raises if it was sent already)
         acc = self._accumulator
         assert acc is not None
         try:
             fut = acc.append_user_batch(tp, taken)
         except BufferExhausted as exc:
             needed = int(exc.args[0])
-            await acc.wait_for_memory(needed, self._max_block)
+            try:
+                await acc.wait_for_memory(needed, self._max_block)
+            except BaseException:
+                batch._untake()
+                raise
             try:
                 self._check_still_in(began)
             except BaseException:
                 acc.release(needed)
+                batch._untake()
                 raise
             return acc.append_user_batch(tp, taken, reserved=needed)
         # Give the sender a turn to ship it while the caller builds the next batch.

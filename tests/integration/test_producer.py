@@ -321,6 +321,31 @@ async def test_serializers_and_aiokafka_style_code(
     assert [(r[2], r[3]) for r in got[2:]] == [(b"b%d" % i, b'{"i": %d}' % i) for i in range(10)]
 
 
+async def test_a_batch_sent_again_is_refused_and_holds_nothing_up(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """send_batch of a create_batch() batch that was sent already (at once, or after
+    its delivery) raises IllegalStateError. (The one batch object was queued again: sent
+    at once, it was in the accumulator twice; once delivered, its records were gone, so
+    the second future never resolved, its buffer memory stayed reserved and every
+    flush() timed out on it.)"""
+    create_topic(topic_name, 1)
+    async with Producer(bootstrap_servers=bootstrap_servers, linger_ms=0) as producer:
+        batch = producer.create_batch()
+        for value in (b"b1", b"b2"):
+            assert batch.append(timestamp=None, key=None, value=value) is not None
+        fut = await producer.send_batch(batch, topic_name, partition=0)
+        with pytest.raises(errors.IllegalStateError, match="sent already"):
+            await producer.send_batch(batch, topic_name, partition=0)
+        assert (await fut).offset == 0
+        with pytest.raises(errors.IllegalStateError, match="sent already"):
+            await producer.send_batch(batch, topic_name, partition=0)
+        await producer.flush(5)
+        assert producer.metrics()["buffer_memory_used"] == 0
+    got = (await peer(bootstrap_servers, topic_name, expect=2))[0]
+    assert [r[3] for r in got] == [b"b1", b"b2"]
+
+
 async def test_send_many_gives_one_future_per_record(
     bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
 ) -> None:
