@@ -765,24 +765,37 @@ class RecordAccumulator:
         self.incomplete.add(batch)
         batch.on_complete = self._on_batch_complete
 
-    def _grow(self, batch: ProducerBatch) -> bool:
-        """Let the partition's last batch, full at its reservation, take more records:
-        its reservation doubles (up to ``batch_size``) if the memory is there now."""
+    def _growth(self, batch: ProducerBatch) -> int:
+        """The bytes :meth:`_grow` would add to the batch's reservation now (0: none)."""
         if (
             batch.done
             or batch.attempts  # sent before (a retry, a split part): it is what it is
             or batch.user_batch
             or batch.max_size >= self.batch_size
         ):
-            return False
+            return 0
         more = min(batch.max_size, self.batch_size - batch.max_size)
         if more <= 0 or self._memory_waiters or self.used_memory + more > self.buffer_memory:
-            return False  # (nothing to double: a batch reserving 0 bytes grows no bigger)
+            return 0  # (nothing to double: a batch reserving 0 bytes grows no bigger)
+        return more
+
+    def _grow(self, batch: ProducerBatch) -> bool:
+        """Let the partition's last batch, full at its reservation, take more records:
+        its reservation doubles (up to ``batch_size``) if the memory is there now."""
+        more = self._growth(batch)
+        if not more:
+            return False
         self.used_memory += more
         batch.memory += more
         batch.max_size += more
         batch.open = True
         return True
+
+    def tail_full(self, dq: collections.deque[ProducerBatch]) -> bool:
+        """Whether the last batch of a partition's (non-empty) queue is closed and cannot
+        grow: the partition's next record opens a new batch."""
+        batch = dq[-1]
+        return not batch.open and not self._growth(batch)
 
     def _reserve(self, memory: int, reserved: int) -> None:
         if reserved:

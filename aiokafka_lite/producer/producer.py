@@ -700,17 +700,19 @@ class Producer:
         acc = self._accumulator
         assert acc is not None
         dq = self._batches.get(tp)
+        if dq and acc.tail_full(dq) and self._sender_turn_due():
+            # A batch filled up (and enough since the last turn): give the sender a turn,
+            # so that a caller producing in a tight loop overlaps with the network. Before
+            # the append, not after: a send() cancelled there must have buffered nothing
+            # (after, the record went out while its caller got CancelledError).
+            await asyncio.sleep(0)
+            self._check_still_in(began if guard else None)
         try:
             fut = acc.try_append(tp, timestamp_ms, key, value, headers)
         except BufferExhausted as exc:
             fut = await self._append_when_memory(
                 tp, timestamp_ms, key, value, headers, exc, began if guard else None
             )
-        else:
-            if dq is not None and len(dq) > 1 and self._sender_turn_due():
-                # A batch filled up (and enough since the last turn): give the sender a
-                # turn, so that a caller producing in a tight loop overlaps with the network.
-                await asyncio.sleep(0)
         opens[partition] = fut._batch
         if self._interceptors:
             fut.add_done_callback(self._acknowledge)
@@ -882,7 +884,7 @@ class Producer:
                         return futures
                     key = None if key_iter is None else _next_key(key_iter)
                 add(await self.send(topic, value, key, partition, timestamp_ms, headers))
-        except Exception as exc:
+        except BaseException as exc:  # (a cancellation too: what was buffered goes out)
             if futures:
                 # The records before this one are buffered and will be sent: the caller
                 # gets their futures (and must not send them again).
@@ -1107,6 +1109,10 @@ class Producer:
             info = await self._check_partition(topic, partition, info)
         tp = info.tps[partition]
         assert tp is not None
+        if self._sender_turn_due():
+            # Give the sender a turn to ship the batches queued so far. Before queueing
+            # this one: a send_batch cancelled there must have queued nothing.
+            await asyncio.sleep(0)
         self._check_still_in(began)  # (the awaits above may have outlived it)
         if txn is not None and txn.transactional:
             txn.maybe_add_partition(tp)
@@ -1129,9 +1135,6 @@ class Producer:
                 batch._untake()
                 raise
             return acc.append_user_batch(tp, taken, reserved=needed)
-        # Give the sender a turn to ship it while the caller builds the next batch.
-        if self._sender_turn_due():
-            await asyncio.sleep(0)
         return fut
 
     def _sender_turn_due(self) -> bool:

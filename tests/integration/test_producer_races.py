@@ -6,6 +6,7 @@ out InitProducerId on cue."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import struct
 import time
 from collections.abc import AsyncIterator
@@ -306,6 +307,46 @@ async def test_send_many_meeting_a_too_large_record_mid_run_keeps_the_run_accoun
     assert len(buffered) == 3
     assert [md.offset for md in offsets] == [0, 1, 2, 3]
     assert [value for _, _, value in log.written] == [b"a1", b"a2", b"a3", b"later"]
+
+
+async def test_a_cancelled_send_has_buffered_nothing_its_caller_does_not_know_of(
+    broker: tuple[ScriptedBroker, Log],
+) -> None:
+    """A task producing in a tight loop, cancelled: the cancellation lands where send()
+    yields to the sender (when a batch filled up). The records that go out are exactly
+    those whose futures send() returned; a cancelled send_many hands over the futures of
+    what it buffered (buffered_futures). (send() yielded after appending the record: a
+    cancellation there sent the record while its caller got CancelledError, one record
+    per cancellation.)"""
+    scripted, log = broker
+    async with Producer(
+        bootstrap_servers=scripted.bootstrap, linger_ms=100, max_batch_size=200
+    ) as producer:
+        returned: list[Any] = []
+
+        async def produce() -> None:
+            for i in itertools.count():
+                returned.append(await producer.send("t", b"r%05d" % i, partition=0))
+
+        for _ in range(5):
+            task = asyncio.create_task(produce())
+            await asyncio.sleep(0.02)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        many = asyncio.create_task(
+            producer.send_many("t", [b"m%05d" % i for i in range(2000)], partition=1)
+        )
+        await asyncio.sleep(0)
+        many.cancel()
+        with pytest.raises(asyncio.CancelledError) as cancelled:
+            await many
+        returned += cancelled.value.buffered_futures  # type: ignore[attr-defined]
+        await producer.flush(5)
+    written = [value for _, _, value in log.written]
+    assert 0 < len(returned) == len(written)
+    assert any(value.startswith(b"m") for value in written)
+    assert sorted(f.result().offset for f in returned) == list(range(len(written)))
 
 
 async def test_an_abort_that_drops_a_retry_restarts_the_sequences(
