@@ -255,8 +255,11 @@ def _check_bytes(data: object, what: str) -> BytesLike:
         return data
     if isinstance(data, memoryview):
         # A view of wider items (array('i'), say) or of several dimensions: its len()
-        # is not its byte count, which the length prefix must be.
-        return data if data.itemsize == 1 and data.ndim == 1 else data.tobytes()
+        # is not its byte count, which the length prefix must be. A strided one (a
+        # slice with a step) is no buffer b"".join can take.
+        if data.itemsize == 1 and data.ndim == 1 and data.c_contiguous:
+            return data
+        return data.tobytes()
     raise SerializationError(f"a record's {what} must be bytes or None, got {type(data).__name__}")
 
 
