@@ -446,7 +446,7 @@ class KafkaClient:
         # Bootstrap servers that answered with something other than Kafka.
         not_kafka: set[int] = set()
         while True:
-            node_id = self.least_loaded_node()
+            node_id = self._metadata_node(failures)
             try:
                 conn = await self._connection_before(node_id, deadline)
                 version = conn.version_for(bodies.METADATA)
@@ -530,14 +530,13 @@ class KafkaClient:
         )
 
     def _install(self, meta: ClusterMetadata) -> None:
-        first = not self.cluster.brokers
         self.cluster = meta
-        if first:
-            # The bootstrap connections served their purpose; real node ids take over.
-            for node_id in [n for n in self._nodes if n < 0]:
-                state = self._nodes.pop(node_id)
-                if state.conn is not None:
-                    state.conn.close("bootstrap done")
+        # The bootstrap connections (of start(), or of a refresh that fell back to them)
+        # served their purpose; real node ids take over.
+        for node_id in [n for n in self._nodes if n < 0]:
+            state = self._nodes.pop(node_id)
+            if state.conn is not None:
+                state.conn.close("bootstrap done")
         for callback in list(self._listeners):
             try:
                 callback(meta)
@@ -643,9 +642,25 @@ class KafkaClient:
         metadata, bootstrap servers have ids -1, -2, ...
         """
         if self.cluster.brokers:
-            candidates = list(self.cluster.brokers)
-        else:
-            candidates = [-(i + 1) for i in range(len(self._bootstrap))]
+            return self._least_loaded(list(self.cluster.brokers))
+        return self._least_loaded(self._bootstrap_nodes())
+
+    def _bootstrap_nodes(self) -> list[int]:
+        return [-(i + 1) for i in range(len(self._bootstrap))]
+
+    def _metadata_node(self, failed: Iterable[int]) -> int:
+        """The node to ask for metadata: `least_loaded_node`, and the bootstrap servers
+        too once every broker of the metadata failed in this refresh (``failed``).
+
+        A cluster redeployed behind the bootstrap address (new node ids, new ports) is
+        only found through it: asking the gone brokers alone, every refresh would fail.
+        """
+        known = list(self.cluster.brokers)
+        if known and not set(known) <= set(failed):
+            return self.least_loaded_node()
+        return self._least_loaded(known + self._bootstrap_nodes())
+
+    def _least_loaded(self, candidates: list[int]) -> int:
         random.shuffle(candidates)
         now = time.monotonic()
         answering = [n for n in candidates if self._unanswering.get(n, 0.0) <= now]

@@ -326,3 +326,47 @@ async def test_a_broker_that_lets_a_request_time_out_loses_its_other_connection_
     finally:
         await first.stop()
         await second.stop()
+
+
+class _Advertising(ScriptedBroker):
+    """Metadata names the brokers in ``advertised`` ((node id, port) pairs)."""
+
+    advertised: list[tuple[int, int]] = []
+
+    def _builtin(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any] | None:
+        answer = super()._builtin(header, body)
+        if header.api_key == ApiKey.METADATA and answer is not None:
+            answer["brokers"] = [
+                {"node_id": node, "host": "127.0.0.1", "port": port}
+                for node, port in self.advertised
+            ]
+        return answer
+
+
+async def test_every_known_broker_gone_falls_back_to_the_bootstrap_servers() -> None:
+    """Every broker of the metadata is gone and the cluster answers again at the
+    bootstrap address (redeployed: new node ids, new ports). Asking only the brokers
+    metadata named, the client never learnt of the new ones: each refresh failed until
+    its timeout, forever. It asks the bootstrap servers once every known broker failed."""
+    front, old = _Advertising(), ScriptedBroker()
+    await old.start()
+    await front.start()
+    front.advertised = [(7, old.port)]
+    try:
+        async with KafkaClient(
+            front.bootstrap, request_timeout_ms=3000, reconnect_backoff_max_ms=200
+        ) as client:
+            assert set(client.cluster.brokers) == {7}
+            await client.get_connection(7)
+            await old.stop()
+            front.advertised = [(1, front.port)]
+            started = time.monotonic()
+            meta = await client.refresh_metadata(timeout_ms=3000)
+            assert set(meta.brokers) == {1}, meta
+            assert time.monotonic() - started < 2
+            # The new broker is reached by its own node id; no bootstrap connection stays.
+            assert (await client.get_connection(1)).port == front.port
+            assert all(node >= 0 for node in client._nodes)
+    finally:
+        await front.stop()
+        await old.stop()
