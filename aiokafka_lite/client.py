@@ -537,6 +537,14 @@ class KafkaClient:
             state = self._nodes.pop(node_id)
             if state.conn is not None:
                 state.conn.close("bootstrap done")
+        # A broker that moved (restarted elsewhere, same id): its connection leads to the
+        # old address, where every request for it would keep going. Closed on purpose,
+        # not a failure: the next request connects to the new address without backoff.
+        for node_id in [n for n in self._nodes if n >= 0]:
+            conn = self._nodes[node_id].conn
+            address = self._address(node_id)
+            if conn is not None and address is not None and (conn.host, conn.port) != address:
+                self.drop_connection(node_id, f"the broker moved to {address[0]}:{address[1]}")
         for callback in list(self._listeners):
             try:
                 callback(meta)

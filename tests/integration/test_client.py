@@ -370,3 +370,25 @@ async def test_every_known_broker_gone_falls_back_to_the_bootstrap_servers() -> 
     finally:
         await front.stop()
         await old.stop()
+
+
+async def test_a_broker_at_a_new_address_is_reached_there() -> None:
+    """Metadata moves node 2 to another address (a broker restarted elsewhere, its old
+    address still answering): its open connection to the old address was kept, so
+    every request for node 2 went on to the old address, forever."""
+    front, old, new = _Advertising(), _Advertising(), _Advertising()
+    for broker in (old, new, front):
+        await broker.start()
+    # Every broker answers the same metadata.
+    advertised = [(1, front.port), (2, old.port)]
+    front.advertised = old.advertised = new.advertised = advertised
+    try:
+        async with KafkaClient(front.bootstrap) as client:
+            assert (await client.get_connection(2)).port == old.port
+            advertised[1] = (2, new.port)
+            await client.refresh_metadata(timeout_ms=3000)
+            assert (await client.get_connection(2)).port == new.port
+            assert client.connection_delay(2) == 0
+    finally:
+        for broker in (front, old, new):
+            await broker.stop()
