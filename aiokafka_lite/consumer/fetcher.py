@@ -427,6 +427,11 @@ class Fetcher:
             if isinstance(exc, errors.ResponseTooLargeError):
                 self._response_too_large(node_id, requested, exc)
                 return False
+            if isinstance(exc, errors.KafkaError) and not exc.retriable:
+                # The leader refuses the credentials (say): asking again only repeats
+                # it, so the user must know, never a retry loop with a log line.
+                self._fetch_refused(node_id, requested, exc)
+                return False
             self._fetch_failed(node_id, f"fetch from node {node_id} failed: {exc}")
             self._request_metadata()
             return False
@@ -457,6 +462,20 @@ class Fetcher:
         self.stats.failure(message)
         loop = asyncio.get_running_loop()
         self._node_backoff[node_id] = loop.time() + max(self._config.retry_backoff_ms, 50) / 1000
+
+    def _fetch_refused(
+        self,
+        node_id: int,
+        requested: Mapping[TopicPartition, tuple[PartitionState, int, int]],
+        exc: errors.KafkaError,
+    ) -> None:
+        """The Fetch to ``node_id`` failed with an error that is not retriable (its
+        connection's authentication failed): raised for these partitions until they seek."""
+        log.error("fetch from node %s failed: %s", node_id, exc)
+        self.stats.failure(f"fetch from node {node_id} failed: {exc}")
+        for state, epoch, offset in requested.values():
+            if state.epoch == epoch and state.fetch_offset == offset:
+                self._stop_at_error(state, exc)
 
     def _response_too_large(
         self,
