@@ -371,6 +371,8 @@ class Sender:
                 await self.client.get_connection(node)
             except errors.KafkaError as exc:
                 log.debug("connecting to node %d failed: %s", node, exc)
+                if not exc.retriable:
+                    self._fail_queued_of_node(node, exc)
                 # The leader may have moved.
                 try:
                     self.client.request_metadata_update()
@@ -381,6 +383,24 @@ class Sender:
                 self.wakeup()
 
         asyncio.get_running_loop().create_task(connect())
+
+    def _fail_queued_of_node(self, node: int, exc: errors.KafkaError) -> None:
+        """Fail the queued batches of the partitions ``node`` leads with ``exc``, an
+        error connecting to it that connecting again only repeats (it refuses the
+        credentials): their records must not wait for delivery_timeout_ms and expire
+        with a timeout that does not say why."""
+        leader_for = self.client.cluster.leader_for
+        batches = self.acc.batches
+        for tp in [tp for tp, queue in batches.items() if queue and leader_for(tp) == node]:
+            queue = batches[tp]
+            failing = [b for b in queue if not b.in_flight]
+            keep = collections.deque(b for b in queue if b.in_flight)
+            if keep:
+                batches[tp] = keep
+            else:
+                del batches[tp]
+            for batch in failing:
+                self._fail_batch(batch, exc, sent=batch.attempts > 0)
 
     # --- ready / drain ---------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from aiokafka_lite.protocol.api import ApiKey, RequestHeader
 __all__ = [
     "CLOSE",
     "RequestLog",
+    "SaslBroker",
     "Script",
     "ScriptedBroker",
     "api_versions_body",
@@ -231,6 +232,40 @@ class ScriptedBroker:
         await serve_requests(
             reader, writer, lambda header, body: self._answer(header, body, writer)
         )
+
+
+class SaslBroker(ScriptedBroker):
+    """SASL PLAIN, accepting every client or (``refuse``) none; metadata names the
+    brokers of ``advertised`` ((node id, port) pairs), node 2 leading every partition
+    (a cluster whose brokers do not all accept the same credentials)."""
+
+    advertised: list[tuple[int, int]] = []
+
+    def __init__(self, *, refuse: bool) -> None:
+        super().__init__()
+        self.scripts[ApiKey.SASL_HANDSHAKE] = lambda h, b, n: {
+            "error_code": 0,
+            "mechanisms": ["PLAIN"],
+        }
+        self.scripts[ApiKey.SASL_AUTHENTICATE] = lambda h, b, n: {
+            "error_code": 58 if refuse else 0,
+            "error_message": "Invalid username or password" if refuse else None,
+            "auth_bytes": b"",
+            "session_lifetime_ms": 0,
+        }
+
+    def _builtin(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any] | None:
+        answer = super()._builtin(header, body)
+        if header.api_key == ApiKey.METADATA and answer is not None:
+            answer["brokers"] = [
+                {"node_id": node, "host": "127.0.0.1", "port": port}
+                for node, port in self.advertised
+            ]
+            for topic in answer["topics"]:
+                for partition in topic["partitions"]:
+                    partition["leader_id"] = 2
+                    partition["replica_nodes"] = partition["isr_nodes"] = [2]
+        return answer
 
 
 #: The broker versions the deviations were measured on.

@@ -27,7 +27,7 @@ from aiokafka_lite.protocol.api import ApiKey
 from aiokafka_lite.protocol.records import RecordBatchBuilder
 from aiokafka_lite.structs import TopicPartition
 from aiokafka_lite.testing import FaultProxy
-from tests.integration._helpers import ScriptedBroker
+from tests.integration._helpers import SaslBroker, ScriptedBroker
 
 
 async def produce(bootstrap: str, topic: str, values: list[bytes], partitions: int) -> None:
@@ -650,45 +650,12 @@ async def test_an_offsets_lookup_keeps_one_timeout_for_metadata_and_the_lookup(c
         await broker.stop()
 
 
-class _SaslBroker(ScriptedBroker):
-    """SASL PLAIN, accepting every client or (``refuse``) none; metadata names the
-    brokers of ``advertised`` ((node id, port) pairs), node 2 leading every partition."""
-
-    advertised: list[tuple[int, int]] = []
-
-    def __init__(self, *, refuse: bool) -> None:
-        super().__init__()
-        self.scripts[ApiKey.SASL_HANDSHAKE] = lambda h, b, n: {
-            "error_code": 0,
-            "mechanisms": ["PLAIN"],
-        }
-        self.scripts[ApiKey.SASL_AUTHENTICATE] = lambda h, b, n: {
-            "error_code": 58 if refuse else 0,
-            "error_message": "Invalid username or password" if refuse else None,
-            "auth_bytes": b"",
-            "session_lifetime_ms": 0,
-        }
-
-    def _builtin(self, header: Any, body: dict[str, Any]) -> dict[str, Any] | None:
-        answer = super()._builtin(header, body)
-        if header.api_key == ApiKey.METADATA and answer is not None:
-            answer["brokers"] = [
-                {"node_id": node, "host": "127.0.0.1", "port": port}
-                for node, port in self.advertised
-            ]
-            for topic in answer["topics"]:
-                for partition in topic["partitions"]:
-                    partition["leader_id"] = 2
-                    partition["replica_nodes"] = partition["isr_nodes"] = [2]
-        return answer
-
-
 async def test_a_leader_refusing_the_credentials_is_raised_by_getmany() -> None:
     """The bootstrap broker accepts the credentials, the partition's leader refuses
     them: each Fetch failed to connect with AuthenticationFailedError, logged as a
     warning and tried again for ever while getmany returned nothing. Asking again
     only repeats the refusal: getmany raises it, as a start-position lookup does."""
-    front, leader = _SaslBroker(refuse=False), _SaslBroker(refuse=True)
+    front, leader = SaslBroker(refuse=False), SaslBroker(refuse=True)
     await front.start()
     await leader.start()
     front.advertised = leader.advertised = [(1, front.port), (2, leader.port)]
