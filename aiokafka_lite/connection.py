@@ -732,11 +732,13 @@ class BrokerConnection:
                 )
             self._fail(reason, error=errors.NotAKafkaBrokerError)
         elif size > limit:
+            # The answer to the oldest request in flight (a broker answers in order): only
+            # it is too large; the others fail as on any closed connection, retriable.
             self._fail(
                 f"a response claims {size} bytes, more than receive_message_max_bytes "
                 f"({limit}); raise receive_message_max_bytes if the broker really sends "
                 "responses this large",
-                error=errors.ResponseTooLargeError,
+                oldest_error=errors.ResponseTooLargeError,
             )
         else:
             self._fail(
@@ -817,7 +819,10 @@ class BrokerConnection:
         cause: BaseException | None = None,
         abort: bool = True,
         error: type[errors.KafkaConnectionError] = errors.KafkaConnectionError,
+        oldest_error: type[errors.KafkaConnectionError] | None = None,
     ) -> None:
+        """Close the connection; every request not answered yet fails with ``error``,
+        the oldest one in flight with ``oldest_error`` when given."""
         if self._closed:
             return
         self._closed = True
@@ -840,6 +845,8 @@ class BrokerConnection:
         for req in pending:
             if not req.future.done():
                 exc = self._closed_error()
+                if oldest_error is not None and req is pending[0]:
+                    exc = oldest_error(str(exc))
                 exc.__cause__ = cause
                 req.future.set_exception(exc)
         self._wake_drain_waiters()

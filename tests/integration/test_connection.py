@@ -12,7 +12,10 @@ import pytest
 
 from aiokafka_lite import errors
 from aiokafka_lite.connection import BrokerConnection, connect
+from aiokafka_lite.protocol import bodies
 from aiokafka_lite.protocol.api import ApiKey
+
+from ._helpers import ScriptedBroker
 
 METADATA = int(ApiKey.METADATA)
 CREATE_TOPICS = int(ApiKey.CREATE_TOPICS)
@@ -159,3 +162,31 @@ async def test_send_waiting_for_a_slot_on_a_pushed_back_socket_ends_at_its_timeo
         conn.close()
         await asyncio.gather(ahead, return_exceptions=True)
         await conn.wait_closed()
+
+
+async def test_a_response_too_large_fails_only_its_own_request() -> None:
+    """A response larger than receive_message_max_bytes closes the connection. It is
+    the answer to the oldest request in flight (a broker answers a connection's
+    requests in order): only that one fails with ResponseTooLargeError, which says
+    asking again is pointless (the fetcher stops its partitions until a seek). The
+    others failed with it too: a Fetch behind a too large Metadata answer stopped its
+    partitions, blamed for a response it never got."""
+    broker = ScriptedBroker()
+    broker.topics = {f"a-topic-with-a-long-name-{i:05d}": 3 for i in range(2000)}
+    broker.scripts[ApiKey.HEARTBEAT] = lambda h, b, n: None  # held
+    await broker.start()
+    conn = await connect("127.0.0.1", broker.port, receive_message_max_bytes=64 * 1024)
+    try:
+        metadata = conn.request(bodies.METADATA, _metadata_request(None))  # type: ignore[arg-type]
+        heartbeat = conn.request(
+            bodies.HEARTBEAT,
+            {"group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": None},
+        )
+        with pytest.raises(errors.ResponseTooLargeError):
+            await metadata
+        with pytest.raises(errors.KafkaConnectionError, match="more than") as info:
+            await heartbeat
+        assert not isinstance(info.value, errors.ResponseTooLargeError)
+    finally:
+        conn.close()
+        await broker.stop()
