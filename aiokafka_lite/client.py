@@ -376,7 +376,7 @@ class KafkaClient:
             except asyncio.TimeoutError:
                 continue
             except errors.KafkaError as exc:
-                if not exc.retriable:
+                if not exc.retriable or isinstance(exc, errors.ResponseTooLargeError):
                     raise
             # Topics that are being created answer LEADER_NOT_AVAILABLE for a moment.
             if not self.cluster.partitions_for_topic(topic):
@@ -464,6 +464,8 @@ class KafkaClient:
             except errors.KafkaError as exc:
                 if not exc.retriable and not isinstance(exc, errors.KafkaConnectionError):
                     raise
+                if isinstance(exc, errors.ResponseTooLargeError):
+                    raise  # every broker sends the same metadata: asking again repeats it
                 if not isinstance(exc, _InReconnectBackoff) or node_id not in failures:
                     failures[node_id] = f"{self._describe_node(node_id)}: {exc}"
                 if bootstrap and not self.cluster.brokers:

@@ -392,3 +392,24 @@ async def test_a_broker_at_a_new_address_is_reached_there() -> None:
     finally:
         for broker in (front, old, new):
             await broker.stop()
+
+
+async def test_metadata_too_large_for_the_connection_is_raised_at_once() -> None:
+    """Every topic's metadata is larger than receive_message_max_bytes: every broker
+    sends the same answer, so asking again was pointless, and yet the refresh was
+    retried (reconnecting each time) until the caller's timeout ran out with a
+    KafkaTimeoutError that did not say why. It raises ResponseTooLargeError at once."""
+    broker = ScriptedBroker()
+    broker.topics = {f"a-topic-with-a-long-name-{i:05d}": 3 for i in range(2000)}
+    await broker.start()
+    try:
+        async with KafkaClient(
+            broker.bootstrap, request_timeout_ms=5000, receive_message_max_bytes=64 * 1024
+        ) as client:
+            client.track_all_topics()
+            started = time.monotonic()
+            with pytest.raises(errors.ResponseTooLargeError, match="receive_message_max_bytes"):
+                await client.refresh_metadata()
+            assert time.monotonic() - started < 1
+    finally:
+        await broker.stop()
