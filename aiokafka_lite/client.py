@@ -767,6 +767,8 @@ class KafkaClient:
     ) -> BrokerConnection:
         if delay > 0:
             await asyncio.sleep(delay)
+            # Metadata may have moved the node while this attempt waited out its backoff.
+            address = self._address(node_id) or address
         state = self._nodes.setdefault(node_id, _NodeState())
         host, port = address
         try:

@@ -413,3 +413,28 @@ async def test_metadata_too_large_for_the_connection_is_raised_at_once() -> None
             assert time.monotonic() - started < 1
     finally:
         await broker.stop()
+
+
+async def test_a_connect_waiting_out_its_backoff_goes_to_the_address_metadata_names_then() -> None:
+    """A connect attempt waits out the node's reconnect backoff first. It took the
+    address before waiting: metadata moving the node meanwhile (the broker restarted
+    elsewhere) was ignored, and the attempt went to the old, dead address."""
+    front, new = _Advertising(), _Advertising()
+    await front.start()
+    await new.start()
+    advertised = [(1, front.port), (2, find_free_port())]  # nothing listens there
+    front.advertised = new.advertised = advertised
+    try:
+        async with KafkaClient(
+            front.bootstrap, reconnect_backoff_ms=500, reconnect_backoff_max_ms=500
+        ) as client:
+            with pytest.raises(errors.KafkaConnectionError):
+                await client.get_connection(2)
+            waiting = asyncio.ensure_future(client.get_connection(2))
+            await asyncio.sleep(0.05)
+            advertised[1] = (2, new.port)
+            await client.refresh_metadata(timeout_ms=3000)
+            assert (await asyncio.wait_for(waiting, 3)).port == new.port
+    finally:
+        await front.stop()
+        await new.stop()
