@@ -975,7 +975,17 @@ class BrokerConnection:
         extensions: dict[str, str] = {}
         if name == "OAUTHBEARER":
             assert security.sasl_oauth_token_provider is not None
-            token, extensions = await fetch_oauth_token(security.sasl_oauth_token_provider)
+            # A step of the handshake, bounded like its requests: a provider whose
+            # identity service hangs must not hang the connect (and start()) with it.
+            timeout = self.request_timeout_ms / 1000
+            try:
+                token, extensions = await wait_for(
+                    fetch_oauth_token(security.sasl_oauth_token_provider), timeout
+                )
+            except asyncio.TimeoutError:
+                raise errors.KafkaTimeoutError(
+                    f"the OAUTHBEARER token provider gave no token within {timeout:.1f}s"
+                ) from None
         mechanism = self._make_mechanism(token, extensions)
 
         if _SASL_AUTHENTICATE not in self.api_versions:

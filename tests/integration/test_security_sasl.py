@@ -28,6 +28,7 @@ from aiokafka_lite.producer import Producer
 from aiokafka_lite.protocol.api import ApiKey
 from aiokafka_lite.security import SecurityConfig, create_ssl_context
 from aiokafka_lite.testing.pytest_plugin import require_tool
+from tests.integration._helpers import SaslBroker
 from tests.reliability.clients import (
     confluent_consume,
     confluent_errors,
@@ -494,3 +495,36 @@ async def test_scram_server_asking_for_a_billion_iterations_is_refused_at_once(
     assert "asks for 1000000000 PBKDF2 iterations; only 4096 to 16384" in str(info.value)
     assert spy.calls == []  # refused before hashing
     assert elapsed < 1.0
+
+
+async def test_a_token_provider_that_never_answers_does_not_hang_start() -> None:
+    """An OAUTHBEARER token provider that never returns (its identity provider hangs):
+    the connect waited for it for ever, and so did start(), past request_timeout_ms.
+    Getting the token is a step of the handshake, bounded like its requests."""
+
+    async def never() -> str:
+        await asyncio.Event().wait()
+        return TOKEN
+
+    broker = SaslBroker(refuse=False)
+    broker.scripts[ApiKey.SASL_HANDSHAKE] = lambda h, b, n: {
+        "error_code": 0,
+        "mechanisms": ["OAUTHBEARER"],
+    }
+    await broker.start()
+    broker.advertised = [(1, broker.port)]
+    producer = Producer(
+        bootstrap_servers=broker.bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_oauth_token_provider=never,
+        request_timeout_ms=1000,
+    )
+    started = time.monotonic()
+    try:
+        with pytest.raises(errors.KafkaConnectionError, match="token provider"):
+            await asyncio.wait_for(producer.start(), 10)
+        assert time.monotonic() - started < 3
+    finally:
+        await producer.stop()
+        await broker.stop()
