@@ -234,12 +234,25 @@ class ScriptedBroker:
         )
 
 
-class SaslBroker(ScriptedBroker):
+class AdvertisingBroker(ScriptedBroker):
+    """Metadata names the brokers in ``advertised`` ((node id, port) pairs)."""
+
+    advertised: list[tuple[int, int]] = []
+
+    def _builtin(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any] | None:
+        answer = super()._builtin(header, body)
+        if header.api_key == ApiKey.METADATA and answer is not None:
+            answer["brokers"] = [
+                {"node_id": node, "host": "127.0.0.1", "port": port}
+                for node, port in self.advertised
+            ]
+        return answer
+
+
+class SaslBroker(AdvertisingBroker):
     """SASL PLAIN, accepting every client or (``refuse``) none; metadata names the
     brokers of ``advertised`` ((node id, port) pairs), node 2 leading every partition
     (a cluster whose brokers do not all accept the same credentials)."""
-
-    advertised: list[tuple[int, int]] = []
 
     def __init__(self, *, refuse: bool) -> None:
         super().__init__()
@@ -257,10 +270,6 @@ class SaslBroker(ScriptedBroker):
     def _builtin(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any] | None:
         answer = super()._builtin(header, body)
         if header.api_key == ApiKey.METADATA and answer is not None:
-            answer["brokers"] = [
-                {"node_id": node, "host": "127.0.0.1", "port": port}
-                for node, port in self.advertised
-            ]
             for topic in answer["topics"]:
                 for partition in topic["partitions"]:
                     partition["leader_id"] = 2

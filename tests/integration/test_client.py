@@ -17,7 +17,7 @@ from aiokafka_lite.protocol.api import ApiKey, RequestHeader
 from aiokafka_lite.structs import TopicPartition
 from aiokafka_lite.testing import FaultProxy, find_free_port
 
-from ._helpers import ScriptedBroker
+from ._helpers import AdvertisingBroker, ScriptedBroker
 
 
 async def _create_topic(client: KafkaClient, name: str, partitions: int) -> dict[str, object]:
@@ -328,27 +328,12 @@ async def test_a_broker_that_lets_a_request_time_out_loses_its_other_connection_
         await second.stop()
 
 
-class _Advertising(ScriptedBroker):
-    """Metadata names the brokers in ``advertised`` ((node id, port) pairs)."""
-
-    advertised: list[tuple[int, int]] = []
-
-    def _builtin(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any] | None:
-        answer = super()._builtin(header, body)
-        if header.api_key == ApiKey.METADATA and answer is not None:
-            answer["brokers"] = [
-                {"node_id": node, "host": "127.0.0.1", "port": port}
-                for node, port in self.advertised
-            ]
-        return answer
-
-
 async def test_every_known_broker_gone_falls_back_to_the_bootstrap_servers() -> None:
     """Every broker of the metadata is gone and the cluster answers again at the
     bootstrap address (redeployed: new node ids, new ports). Asking only the brokers
     metadata named, the client never learnt of the new ones: each refresh failed until
     its timeout, forever. It asks the bootstrap servers once every known broker failed."""
-    front, old = _Advertising(), ScriptedBroker()
+    front, old = AdvertisingBroker(), ScriptedBroker()
     await old.start()
     await front.start()
     front.advertised = [(7, old.port)]
@@ -376,7 +361,7 @@ async def test_a_broker_at_a_new_address_is_reached_there() -> None:
     """Metadata moves node 2 to another address (a broker restarted elsewhere, its old
     address still answering): its open connection to the old address was kept, so
     every request for node 2 went on to the old address, forever."""
-    front, old, new = _Advertising(), _Advertising(), _Advertising()
+    front, old, new = AdvertisingBroker(), AdvertisingBroker(), AdvertisingBroker()
     for broker in (old, new, front):
         await broker.start()
     # Every broker answers the same metadata.
@@ -419,7 +404,7 @@ async def test_a_connect_waiting_out_its_backoff_goes_to_the_address_metadata_na
     """A connect attempt waits out the node's reconnect backoff first. It took the
     address before waiting: metadata moving the node meanwhile (the broker restarted
     elsewhere) was ignored, and the attempt went to the old, dead address."""
-    front, new = _Advertising(), _Advertising()
+    front, new = AdvertisingBroker(), AdvertisingBroker()
     await front.start()
     await new.start()
     advertised = [(1, front.port), (2, find_free_port())]  # nothing listens there
