@@ -273,8 +273,19 @@ async def send_to_leaders(
             on_answer(final)
         return final, again, None
 
+    def out_of_time() -> None:
+        for tp, last in pending.items():
+            answers[tp] = PartitionAnswer(error=last or deadline.timeout_error(), timed_out=True)
+
     while pending:
-        by_leader, leaderless = await lookup.leaders(list(pending), deadline)
+        try:
+            by_leader, leaderless = await lookup.leaders(list(pending), deadline)
+        except errors.KafkaTimeoutError:
+            if all(last is None for last in pending.values()):
+                raise  # nothing asked yet: the call itself timed out
+            # A backoff on a busy loop can overrun the end before the lookup of a retry.
+            out_of_time()
+            break
         for tp, error in leaderless.items():
             if retry(error):
                 pending[tp] = error
@@ -306,10 +317,7 @@ async def send_to_leaders(
         await lookup.refresh(deadline)
         delay = retry_delay(client)
         if not deadline.allows(delay):
-            for tp, last in pending.items():
-                answers[tp] = PartitionAnswer(
-                    error=last or deadline.timeout_error(), timed_out=True
-                )
+            out_of_time()
             break
         await asyncio.sleep(delay)
     return {tp: answers[tp] for tp in wanted}

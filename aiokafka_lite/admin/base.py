@@ -183,6 +183,8 @@ class AdminBase:
         try:
             # The margin lets inner requests report their own, more precise timeout.
             result = await wait_for(body(deadline), deadline.timeout_ms / 1000 + 0.5)
+        except errors.KafkaTimeoutError:
+            raise  # the body's own, naming what it waited for
         except asyncio.TimeoutError:
             raise deadline.timeout_error() from None
         if isinstance(result, AdminResults) and result:

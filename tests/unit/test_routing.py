@@ -559,6 +559,54 @@ async def test_a_leader_retry_cut_short_keeps_the_dropped_connection_as_the_answ
     assert len(fake.requests) == 2
 
 
+class DeadlineCheckingLeaders:
+    """A lookup that asks the cluster under the deadline (as the admin client's does)."""
+
+    def __init__(self, leaders: dict[TopicPartition, int]) -> None:
+        self.leaders_of = leaders
+        self.lookups = 0
+
+    async def leaders(
+        self, partitions: list[TopicPartition], deadline: Deadline
+    ) -> tuple[dict[int, list[TopicPartition]], dict[TopicPartition, errors.KafkaError]]:
+        self.lookups += 1
+        deadline.check()
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp in partitions:
+            by_leader.setdefault(self.leaders_of[tp], []).append(tp)
+        return by_leader, {}
+
+    async def refresh(self, deadline: Deadline) -> None:
+        pass
+
+
+async def test_a_backoff_that_overruns_the_deadline_before_the_lookup_answers_the_last_error() -> (
+    None
+):
+    # The loop stalls in the backoff until past the end, so the retry's leader lookup
+    # finds the deadline gone: each partition's answer is still the error it was
+    # retried for, not a bare timeout of the whole call.
+    async def answer(node: int, body: dict[str, Any], n: int) -> dict[str, Any]:
+        asyncio.get_running_loop().call_later(0.005, time.sleep, 0.4)
+        raise errors.KafkaConnectionError("connection closed by the broker")
+
+    fake = FakeClient({}, answer)
+    lookup = DeadlineCheckingLeaders({A0: 1, B0: 2})
+    answers = await to_leaders(fake, [A0, B0], timeout_ms=300, leaders=lookup)
+    assert lookup.lookups == 2
+    for tp in (A0, B0):
+        assert answers[tp].timed_out
+        assert str(answers[tp].error) == "connection closed by the broker"
+
+
+async def test_a_first_lookup_past_the_deadline_is_the_calls_timeout() -> None:
+    fake = FakeClient({}, answering(lambda node, tp, n: 0))
+    lookup = DeadlineCheckingLeaders({A0: 1})
+    with pytest.raises(errors.KafkaTimeoutError, match="the test call did not complete"):
+        await to_leaders(fake, [A0], timeout_ms=0, leaders=lookup)
+    assert fake.requests == []
+
+
 def test_the_error_retried_is_the_one_that_started_the_retries_not_a_timeout() -> None:
     dropped = errors.KafkaConnectionError("connection closed by the broker")
     moved = errors.NotCoordinatorError("group 'g'")
