@@ -20,6 +20,7 @@ from aiokafka_lite.consumer.subscription import PartitionState, SubscriptionStat
 from aiokafka_lite.protocol.records import (
     ControlRecordType,
     RecordBatchBuilder,
+    build_batch,
     build_control_batch,
     decode_v2_records,
     iter_batches,
@@ -136,6 +137,38 @@ def test_read_committed_skips_aborted_and_control_batches() -> None:
     cf, state = completed(transactional_log(), aborted=[(10, 0)], isolation_level="read_committed")
     assert [r.offset for r in cf.take(100)] == [4, 5, 6, 7]
     assert state.position == 9  # past the last marker
+
+
+def cleaned_marker(offset: int, pid: int) -> bytes:
+    """What Kafka's log cleaner leaves of a marker it removed while the batch holds its
+    producer's last sequence (MemoryRecords.filterTo, RETAIN_EMPTY): the header only,
+    uncompressed, no record, still a transactional control batch."""
+    return build_batch(
+        b"",
+        0,
+        -1,
+        1000,
+        producer_id=pid,
+        producer_epoch=0,
+        is_transactional=True,
+        is_control=True,
+        base_offset=offset,
+        last_offset_delta=0,
+    )
+
+
+@pytest.mark.parametrize("isolation_level", ["read_committed", "read_uncommitted"])
+def test_a_control_batch_the_cleaner_emptied_is_skipped(isolation_level: str) -> None:
+    data = (
+        batch(0, 3, pid=10, txn=True)
+        + cleaned_marker(3, 10)
+        + batch(4, 2)
+        + batch(6, 2, pid=10, txn=True)
+        + marker(ControlRecordType.COMMIT, 8, 10)
+    )
+    cf, state = completed(data, isolation_level=isolation_level)
+    assert [r.offset for r in cf.take(100)] == [0, 1, 2, 4, 5, 6, 7]
+    assert cf.error is None and cf.finished and state.position == 9
 
 
 def test_read_uncommitted_returns_aborted_data_but_never_markers() -> None:

@@ -644,12 +644,14 @@ class RecordBatch(BatchView):
         return iter(self.records())
 
     def control_record(self) -> ControlRecord | None:
-        """The marker of a control batch (None for a data batch)."""
+        """The marker of a control batch: None for a data batch, and for a control batch
+        without records (the log cleaner keeps a removed marker's header when it holds
+        its producer's last sequence: it marks nothing, as Java's consumer reads it)."""
         if not self.is_control:
             return None
         recs = self.records()
         if not recs:
-            raise CorruptRecordError("control batch without a record")
+            return None
         return decode_control_record(recs[0].key, recs[0].value)
 
 
