@@ -25,6 +25,7 @@ from aiokafka_lite.consumer.assignors import (
     common_protocol,
 )
 from aiokafka_lite.consumer.subscription import OffsetResetStrategy
+from aiokafka_lite.protocol.codecs import DEFAULT_MAX_DECOMPRESSED_SIZE as DEFAULT_MAX_DECOMPRESSED
 from aiokafka_lite.security import SecurityConfig, TokenProviderLike
 
 __all__ = ["FETCH_RESPONSE_MARGIN", "ConsumerConfig", "Deserializer"]
@@ -73,6 +74,10 @@ class ConsumerConfig:
     max_partition_fetch_bytes: int = 1048576
     #: Upper bound of fetched-but-not-yet-consumed bytes held in memory.
     max_buffer_bytes: int = 64 * 1048576
+    #: What one compressed batch may decompress to (a guard against decompression
+    #: bombs; Kafka itself bounds only the compressed size). None: max(fetch_max_bytes,
+    #: 64 MiB), an int once built.
+    max_decompressed_bytes: int | None = None
     max_poll_records: int | None = 500
     max_poll_interval_ms: int = 300000
     session_timeout_ms: int = 45000
@@ -184,6 +189,12 @@ class ConsumerConfig:
         _check_int("fetch_max_wait_ms", self.fetch_max_wait_ms, minimum=0)
         for name in ("retry_backoff_ms", "reconnect_backoff_ms", "reconnect_backoff_max_ms"):
             _check_int(name, getattr(self, name), minimum=0)
+        if self.max_decompressed_bytes is None:
+            object.__setattr__(
+                self, "max_decompressed_bytes", max(self.fetch_max_bytes, DEFAULT_MAX_DECOMPRESSED)
+            )
+        else:
+            _check_int("max_decompressed_bytes", self.max_decompressed_bytes, minimum=1)
         if self.max_poll_records is not None:
             _check_int("max_poll_records", self.max_poll_records, minimum=1)
         if self.rebalance_timeout_ms is None:

@@ -75,8 +75,9 @@ class Consumer:
     accepted and ignored. Invalid options raise
     :class:`~aiokafka_lite.errors.ConfigurationError` here, before any I/O.
 
-    ``max_buffer_bytes`` bounds the prefetched, not yet consumed data. Deserializers are
-    called for non-null keys and values only.
+    ``max_buffer_bytes`` bounds the prefetched, not yet consumed data;
+    ``max_decompressed_bytes`` what one compressed batch may decompress to. Deserializers
+    are called for non-null keys and values only.
     """
 
     def __init__(
@@ -97,6 +98,7 @@ class Consumer:
         fetch_max_wait_ms: int = 500,
         max_partition_fetch_bytes: int = 1048576,
         max_buffer_bytes: int = 64 * 1048576,
+        max_decompressed_bytes: int | None = None,
         max_poll_records: int | None = 500,
         max_poll_interval_ms: int = 300000,
         session_timeout_ms: int = 45000,
@@ -140,6 +142,7 @@ class Consumer:
             fetch_max_wait_ms=fetch_max_wait_ms,
             max_partition_fetch_bytes=max_partition_fetch_bytes,
             max_buffer_bytes=max_buffer_bytes,
+            max_decompressed_bytes=max_decompressed_bytes,
             max_poll_records=max_poll_records,
             max_poll_interval_ms=max_poll_interval_ms,
             session_timeout_ms=session_timeout_ms,

@@ -150,7 +150,8 @@ class CompletedFetch:
         self._data = data
         self._pos = 0
         self._check_crc = config.check_crcs
-        self._max_decompressed = max(config.fetch_max_bytes, 64 * 1048576)
+        assert config.max_decompressed_bytes is not None  # (filled in by ConsumerConfig)
+        self._max_decompressed = config.max_decompressed_bytes
         self._aborted = sorted(aborted or (), key=lambda a: a[1])
         self._aborted_pids: set[int] = set()
         self._key_des = config.key_deserializer
@@ -193,6 +194,13 @@ class CompletedFetch:
             loaded = self._load_batch()
         except Exception as exc:  # CRC, framing, decompression, record layout
             self._finish()
+            if type(exc) is errors.DecodeError:
+                # Only the decompression limit raises a bare DecodeError. The batch may be
+                # valid (Kafka bounds only its compressed size): say what reads it.
+                exc = errors.DecodeError(
+                    f"{exc} (max_decompressed_bytes: a valid batch may decompress to more; "
+                    "raise it to read this one)"
+                )
             self.error = self._on_corrupt(self, exc)
             return False
         if not loaded:

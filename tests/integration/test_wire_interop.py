@@ -23,7 +23,9 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as PeerTopicPartition
 from confluent_kafka import Producer as PeerProducer
 
+from aiokafka_lite import errors
 from aiokafka_lite.client import KafkaClient
+from aiokafka_lite.consumer import Consumer
 from aiokafka_lite.protocol import codecs
 from aiokafka_lite.protocol.api import ApiKey
 from aiokafka_lite.protocol.records import RecordBatchBuilder, iter_batches
@@ -276,3 +278,50 @@ async def test_confluent_batches_decode_with_us(
     assert got == rows
     offsets = [r.offset for b in batches for r in b.records()]
     assert offsets == list(range(len(rows)))
+
+
+async def test_a_confluent_batch_past_the_decompression_limit(
+    bootstrap_servers: str, create_topic: Any, topic_name: str
+) -> None:
+    """librdkafka bounds a batch by its own batch.size, Kafka only by its compressed size:
+    a valid batch of a few KiB may decompress past the consumer's limit. The error names
+    where and what reads it, and raising ``max_decompressed_bytes`` does."""
+    create_topic(topic_name, 1)
+    values = [b"%04d" % i + bytes(64 * 1024) for i in range(32)]  # 2 MiB, one batch
+    producer = PeerProducer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "compression.type": "zstd",
+            "linger.ms": 200,
+            "batch.size": 8 << 20,
+            "message.max.bytes": 8 << 20,
+        }
+    )
+    for value in values:
+        producer.produce(topic_name, value=value, partition=0)
+    assert producer.flush(30) == 0
+    tp = TopicPartition(topic_name, 0)
+    deadline = time.monotonic() + 30
+    async with Consumer(
+        bootstrap_servers=bootstrap_servers,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=100,
+        max_decompressed_bytes=256 * 1024,
+    ) as consumer:
+        consumer.assign([tp])
+        with pytest.raises(errors.CorruptRecordError) as info:
+            while time.monotonic() < deadline:
+                assert not (await consumer.getmany(timeout_ms=500)).get(tp)
+        assert (info.value.topic, info.value.partition, info.value.offset) == (topic_name, 0, 0)
+        assert "262144" in str(info.value) and "max_decompressed_bytes" in str(info.value)
+    got: list[bytes] = []
+    async with Consumer(
+        bootstrap_servers=bootstrap_servers,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=100,
+        max_decompressed_bytes=4 << 20,
+    ) as consumer:
+        consumer.assign([tp])
+        while len(got) < len(values) and time.monotonic() < deadline:
+            got += [r.value for r in (await consumer.getmany(timeout_ms=500)).get(tp, [])]
+    assert got == values

@@ -48,6 +48,8 @@ def test_cooperative_only_when_every_assignor_supports_it() -> None:
         {"security_protocol": "SASL_PLAINTEXT"},
         {"sasl_kerberos_service_name": "custom"},
         {"not_an_option": 1},
+        {"max_decompressed_bytes": 0},
+        {"max_decompressed_bytes": "1"},
     ],
 )
 def test_invalid_config_fails_at_construction(kwargs: dict[str, Any]) -> None:
@@ -123,6 +125,14 @@ def test_receive_message_max_bytes_default_is_derived_from_the_fetch_sizes() -> 
     assert config.client_kwargs()["receive_message_max_bytes"] == 60 * MIB
     consumer = Consumer("t", receive_message_max_bytes=70 * MIB)
     assert consumer._client.receive_message_max_bytes == 70 * MIB
+
+
+def test_max_decompressed_bytes_default_is_derived_from_the_fetch_size() -> None:
+    assert ConsumerConfig.from_kwargs().max_decompressed_bytes == 64 * MIB
+    assert ConsumerConfig.from_kwargs(fetch_max_bytes=100 * MIB).max_decompressed_bytes == 100 * MIB
+    config = ConsumerConfig.from_kwargs(max_decompressed_bytes=512 * MIB)
+    assert config.max_decompressed_bytes == 512 * MIB
+    assert Consumer("t", max_decompressed_bytes=3 * MIB)._config.max_decompressed_bytes == 3 * MIB
 
 
 @pytest.mark.parametrize("value", [1000, 2**31, "104857600", 1.0e8, True])

@@ -171,6 +171,21 @@ def test_a_control_batch_the_cleaner_emptied_is_skipped(isolation_level: str) ->
     assert cf.error is None and cf.finished and state.position == 9
 
 
+def test_a_batch_past_the_decompression_limit_names_the_option_that_reads_it() -> None:
+    # 2 MiB of records in a few KiB of zstd: valid (Kafka bounds the compressed size only)
+    builder = RecordBatchBuilder(compression="zstd", max_size=4 << 20)
+    for i in range(32):
+        builder.append(1000 + i, None, bytes(64 * 1024))
+    data = builder.build()
+    assert len(data) < 16 * 1024
+    cf, state = completed(data, max_decompressed_bytes=1 << 20)
+    assert cf.take(100) == [] and state.position == 0
+    assert isinstance(cf.error, errors.DecodeError)
+    assert "1048576" in str(cf.error) and "max_decompressed_bytes" in str(cf.error)
+    cf, state = completed(data, max_decompressed_bytes=3 << 20)
+    assert [r.offset for r in cf.take(100)] == list(range(32)) and cf.error is None
+
+
 def test_read_uncommitted_returns_aborted_data_but_never_markers() -> None:
     cf, state = completed(transactional_log(), aborted=[(10, 0)])
     assert [r.offset for r in cf.take(100)] == [0, 1, 2, 4, 5, 6, 7]
