@@ -748,6 +748,31 @@ def test_decode_kafka_python_legacy(magic: int, codec: int) -> None:
         assert wrapper.last_offset == 1000 + n - 1
 
 
+@pytest.mark.parametrize("codec", [0, 1, 2])
+@pytest.mark.parametrize("magic", [0, 1])
+def test_legacy_records_read_as_kafka_python_reads_them(magic: int, codec: int) -> None:
+    """Every field, the checksum included: a compressed wrapper's records each carry their
+    own message's CRC (as Java's and aiokafka's consumers give it), not the wrapper's."""
+    data = _kafka_python_legacy(magic, codec, wrapper_offset=1003 if codec else None)
+    ours = [
+        (r.offset, r.timestamp, r.key, r.value, r.checksum)
+        for b in iter_batches(data)
+        for r in b.records()
+    ]
+    theirs = []
+    peer = KafkaPyMemoryRecords(data)
+    while peer.has_next():
+        batch = peer.next_batch()
+        assert batch is not None
+        # (magic 0 has no timestamp: None there, -1 here as in Java)
+        theirs += [
+            (r.offset, -1 if r.timestamp is None else r.timestamp, r.key, r.value, r.checksum)
+            for r in batch
+        ]
+    assert ours == theirs
+    assert len({checksum for *_, checksum in ours}) == len(LEGACY_SAMPLE)
+
+
 @pytest.mark.parametrize("codec", [0, 1, 2, 3])
 @pytest.mark.parametrize("magic", [0, 1])
 def test_legacy_builder_round_trip_and_kafka_python_reads_it(magic: int, codec: int) -> None:

@@ -136,8 +136,8 @@ class LegacyRecordBatch(BatchView):
         self._max_decompressed = max_decompressed_size
         self._check_crc = check_crc
         self._message = msg
-        #: (offset, timestamp, key, value) of each record, once decoded.
-        self._inner: list[tuple[int, int, bytes | None, bytes | None]] | None = None
+        #: (offset, timestamp, key, value, crc) of each record, once decoded.
+        self._inner: list[tuple[int, int, bytes | None, bytes | None, int]] | None = None
         self.magic = msg.magic
         self.attributes = msg.attributes
         self.crc = msg.crc
@@ -189,7 +189,6 @@ class LegacyRecordBatch(BatchView):
     ) -> list[ConsumerRecord[bytes, bytes]]:
         """The records at or after ``min_offset``, for ``topic`` and ``partition``."""
         ts_type = self.timestamp_type
-        crc = self.crc
         return [
             ConsumerRecord(
                 topic,
@@ -205,7 +204,7 @@ class LegacyRecordBatch(BatchView):
                 (),
                 -1,
             )
-            for offset, timestamp, key, value in self._decoded()
+            for offset, timestamp, key, value, crc in self._decoded()
             if offset >= min_offset
         ]
 
@@ -216,15 +215,15 @@ class LegacyRecordBatch(BatchView):
         """Always None: control batches exist only in magic 2."""
         return None
 
-    def _decoded(self) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    def _decoded(self) -> list[tuple[int, int, bytes | None, bytes | None, int]]:
         if self._inner is None:
             self._inner = self._decode()
         return self._inner
 
-    def _decode(self) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    def _decode(self) -> list[tuple[int, int, bytes | None, bytes | None, int]]:
         msg = self._message
         if not self.compression:
-            return [(msg.offset, msg.timestamp, msg.key, msg.value)]
+            return [(msg.offset, msg.timestamp, msg.key, msg.value, msg.crc)]
         if msg.value is None:
             raise CorruptRecordError("compressed legacy message without a value")
         data = self._decompress(memoryview(msg.value))
@@ -241,8 +240,10 @@ class LegacyRecordBatch(BatchView):
         # Magic 1 inner offsets are relative; the wrapper holds the last absolute one.
         shift = msg.offset - inner[-1].offset if self.magic == 1 else 0
         log_append = self.magic == 1 and bool(self.attributes & TIMESTAMP_TYPE_MASK)
+        # Each record's checksum is its own message's (as Java's and aiokafka's), not the
+        # wrapper's.
         return [
-            (m.offset + shift, msg.timestamp if log_append else m.timestamp, m.key, m.value)
+            (m.offset + shift, msg.timestamp if log_append else m.timestamp, m.key, m.value, m.crc)
             for m in inner
         ]
 
