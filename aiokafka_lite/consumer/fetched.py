@@ -194,10 +194,10 @@ class CompletedFetch:
             loaded = self._load_batch()
         except Exception as exc:  # CRC, framing, decompression, record layout
             self._finish()
-            if type(exc) is errors.DecodeError:
-                # Only the decompression limit raises a bare DecodeError. The batch may be
-                # valid (Kafka bounds only its compressed size): say what reads it.
-                exc = errors.DecodeError(
+            if isinstance(exc, codecs.DecompressionLimitError):
+                # The batch may be valid (Kafka bounds only its compressed size): say
+                # what reads it.
+                exc = codecs.DecompressionLimitError(
                     f"{exc} (max_decompressed_bytes: a valid batch may decompress to more; "
                     "raise it to read this one)"
                 )

@@ -173,8 +173,12 @@ def decompress(
     return zstd_decompress(data, max_size)
 
 
+class DecompressionLimitError(DecodeError):
+    """A batch decompresses to more than the limit it was read with (it may be valid)."""
+
+
 def _too_large(max_size: int) -> None:
-    raise DecodeError(f"decompressed data exceeds the limit of {max_size} bytes")
+    raise DecompressionLimitError(f"decompressed data exceeds the limit of {max_size} bytes")
 
 
 def _corrupt(codec: str, exc: BaseException | str) -> CorruptRecordError:
@@ -479,6 +483,7 @@ __all__ = [
     "SNAPPY",
     "ZSTD",
     "CompressionType",
+    "DecompressionLimitError",
     "check_codec",
     "codec_id",
     "codec_name",
