@@ -255,6 +255,11 @@ class Consumer:
         error: errors.KafkaError | None = None
         if self._coordinator is not None:
             self._coordinator.halt()
+        if self._background:
+            # An unsubscribe() just before: its commit of the consumed positions and its
+            # revoke callback end first (cancelled, the next member reads those records
+            # again).
+            await asyncio.wait(list(self._background), timeout=max(deadline - loop.time(), 0))
         for task in list(self._background):
             task.cancel()
         if self._fetcher is not None:
@@ -262,7 +267,7 @@ class Consumer:
         if self._coordinator is not None:
             try:
                 error = await wait_for(
-                    self._coordinator.close(max(timeout_ms - 100, 1)),
+                    self._coordinator.close(max(int((deadline - loop.time()) * 1000) - 100, 1)),
                     max(deadline - loop.time(), 0.001),
                 )
             except asyncio.TimeoutError:

@@ -395,6 +395,74 @@ async def test_leaving_does_not_wait_behind_a_join_the_broker_holds(
         )
 
 
+class _CommitOnRevoke(ConsumerRebalanceListener):
+    """Commits with a bare ``commit()`` (the consumed positions) when partitions go."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self.revoked: list[set[TopicPartition]] = []
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.revoked.append(set(revoked))
+        await self.consumer.commit()
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        pass
+
+
+async def _consume(consumer: Consumer, count: int) -> None:
+    got = 0
+    deadline = time.monotonic() + 20
+    while got < count:
+        assert time.monotonic() < deadline, f"consumed {got} of {count}"
+        batch = await consumer.getmany(timeout_ms=200, max_records=count - got)
+        got += sum(len(records) for records in batch.values())
+
+
+async def _committed(bootstrap: str, group: str, tp: TopicPartition) -> int | None:
+    async with Consumer(bootstrap_servers=bootstrap, group_id=group) as other:
+        return await other.committed(tp, timeout_ms=10000)
+
+
+@pytest.mark.parametrize("auto_commit", [True])
+async def test_stop_right_after_unsubscribe_commits_and_revokes_first(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str], auto_commit: bool
+) -> None:
+    """unsubscribe() then stop() at once: the commit of what was consumed (auto-commit,
+    or the application's in on_partitions_revoked) and the revoke callback run before
+    the consumer closes. stop() cancelled them: nothing committed, no callback, and the
+    group's next member read the 5 consumed records again."""
+    create_topic(topic_name, 1)
+    tp = TopicPartition(topic_name, 0)
+    group = f"g-{topic_name}"
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers)
+    await producer.start()
+    try:
+        for i in range(20):
+            await producer.send(topic_name, b"%d" % i, partition=0)
+    finally:
+        await producer.stop()
+    consumer = member(
+        bootstrap_servers,
+        group,
+        topic_name,
+        ["range"],
+        enable_auto_commit=auto_commit,
+        auto_commit_interval_ms=600000,
+    )
+    listener = _CommitOnRevoke(consumer)
+    try:
+        await consumer.start()
+        consumer.subscribe([topic_name], listener=listener)
+        await consumer.wait_for_assignment(timeout_ms=20000)
+        await _consume(consumer, 5)
+        consumer.unsubscribe()
+    finally:
+        await consumer.stop(timeout_ms=10000)
+    assert listener.revoked == [{tp}]
+    assert await _committed(bootstrap_servers, group, tp) == 5
+
+
 async def test_subscription_changed_during_a_join_takes_no_partition_of_the_old_topics(
     bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
 ) -> None:
