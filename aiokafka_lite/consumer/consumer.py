@@ -390,9 +390,9 @@ class Consumer:
         coordinator = self._coordinator
         owned = self._subs.assigned_partitions()
         if coordinator is not None and self._subs.auto_assigned:
-            offsets = self._subs.all_consumed() if self._config.enable_auto_commit else {}
+            consumed = self._subs.all_consumed()
             self._subs.mark_pending_revocation(owned)
-            self._spawn(coordinator.leave_after_unsubscribe(owned, offsets, self._subs.listener))
+            self._spawn(coordinator.leave_after_unsubscribe(owned, consumed, self._subs.listener))
         self._subs.unsubscribe()
         self._client.track_all_topics(False)
         self._client.set_topics(())
@@ -847,7 +847,9 @@ class Consumer:
         """
         coordinator = self._group_coordinator("commit()")
         if offsets is None:
-            prepared = self._subs.all_consumed()
+            # (In on_partitions_revoked after unsubscribe(), the revoked partitions'
+            # positions, which the assignment no longer holds.)
+            prepared = {**coordinator.revoking_positions, **self._subs.all_consumed()}
         else:
             prepared = {}
             for tp, spec in offsets.items():
@@ -1107,10 +1109,13 @@ class AIOKafkaConsumer(Consumer):
     ) -> None:
         """As aiokafka's: only partitions assigned to this consumer (IllegalStateError
         otherwise), which keeps a member from moving another's offsets."""
-        self._group_coordinator("commit()")
-        if not (self._subs.auto_assigned or self._subs.user_assigned):
+        coordinator = self._group_coordinator("commit()")
+        # In on_partitions_revoked after unsubscribe(), the partitions being revoked
+        # are still this member's.
+        revoking = set(coordinator.revoking_positions)
+        if not (self._subs.auto_assigned or self._subs.user_assigned or revoking):
             raise errors.IllegalStateError("not subscribed to any topics")
-        assigned = self._subs.assigned_partitions()
+        assigned = self._subs.assigned_partitions() | revoking
         if not assigned:
             raise errors.IllegalStateError("no partitions assigned")
         for tp in offsets or ():

@@ -149,6 +149,9 @@ class GroupCoordinator:
         self.last_commit_time: float | None = None
         self.last_commit_error: str | None = None
         self.listener_error: BaseException | None = None
+        #: The consumed positions of the partitions an unsubscribe() revokes, while its
+        #: on_partitions_revoked runs (what a bare commit() there commits).
+        self.revoking_positions: Mapping[TopicPartition, OffsetAndMetadata] = {}
         subscription.add_change_listener(self._on_subscription_change)
         client.add_metadata_listener(self._on_metadata)
 
@@ -868,24 +871,32 @@ class GroupCoordinator:
     async def leave_after_unsubscribe(
         self,
         owned: Collection[TopicPartition],
-        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        consumed: Mapping[TopicPartition, OffsetAndMetadata],
         listener: ConsumerRebalanceListener | None,
     ) -> None:
-        """After unsubscribe(): commit, run the revoke callback, leave the group."""
+        """After unsubscribe(): commit (with auto-commit) the positions ``consumed`` up to
+        it, run the revoke callback, leave the group."""
         timeout = self._config.request_timeout_ms
-        if offsets and self.membership.generation.valid and self._offsets_changed(offsets):
+        if (
+            self._config.auto_commit
+            and consumed
+            and self.membership.generation.valid
+            and self._offsets_changed(consumed)
+        ):
             try:
-                await self._commit(offsets, timeout, final=True)
+                await self._commit(consumed, timeout, final=True)
             except errors.KafkaError as exc:
                 log.warning("group %s: commit on unsubscribe failed: %s", self.group_id, exc)
         if owned and listener is not None:
             self.callbacks_idle.clear()
+            self.revoking_positions = {tp: om for tp, om in consumed.items() if tp in owned}
             try:
                 await call_listener(listener, "on_partitions_revoked", owned)
             except Exception as exc:
                 log.exception("group %s: on_partitions_revoked failed", self.group_id)
                 self.listener_error = exc
             finally:
+                self.revoking_positions = {}
                 self.callbacks_idle.set()
         await self._leave_group("unsubscribed", timeout)
 
