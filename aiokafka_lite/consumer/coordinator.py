@@ -198,7 +198,12 @@ class GroupCoordinator:
         would make their own final commits stale (ILLEGAL_GENERATION).
         """
         self._closing = True
+        current = asyncio.current_task()
         for task in (self._main_task, self._heartbeat_task):
+            if task is self._main_task and not self.callbacks_idle.is_set() and task is not current:
+                # A rebalance callback runs there: close() lets it end (cancelled, the
+                # commit it makes would be lost); then the task stops, not joining again.
+                continue
             if task is not None:
                 task.cancel()
 
@@ -207,6 +212,11 @@ class GroupCoordinator:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         self.halt()
+        if not self.callbacks_idle.is_set() and asyncio.current_task() is not self._main_task:
+            # (Within half the time: the commit and LeaveGroup below need the rest. Not
+            # from the callback itself, which this wait would wait for.)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await wait_for(self.callbacks_idle.wait(), (deadline - loop.time()) / 2)
         await cancel_and_wait(
             (self._main_task, self._heartbeat_task), max(deadline - loop.time(), 0.1)
         )

@@ -479,6 +479,51 @@ async def test_stop_right_after_unsubscribe_commits_and_revokes_first(
     assert await _committed(bootstrap_servers, group, tp) == 5
 
 
+async def test_stop_during_a_rebalances_revoke_callback_lets_it_commit(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """stop() while on_partitions_revoked of a rebalance runs (a subscription change
+    revokes everything, eager): the callback ends and its commit is made. stop()
+    cancelled it mid-way instead: committed offset None after 5 records consumed, and
+    close() did not run the callback again (the partitions were already revoked)."""
+    create_topic(topic_name, 1)
+    other = create_topic(f"{topic_name}-2", 1)
+    tp = TopicPartition(topic_name, 0)
+    group = f"g-{topic_name}"
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers)
+    await producer.start()
+    try:
+        for i in range(20):
+            await producer.send(topic_name, b"%d" % i, partition=0)
+    finally:
+        await producer.stop()
+    consumer = member(bootstrap_servers, group, topic_name, ["range"], enable_auto_commit=False)
+    started = asyncio.Event()
+    done: list[str] = []
+
+    class SlowCommit(ConsumerRebalanceListener):
+        async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+            started.set()
+            await asyncio.sleep(0.3)  # stop() is called meanwhile
+            await consumer.commit()
+            done.append("committed")
+
+        async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+            pass
+
+    try:
+        await consumer.start()
+        consumer.subscribe([topic_name], listener=SlowCommit())
+        await consumer.wait_for_assignment(timeout_ms=20000)
+        await _consume(consumer, 5)
+        consumer.subscribe([topic_name, other], listener=SlowCommit())
+        await asyncio.wait_for(started.wait(), 10)
+    finally:
+        await consumer.stop(timeout_ms=10000)
+    assert done == ["committed"]
+    assert await _committed(bootstrap_servers, group, tp) == 5
+
+
 async def test_subscription_changed_during_a_join_takes_no_partition_of_the_old_topics(
     bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
 ) -> None:
