@@ -392,7 +392,9 @@ class Consumer:
         if coordinator is not None and self._subs.auto_assigned:
             consumed = self._subs.all_consumed()
             self._subs.mark_pending_revocation(owned)
-            self._spawn(coordinator.leave_after_unsubscribe(owned, consumed, self._subs.listener))
+            # Partitions whose revoke callback a rebalance runs now get no second one.
+            revoke = owned - coordinator.in_revoke_callback
+            self._spawn(coordinator.leave_after_unsubscribe(revoke, consumed, self._subs.listener))
         self._subs.unsubscribe()
         self._client.track_all_topics(False)
         self._client.set_topics(())

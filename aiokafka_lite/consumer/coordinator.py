@@ -149,9 +149,11 @@ class GroupCoordinator:
         self.last_commit_time: float | None = None
         self.last_commit_error: str | None = None
         self.listener_error: BaseException | None = None
-        #: The consumed positions of the partitions an unsubscribe() revokes, while its
-        #: on_partitions_revoked runs (what a bare commit() there commits).
-        self.revoking_positions: Mapping[TopicPartition, OffsetAndMetadata] = {}
+        #: The consumed positions of the partitions a revoke callback runs for (what a
+        #: bare commit() there commits, also once unsubscribe() dropped the assignment).
+        self.revoking_positions: dict[TopicPartition, OffsetAndMetadata] = {}
+        #: The partitions a rebalance's on_partitions_revoked/lost callback runs for.
+        self.in_revoke_callback: frozenset[TopicPartition] = frozenset()
         subscription.add_change_listener(self._on_subscription_change)
         client.add_metadata_listener(self._on_metadata)
 
@@ -763,11 +765,17 @@ class GroupCoordinator:
             log.warning("group %s: partitions lost: %s", self.group_id, sorted(parts))
         else:
             log.info("group %s: revoking %s", self.group_id, sorted(parts))
+        self.in_revoke_callback = frozenset(parts)
+        held = {tp: om for tp, om in self._subs.all_consumed().items() if tp in parts}
+        self.revoking_positions.update(held)
         try:
             await self._call_listener(
                 "on_partitions_lost" if lost else "on_partitions_revoked", parts
             )
         finally:
+            self.in_revoke_callback = frozenset()
+            for tp in held:
+                self.revoking_positions.pop(tp, None)
             if self._subs.auto_assigned:
                 self._subs.assign_from_subscribed(self._subs.assigned_partitions() - parts)
             for tp in parts:
@@ -887,6 +895,11 @@ class GroupCoordinator:
         """After unsubscribe(): commit (with auto-commit) the positions ``consumed`` up to
         it, run the revoke callback, leave the group."""
         timeout = self._config.request_timeout_ms
+        if not self.callbacks_idle.is_set():
+            # A rebalance's callback runs: leave once it ended (a commit it makes needs
+            # the generation).
+            with contextlib.suppress(asyncio.TimeoutError):
+                await wait_for(self.callbacks_idle.wait(), timeout / 1000)
         if (
             self._config.auto_commit
             and consumed
@@ -899,14 +912,16 @@ class GroupCoordinator:
                 log.warning("group %s: commit on unsubscribe failed: %s", self.group_id, exc)
         if owned and listener is not None:
             self.callbacks_idle.clear()
-            self.revoking_positions = {tp: om for tp, om in consumed.items() if tp in owned}
+            held = {tp: om for tp, om in consumed.items() if tp in owned}
+            self.revoking_positions.update(held)
             try:
                 await call_listener(listener, "on_partitions_revoked", owned)
             except Exception as exc:
                 log.exception("group %s: on_partitions_revoked failed", self.group_id)
                 self.listener_error = exc
             finally:
-                self.revoking_positions = {}
+                for tp in held:
+                    self.revoking_positions.pop(tp, None)
                 self.callbacks_idle.set()
         await self._leave_group("unsubscribed", timeout)
 

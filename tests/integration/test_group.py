@@ -524,6 +524,53 @@ async def test_stop_during_a_rebalances_revoke_callback_lets_it_commit(
     assert await _committed(bootstrap_servers, group, tp) == 5
 
 
+async def test_unsubscribe_during_a_rebalances_revoke_callback_does_not_call_it_again(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """unsubscribe() while on_partitions_revoked of a rebalance runs for the partitions:
+    they are revoked once, and the callback's bare commit() still commits what was
+    consumed. unsubscribe() passed them to on_partitions_revoked a second time, run
+    alongside the first (two calls for one partition, on Tansu and noida)."""
+    create_topic(topic_name, 1)
+    other = create_topic(f"{topic_name}-2", 1)
+    group = f"g-{topic_name}"
+    tp = TopicPartition(topic_name, 0)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers)
+    await producer.start()
+    try:
+        for i in range(20):
+            await producer.send(topic_name, b"%d" % i, partition=0)
+    finally:
+        await producer.stop()
+    consumer = member(bootstrap_servers, group, topic_name, ["range"], enable_auto_commit=False)
+    started = asyncio.Event()
+    calls: list[set[TopicPartition]] = []
+
+    class Slow(ConsumerRebalanceListener):
+        async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+            calls.append(set(revoked))
+            started.set()
+            await asyncio.sleep(0.3)  # unsubscribe() is called meanwhile
+            await consumer.commit()
+
+        async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+            pass
+
+    try:
+        await consumer.start()
+        consumer.subscribe([topic_name], listener=Slow())
+        await consumer.wait_for_assignment(timeout_ms=20000)
+        await _consume(consumer, 5)
+        consumer.subscribe([topic_name, other], listener=Slow())
+        await asyncio.wait_for(started.wait(), 10)
+        consumer.unsubscribe()
+        await asyncio.sleep(0.6)  # both callbacks, if two, have ended
+    finally:
+        await consumer.stop(timeout_ms=10000)
+    assert calls == [{tp}]
+    assert await _committed(bootstrap_servers, group, tp) == 5
+
+
 async def test_subscription_changed_during_a_join_takes_no_partition_of_the_old_topics(
     bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
 ) -> None:
