@@ -217,12 +217,12 @@ async def test_static_member_restart_within_session_timeout_causes_no_rebalance(
         await asyncio.gather(*(c.stop(timeout_ms=5000) for c in consumers), return_exceptions=True)
 
 
-async def produce_all(bootstrap: str, topic: str, count: int) -> None:
+async def produce_all(bootstrap: str, topic: str, count: int, partitions: int = PARTITIONS) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await producer.start()
     try:
         for i in range(count):
-            await producer.send(topic, b"%d" % i, partition=i % PARTITIONS)
+            await producer.send(topic, b"%d" % i, partition=i % partitions)
         await producer.flush()
     finally:
         await producer.stop()
@@ -422,6 +422,27 @@ class _CommitOnRevoke(ConsumerRebalanceListener):
         pass
 
 
+class _SlowCommitOnRevoke(ConsumerRebalanceListener):
+    """Holds on_partitions_revoked 0.3 s (the test calls stop() or unsubscribe()
+    meanwhile), then commits the consumed positions with a bare ``commit()``."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self.started = asyncio.Event()
+        self.revoked: list[set[TopicPartition]] = []
+        self.commits = 0
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.revoked.append(set(revoked))
+        self.started.set()
+        await asyncio.sleep(0.3)
+        await self.consumer.commit()
+        self.commits += 1
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        pass
+
+
 async def _consume(consumer: Consumer, count: int) -> None:
     got = 0
     deadline = time.monotonic() + 20
@@ -449,13 +470,7 @@ async def test_stop_right_after_unsubscribe_commits_and_revokes_first(
     create_topic(topic_name, 1)
     tp = TopicPartition(topic_name, 0)
     group = f"g-{topic_name}"
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers)
-    await producer.start()
-    try:
-        for i in range(20):
-            await producer.send(topic_name, b"%d" % i, partition=0)
-    finally:
-        await producer.stop()
+    await produce_all(bootstrap_servers, topic_name, 20, partitions=1)
     consumer = member(
         bootstrap_servers,
         group,
@@ -479,95 +494,38 @@ async def test_stop_right_after_unsubscribe_commits_and_revokes_first(
     assert await _committed(bootstrap_servers, group, tp) == 5
 
 
-async def test_stop_during_a_rebalances_revoke_callback_lets_it_commit(
-    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+@pytest.mark.parametrize("then", ["stop", "unsubscribe"])
+async def test_a_rebalances_revoke_callback_ends_and_commits_once(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str], then: str
 ) -> None:
-    """stop() while on_partitions_revoked of a rebalance runs (a subscription change
-    revokes everything, eager): the callback ends and its commit is made. stop()
-    cancelled it mid-way instead: committed offset None after 5 records consumed, and
-    close() did not run the callback again (the partitions were already revoked)."""
+    """While on_partitions_revoked of a rebalance runs (a subscription change revokes
+    everything, eager), the application calls stop() or unsubscribe(): the callback
+    runs once, to its end, and its bare commit() commits what was consumed. stop()
+    cancelled it mid-way (committed offset None after 5 records consumed, and close()
+    did not run it again: the partitions were already revoked); unsubscribe() passed
+    the partitions to on_partitions_revoked a second time, run alongside the first
+    (two calls for one partition, on Tansu and noida)."""
     create_topic(topic_name, 1)
     other = create_topic(f"{topic_name}-2", 1)
     tp = TopicPartition(topic_name, 0)
     group = f"g-{topic_name}"
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers)
-    await producer.start()
-    try:
-        for i in range(20):
-            await producer.send(topic_name, b"%d" % i, partition=0)
-    finally:
-        await producer.stop()
+    await produce_all(bootstrap_servers, topic_name, 20, partitions=1)
     consumer = member(bootstrap_servers, group, topic_name, ["range"], enable_auto_commit=False)
-    started = asyncio.Event()
-    done: list[str] = []
-
-    class SlowCommit(ConsumerRebalanceListener):
-        async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-            started.set()
-            await asyncio.sleep(0.3)  # stop() is called meanwhile
-            await consumer.commit()
-            done.append("committed")
-
-        async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-            pass
-
+    listener = _SlowCommitOnRevoke(consumer)
     try:
         await consumer.start()
-        consumer.subscribe([topic_name], listener=SlowCommit())
+        consumer.subscribe([topic_name], listener=listener)
         await consumer.wait_for_assignment(timeout_ms=20000)
         await _consume(consumer, 5)
-        consumer.subscribe([topic_name, other], listener=SlowCommit())
-        await asyncio.wait_for(started.wait(), 10)
+        consumer.subscribe([topic_name, other], listener=listener)
+        await asyncio.wait_for(listener.started.wait(), 10)
+        if then == "unsubscribe":
+            consumer.unsubscribe()
+            await asyncio.sleep(0.6)  # both callbacks, if two, have ended
     finally:
         await consumer.stop(timeout_ms=10000)
-    assert done == ["committed"]
-    assert await _committed(bootstrap_servers, group, tp) == 5
-
-
-async def test_unsubscribe_during_a_rebalances_revoke_callback_does_not_call_it_again(
-    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
-) -> None:
-    """unsubscribe() while on_partitions_revoked of a rebalance runs for the partitions:
-    they are revoked once, and the callback's bare commit() still commits what was
-    consumed. unsubscribe() passed them to on_partitions_revoked a second time, run
-    alongside the first (two calls for one partition, on Tansu and noida)."""
-    create_topic(topic_name, 1)
-    other = create_topic(f"{topic_name}-2", 1)
-    group = f"g-{topic_name}"
-    tp = TopicPartition(topic_name, 0)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers)
-    await producer.start()
-    try:
-        for i in range(20):
-            await producer.send(topic_name, b"%d" % i, partition=0)
-    finally:
-        await producer.stop()
-    consumer = member(bootstrap_servers, group, topic_name, ["range"], enable_auto_commit=False)
-    started = asyncio.Event()
-    calls: list[set[TopicPartition]] = []
-
-    class Slow(ConsumerRebalanceListener):
-        async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-            calls.append(set(revoked))
-            started.set()
-            await asyncio.sleep(0.3)  # unsubscribe() is called meanwhile
-            await consumer.commit()
-
-        async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-            pass
-
-    try:
-        await consumer.start()
-        consumer.subscribe([topic_name], listener=Slow())
-        await consumer.wait_for_assignment(timeout_ms=20000)
-        await _consume(consumer, 5)
-        consumer.subscribe([topic_name, other], listener=Slow())
-        await asyncio.wait_for(started.wait(), 10)
-        consumer.unsubscribe()
-        await asyncio.sleep(0.6)  # both callbacks, if two, have ended
-    finally:
-        await consumer.stop(timeout_ms=10000)
-    assert calls == [{tp}]
+    assert listener.revoked == [{tp}]
+    assert listener.commits == 1
     assert await _committed(bootstrap_servers, group, tp) == 5
 
 
