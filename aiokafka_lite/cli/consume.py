@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
+import select
+import stat
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -126,6 +129,24 @@ def _parse_offset(text: str) -> str | int:
         raise argparse.ArgumentTypeError(
             f"--offset must be earliest, latest, N, or -N (N before the end), got {text!r}"
         ) from None
+
+
+def _reader_gone(out: Any) -> bool:
+    """Whether ``out`` is a pipe whose reading end is closed (``| head`` exited).
+
+    A write would fail, but with no new record none comes: without this check an idle
+    topic keeps the command, and the shell waiting for its pipeline, running forever.
+    """
+    try:
+        fd = out.fileno()
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return False
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        # A pipe without readers polls as POLLERR.
+        return any(ev & select.POLLERR for _fd, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 async def _position_explicitly(
@@ -297,6 +318,8 @@ async def cmd_consume(args: argparse.Namespace) -> int:
                     break
                 if batches:
                     last_record = now
+                elif _reader_gone(out):
+                    break
                 elif args.idle_timeout is not None and now - last_record >= args.idle_timeout:
                     break
                 if group and now - last_commit >= 2.0:

@@ -153,6 +153,36 @@ def test_plain_and_template_output(cli: list[str], bootstrap_servers: str) -> No
     assert template.stderr == ""
 
 
+def test_consume_stops_when_the_reader_of_its_pipe_goes_away(
+    cli: list[str], bootstrap_servers: str
+) -> None:
+    """`consume ... | head -2` on a topic with no new records: once head exits, consume
+    must exit too (the shell waits for both); no further write would tell it."""
+    topic = unique("pipe")
+    b = ("-b", bootstrap_servers)
+    assert run(cli, "topics", "create", topic, "-p", "1", *b).returncode == 0
+    assert run(cli, "produce", topic, *b, input="a\nb\n").returncode == 0
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen(
+        [*cli, "consume", topic, "--from-beginning", *b],
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        env=clean_env(),
+    )
+    os.close(write_end)
+    try:
+        with os.fdopen(read_end, "rb") as reader:
+            # As `head -2` does: both records read, then the reader goes away.
+            assert [reader.readline(), reader.readline()] == [b"a\n", b"b\n"]
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr
+    assert b"Traceback" not in stderr, stderr
+
+
 def test_produce_files_to_a_partition_with_a_codec(
     cli: list[str], bootstrap_servers: str, tmp_path: Path
 ) -> None:
