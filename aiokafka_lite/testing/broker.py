@@ -448,7 +448,13 @@ class EmbeddedBroker:
         return self.start()
 
     def __enter__(self) -> EmbeddedBroker:
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:
+            # __exit__ does not run when __enter__ raises: a failed or interrupted start
+            # would leave noida-db's data directory (and, on Ctrl-C, the process) behind.
+            self.stop()
+            raise
 
     def __exit__(
         self,
@@ -459,7 +465,11 @@ class EmbeddedBroker:
         self.stop()
 
     async def __aenter__(self) -> EmbeddedBroker:
-        return await self.start_async()
+        try:
+            return await self.start_async()
+        except BaseException:
+            await asyncio.shield(self.stop_async())  # as in __enter__
+            raise
 
     async def __aexit__(
         self,

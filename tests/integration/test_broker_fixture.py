@@ -7,6 +7,7 @@ import os
 import socket
 import struct
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -142,6 +143,22 @@ def test_broker_start_failure_shows_its_log() -> None:
     assert "no-such-flag" in text  # the broker's own complaint, from its log
     assert "exit code" in text
     assert not broker.running
+    broker.keep_logs = False
+    broker.stop()
+
+
+def test_failed_start_in_a_with_block_leaves_no_data_directory() -> None:
+    """A with-block whose start fails never reaches __exit__; the start cleans up itself
+    (the log stays for a post-mortem, as its error message names it)."""
+    broker = EmbeddedBroker("noida", extra_args=["--no-such-flag"], startup_timeout=10)
+    command = broker.command()  # makes the data directory the start will use
+    data_dir = Path(command[command.index("--data-dir") + 1])
+    assert data_dir.is_dir()
+    with pytest.raises(BrokerStartError), broker:
+        pass
+    assert not broker.running
+    assert not data_dir.exists()
+    assert broker.log_path is not None and broker.log_path.exists()
     broker.keep_logs = False
     broker.stop()
 
