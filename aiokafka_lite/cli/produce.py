@@ -26,6 +26,7 @@ from aiokafka_lite.cli.shared import (
     err,
     error_line,
     exit_code_for,
+    non_negative_int,
     parse_key_value,
     positive_int,
     rate_summary,
@@ -284,7 +285,12 @@ def add_produce_parser(commands: Any, leaf: Leaf) -> None:
     p.add_argument(
         "-H", "--header", action="append", metavar="KEY=VALUE", help="add a header (repeatable)"
     )
-    p.add_argument("-p", "--partition", type=int, help="send every record to this partition")
+    p.add_argument(
+        "-p",
+        "--partition",
+        type=non_negative_int,
+        help="send every record to this partition",
+    )
     add_producer_flags(p, PRODUCE_DEFAULTS)
     p.add_argument("--create", action="store_true", help="create the topic if it does not exist")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary")

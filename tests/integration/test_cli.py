@@ -449,6 +449,7 @@ def test_unknown_topic(cli: list[str], bootstrap_servers: str) -> None:
         ("topics", "create"),
         ("consume", "t", "--offset", "banana"),
         ("produce", "t", "--acks", "7"),
+        ("produce", "t", "-p", "-1"),  # was a TypeError traceback from Producer.send
         ("no-such-command",),
         ("topics", "create", "t", "--partitions", "0"),
         ("groups", "reset-offsets", "g", "--topic", "t"),
