@@ -199,6 +199,10 @@ async def _produce(
 
     started = time.monotonic()
     interrupted = False
+    # A line that cannot be sent stops the input; the lines before it are still
+    # delivered, and the error says where it stopped and how many were, so a rerun
+    # does not produce them twice unknowingly.
+    bad_line: tuple[str, BaseException] | None = None
     with StopSignal() as stop:
         try:
             for name, stream in streams:
@@ -210,29 +214,45 @@ async def _produce(
                     if separator is not None:
                         key, sep, value = line.partition(separator)
                         if not sep:
-                            raise CliError(
-                                f"{name}:{number}: no key separator "
-                                f"{separator.decode(errors='replace')!r} in the line"
+                            bad_line = (
+                                f"{name}:{number}",
+                                CliError(
+                                    "no key separator "
+                                    f"{separator.decode(errors='replace')!r} in the line"
+                                ),
                             )
-                    fut = await producer.send(
-                        args.topic,
-                        value,
-                        key=key,
-                        partition=args.partition,
-                        headers=headers or None,
-                    )
+                            break
+                    try:
+                        fut = await producer.send(
+                            args.topic,
+                            value,
+                            key=key,
+                            partition=args.partition,
+                            headers=headers or None,
+                        )
+                    except errors.KafkaError as exc:
+                        bad_line = (f"{name}:{number}", exc)
+                        break
                     fut.add_done_callback(on_done)
                     sent += 1
                     size += len(value) + (len(key) if key else 0)
                     if failures:
                         break
-                if failures or stop.stopped:
+                if failures or bad_line or stop.stopped:
                     break
             interrupted = stop.stopped
             await producer.flush()
         finally:
             await producer.stop()
     elapsed = time.monotonic() - started
+    if bad_line is not None:
+        where, problem = bad_line
+        lost = f", {len(failures)} not delivered" if failures else ""
+        error_line(
+            f"{where}: {describe_error(problem)} (stopped there; {delivered} record"
+            f"{'s' if delivered != 1 else ''} before it delivered{lost})"
+        )
+        return exit_code_for(failures[0] if failures else problem)
     if failures:
         error_line(
             f"{len(failures)} of {sent} records were not delivered: {describe_error(failures[0])}"

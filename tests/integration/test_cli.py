@@ -243,7 +243,24 @@ def test_produce_line_without_key_separator_fails(cli: list[str], bootstrap_serv
     topic = unique("nosep")
     assert run(cli, "topics", "create", topic, "-b", bootstrap_servers).returncode == 0
     result = run(cli, "produce", topic, "-k", ":", "-b", bootstrap_servers, input="a:1\nplain\n")
-    assert_one_error_line(result, 1, "<stdin>:2", "separator")
+    assert_one_error_line(result, 1, "<stdin>:2", "separator", "1 record before it delivered")
+
+
+def test_produce_record_too_large_says_where_and_what_was_delivered(
+    cli: list[str], bootstrap_servers: str
+) -> None:
+    """A line the producer refuses stops the input; the error names the line and how
+    many records before it were delivered (they are: a rerun would duplicate them)."""
+    topic = unique("large")
+    b = ("-b", bootstrap_servers)
+    assert run(cli, "topics", "create", topic, "-p", "1", *b).returncode == 0
+    huge = "z" * 1_100_000  # past the default max_request_size (1 MiB)
+    result = run(cli, "produce", topic, *b, input=f"a\nb\n{huge}\nc\n")
+    assert_one_error_line(
+        result, 1, "<stdin>:3", "max_request_size", "2 records before it delivered"
+    )
+    back = run(cli, "consume", topic, "--from-beginning", "-n", "3", "--idle-timeout", "3", *b)
+    assert back.stdout.splitlines() == ["a", "b"], back.stderr
 
 
 # --- topics -------------------------------------------------------------------------------
