@@ -6,11 +6,13 @@ import asyncio
 import atexit
 import contextlib
 import ctypes
+import errno
 import importlib
 import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -92,6 +94,19 @@ def _stop_live_brokers() -> None:
     for broker in list(_live_brokers):
         with contextlib.suppress(Exception):
             broker.stop()
+
+
+def _port_in_use(host: str, port: int) -> bool:
+    """Whether something listens on ``host:port`` now (TIME_WAIT leftovers do not count,
+    as the broker binds with SO_REUSEADDR too)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
 
 
 def tansu_binary() -> str:
@@ -264,6 +279,18 @@ class EmbeddedBroker:
     def _spawn(self) -> None:
         if self.running:
             raise BrokerError(f"{self!r} is already running")
+        # A listener already on the port would answer the readiness probe in place of
+        # the new broker (which then fails to bind): the start would "succeed" against
+        # someone else's broker. Check first; a port picked here is replaced.
+        for _ in range(3):
+            if not _port_in_use(self.host, self.port):
+                break
+            if not self._auto_port:
+                raise BrokerStartError(
+                    f"{self.kind} broker cannot listen on {self.listener}: "
+                    "the port is already in use"
+                )
+            self.port = find_free_port(_connect_host(self.host))
         command = self.command()
         fd, log_name = tempfile.mkstemp(prefix=f"aiokafka-lite-{self.kind}-", suffix=".log")
         self._log_path = Path(log_name)

@@ -163,6 +163,25 @@ def test_failed_start_in_a_with_block_leaves_no_data_directory() -> None:
     broker.stop()
 
 
+def test_start_on_a_port_another_broker_holds() -> None:
+    """The readiness probe must not take another listener's answer for the new broker's:
+    with a broker already on the port, the start fails (a chosen port) or moves to a
+    free port (a port picked by the helper), instead of reporting success while the new
+    process dies on "address already in use"."""
+    with EmbeddedBroker("tansu") as first:
+        taken = first.port
+        second = EmbeddedBroker("tansu", port=taken)
+        with pytest.raises(BrokerStartError, match="already in use"), second:
+            pass
+        assert not second.running
+        third = EmbeddedBroker("tansu")
+        third.port = taken  # as if another process took the picked port meanwhile
+        with third:
+            assert third.port != taken
+            assert third.pid is not None and third.running
+            assert probe_api_versions("127.0.0.1", third.port)
+
+
 def test_noida_cannot_advertise_another_port() -> None:
     with pytest.raises(ValueError):
         EmbeddedBroker("noida", advertised_port=find_free_port())
