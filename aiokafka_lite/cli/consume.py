@@ -56,7 +56,9 @@ class RecordFormatter:
         if self.template is not None:
             try:
                 self.template.format_map(_FIELDS_PROBE)
-            except (KeyError, IndexError, ValueError) as exc:
+            # A field's attribute or index ({value.x}, {offset[0]}) fails with
+            # AttributeError / TypeError: a bad template too, not a traceback.
+            except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:
                 raise UsageError(
                     f"bad --format template {fmt!r} ({exc}); fields: "
                     + ", ".join("{" + k + "}" for k in _FIELDS_PROBE)

@@ -474,6 +474,8 @@ def test_unknown_topic(cli: list[str], bootstrap_servers: str) -> None:
         ("topics", "list", "--config", "/nonexistent/client.properties"),
         ("topics", "alter-config", "t"),
         ("consume", "t", "-f", "{nonsense}"),
+        ("consume", "t", "-f", "{value.x}"),  # was an AttributeError traceback
+        ("consume", "t", "-f", "{offset[0]}"),  # was a TypeError traceback
         ("consume", "t", "--offset", "1", "--timestamp", "5"),
         ("groups", "reset-offsets", "g", "--to-datetime", "yesterday", "--all-topics"),
     ],
