@@ -183,6 +183,8 @@ def read_config_file(path: str) -> dict[str, Any]:
             lines = f.read().splitlines()
     except OSError as exc:
         raise UsageError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"cannot read config file {path}: not UTF-8 text ({exc})") from None
     settings: dict[str, Any] = {}
     for number, raw in enumerate(lines, 1):
         line = raw.strip()

@@ -493,6 +493,13 @@ def test_bad_config_file_key(cli: list[str], tmp_path: Path) -> None:
     assert_one_error_line(result, 2, "not.a.setting", ":2")
 
 
+def test_config_file_not_utf8(cli: list[str], tmp_path: Path) -> None:
+    config = tmp_path / "client.properties"
+    config.write_bytes(b"bootstrap.servers=localhost:1\nclient.id=caf\xe9\n")  # Latin-1
+    result = run(cli, "topics", "list", "--config", str(config))
+    assert_one_error_line(result, 2, "config file", "UTF-8")
+
+
 def test_config_file_and_environment(
     cli: list[str], bootstrap_servers: str, tmp_path: Path
 ) -> None:
