@@ -67,7 +67,12 @@ def _read_password() -> str:
             raise UsageError("the passwords differ")
         password = first
     else:
-        password = sys.stdin.readline().rstrip("\r\n")
+        # Bytes, decoded here: SCRAM hashes the password's UTF-8, and stdin's own
+        # decoding fails or (C locale) leaves lone surrogates on other bytes.
+        try:
+            password = sys.stdin.buffer.readline().decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError:
+            raise UsageError("the password on standard input is not UTF-8 text") from None
     if not password:
         raise UsageError("empty password (give it on standard input)")
     return password

@@ -493,6 +493,12 @@ def test_bad_config_file_key(cli: list[str], tmp_path: Path) -> None:
     assert_one_error_line(result, 2, "not.a.setting", ":2")
 
 
+def test_users_set_password_not_utf8(cli: list[str]) -> None:
+    address = f"127.0.0.1:{find_free_port()}"
+    result = run(cli, "users", "set", "alice", "-b", address, "--timeout", "1", input=b"\xffab\n")
+    assert_one_error_line(result, 2, "password", "UTF-8")
+
+
 def test_config_file_not_utf8(cli: list[str], tmp_path: Path) -> None:
     config = tmp_path / "client.properties"
     config.write_bytes(b"bootstrap.servers=localhost:1\nclient.id=caf\xe9\n")  # Latin-1
