@@ -13,6 +13,7 @@ import asyncio
 import datetime
 import json
 import logging
+import math
 import os
 import re
 import signal
@@ -157,7 +158,10 @@ def _number_arg(
 
 
 def positive_float(text: str) -> float:
-    return _number_arg(text, float, "a number", lambda value: value > 0, "> 0")
+    # Finite: an infinite --timeout overflowed converting to milliseconds.
+    return _number_arg(
+        text, float, "a number", lambda value: 0 < value < math.inf, "> 0 and finite"
+    )
 
 
 def positive_int(text: str) -> int:
@@ -257,6 +261,8 @@ def resolve_connection(args: argparse.Namespace, default_client_id: str) -> Conn
     settings.update({key: getattr(args, key) for key in _FLAG_SETTINGS if hasattr(args, key)})
     seconds = getattr(args, "timeout", None)
     if seconds is not None:
+        if not math.isfinite(seconds * 1000):  # past int(): an OverflowError traceback
+            raise UsageError(f"--timeout is too large: {seconds:g} s")
         settings["request_timeout_ms"] = max(int(seconds * 1000), 1)
     bootstrap = settings.get("bootstrap_servers") or os.environ.get(ENV_BOOTSTRAP)
     settings["bootstrap_servers"] = bootstrap or DEFAULT_BOOTSTRAP

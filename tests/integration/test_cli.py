@@ -471,6 +471,7 @@ def test_unknown_topic(cli: list[str], bootstrap_servers: str) -> None:
         ("topics", "create", "t", "--partitions", "0"),
         ("groups", "reset-offsets", "g", "--topic", "t"),
         ("consume", "t", "--timeout", "-1"),
+        ("topics", "list", "--timeout", "inf"),  # was an OverflowError traceback
         ("topics", "list", "--config", "/nonexistent/client.properties"),
         ("topics", "alter-config", "t"),
         ("consume", "t", "-f", "{nonsense}"),
@@ -484,6 +485,13 @@ def test_bad_arguments(cli: list[str], args: tuple[str, ...]) -> None:
     address = f"127.0.0.1:{find_free_port()}"
     result = run(cli, *args, "-b", address, "--timeout", "1")
     assert_one_error_line(result, 2)
+
+
+def test_timeout_too_large_for_milliseconds(cli: list[str]) -> None:
+    # Finite in seconds, infinite in ms: was an OverflowError traceback.
+    address = f"127.0.0.1:{find_free_port()}"
+    result = run(cli, "topics", "list", "-b", address, "--timeout", "1e308")
+    assert_one_error_line(result, 2, "--timeout")
 
 
 def test_bad_config_file_key(cli: list[str], tmp_path: Path) -> None:
