@@ -168,6 +168,16 @@ def positive_int(text: str) -> int:
     return int(_number_arg(text, int, "an integer", lambda value: value > 0, "> 0"))
 
 
+def int32_count(text: str) -> int:
+    """A count > 0 the protocol carries as an INT32 (partitions)."""
+    return int(_number_arg(text, int, "an integer", lambda v: 0 < v < 2**31, "> 0 and < 2^31"))
+
+
+def int16_count(text: str) -> int:
+    """A count > 0 the protocol carries as an INT16 (the replication factor)."""
+    return int(_number_arg(text, int, "an integer", lambda v: 0 < v < 2**15, "> 0 and < 32768"))
+
+
 def non_negative_int(text: str) -> int:
     return int(_number_arg(text, int, "an integer", lambda value: value >= 0, ">= 0"))
 

@@ -15,9 +15,10 @@ from aiokafka_lite.cli.shared import (
     describe_error,
     error_line,
     exit_code_for,
+    int16_count,
+    int32_count,
     out,
     parse_key_value,
-    positive_int,
     print_json,
     report_items,
 )
@@ -194,8 +195,9 @@ def add_topics_parser(commands: Any, leaf: Leaf) -> None:
     p.add_argument("--internal", action="store_true", help="include internal topics")
     p = leaf(topic_cmds, "create", cmd_topics_create, "create topics")
     p.add_argument("topics", nargs="+", metavar="TOPIC")
-    p.add_argument("-p", "--partitions", type=positive_int, help="default: the broker's")
-    p.add_argument("-r", "--replication-factor", type=positive_int, help="default: the broker's")
+    # Bounded as the protocol carries them: past that, the request could not be encoded.
+    p.add_argument("-p", "--partitions", type=int32_count, help="default: the broker's")
+    p.add_argument("-r", "--replication-factor", type=int16_count, help="default: the broker's")
     p.add_argument(
         "-c",
         "--config-entry",
@@ -240,7 +242,7 @@ def add_topics_parser(commands: Any, leaf: Leaf) -> None:
     p.add_argument(
         "-p",
         "--partitions",
-        type=positive_int,
+        type=int32_count,
         required=True,
         help="the new total number of partitions",
     )

@@ -469,6 +469,9 @@ def test_unknown_topic(cli: list[str], bootstrap_servers: str) -> None:
         ("produce", "t", "-p", "-1"),  # was a TypeError traceback from Producer.send
         ("no-such-command",),
         ("topics", "create", "t", "--partitions", "0"),
+        ("topics", "create", "t", "--partitions", "2147483648"),  # was a ValueError traceback
+        ("topics", "create", "t", "--replication-factor", "32768"),  # likewise (INT16)
+        ("topics", "add-partitions", "t", "--partitions", "2147483648"),
         ("groups", "reset-offsets", "g", "--topic", "t"),
         ("consume", "t", "--timeout", "-1"),
         ("topics", "list", "--timeout", "inf"),  # was an OverflowError traceback
