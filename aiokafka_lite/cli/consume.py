@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import json
 import os
@@ -279,11 +280,25 @@ async def cmd_consume(args: argparse.Namespace) -> int:
     last_record = time.monotonic()
     last_commit = time.monotonic()
 
-    async def commit() -> None:
+    async def commit(final: bool = False) -> None:
         nonlocal committed
         if not group:
             return
         todo = {tp: off for tp, off in printed.items() if committed.get(tp) != off}
+        if final:
+            # A partition the group gave us but nothing was printed from (-n reached on
+            # another partition): its position is where this run started (the reset of
+            # --from-beginning, say). Committed, the next run starts there too, instead
+            # of resetting again (to the end by default) past records never printed.
+            # Concurrently: one bounded wait in all, even with the cluster gone.
+            unprinted = [tp for tp in consumer.assignment() - printed.keys() if tp not in committed]
+            found = await asyncio.gather(
+                *(consumer.position(tp, timeout_ms=2000) for tp in unprinted),
+                return_exceptions=True,
+            )
+            for tp, position in zip(unprinted, found, strict=True):
+                if isinstance(position, int):  # else no position known: nothing to keep
+                    todo[tp] = position
         if todo:
             await consumer.commit(todo)
             committed = {**committed, **todo}
@@ -328,7 +343,7 @@ async def cmd_consume(args: argparse.Namespace) -> int:
                     await commit()
                     last_commit = now
             try:
-                await commit()
+                await commit(final=True)
             except errors.KafkaError as exc:
                 error_line(f"could not commit the printed offsets: {describe_error(exc)}")
                 status = exit_code_for(exc)

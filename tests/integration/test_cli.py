@@ -336,6 +336,34 @@ def consume_in_group(
     )
 
 
+def test_group_run_stopped_by_n_keeps_its_start_on_unprinted_partitions(
+    cli: list[str], bootstrap_servers: str
+) -> None:
+    """`consume -g G --from-beginning -n 2` prints from one partition only; the next
+    `consume -g G` must still see the other partition's records: the first run commits
+    where it started there, instead of nothing (then the reset to the end skipped them)."""
+    topic, group = unique("start"), unique("g")
+    b = ("-b", bootstrap_servers)
+    assert run(cli, "topics", "create", topic, "-p", "2", *b).returncode == 0
+    for partition, prefix in (("0", "a"), ("1", "b")):
+        lines = "".join(f"{prefix}{i}\n" for i in range(3))
+        sent = run(cli, "produce", topic, "-p", partition, "-q", *b, input=lines)
+        assert sent.returncode == 0, sent.stderr
+    first = consume_in_group(cli, bootstrap_servers, topic, group, "--from-beginning", "-n", "2")
+    assert first.returncode == 0, first.stderr
+    assert len(first.stdout.splitlines()) == 2
+    rest = consume_in_group(cli, bootstrap_servers, topic, group, "-n", "4", "--idle-timeout", "20")
+    assert rest.returncode == 0, rest.stderr
+    assert sorted(first.stdout.splitlines() + rest.stdout.splitlines()) == [
+        "a0",
+        "a1",
+        "a2",
+        "b0",
+        "b1",
+        "b2",
+    ]
+
+
 def test_group_lag_after_partial_consumption(cli: list[str], bootstrap_servers: str) -> None:
     topic, group = unique("lag"), unique("g")
     b = ("-b", bootstrap_servers)
