@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import io
 import json
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,6 +15,7 @@ import pytest
 from aiokafka_lite import cli, errors
 from aiokafka_lite.cli.bench import ProgressBar
 from aiokafka_lite.cli.consume import RecordFormatter
+from aiokafka_lite.cli.produce import _read_lines
 from aiokafka_lite.cli.shared import rate_summary
 
 
@@ -199,3 +202,38 @@ def test_config_file_receive_message_max_bytes(tmp_path: Path) -> None:
     path.write_text("receive.message.max.bytes=lots\n")
     with pytest.raises(cli.UsageError, match=r"receive\.message\.max\.bytes must be an int"):
         cli.resolve_connection(parse("topics", "list", "--config", str(path)), "x")
+
+
+class _SmallReads(io.BytesIO):
+    """A stream handing out ``size`` bytes per read, as a pipe does."""
+
+    def __init__(self, data: bytes, size: int) -> None:
+        super().__init__(data)
+        self.size = size
+
+    def read1(self, n: int | None = -1) -> bytes:
+        return super().read1(self.size)
+
+
+def _lines(data: bytes, size: int) -> list[bytes]:
+    async def collect() -> list[bytes]:
+        stop = SimpleNamespace(stopped=False)
+        return [line async for line in _read_lines(_SmallReads(data, size), stop)]  # type: ignore[arg-type]
+
+    return asyncio.run(collect())
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 64])
+def test_produce_input_lines_across_reads(size: int) -> None:
+    data = b"a\r\n\nbc\r\n\xff\x00\nlast\r"
+    assert _lines(data, size) == [b"a", b"", b"bc", b"\xff\x00", b"last"]
+
+
+def test_produce_input_long_line_in_linear_time() -> None:
+    """A 1.3 MB line in 64-byte reads: was 8 s (each read re-joined and re-split the
+    whole line so far), now well under a second; the bound leaves room for a loaded CI."""
+    started = time.perf_counter()
+    lines = _lines(b"x" * (64 * 20_000) + b"\nend", 64)
+    elapsed = time.perf_counter() - started
+    assert [len(line) for line in lines] == [64 * 20_000, 3]
+    assert elapsed < 3.0, elapsed
