@@ -20,6 +20,7 @@ from aiokafka_lite.cli.shared import (
     Leaf,
     Parser,
     StopSignal,
+    UsageError,
     check_topics,
     describe_error,
     error_line,
@@ -123,9 +124,16 @@ async def cmd_bench_produce(args: argparse.Namespace) -> int:
     from aiokafka_lite.producer import Producer
 
     conn = resolve_connection(args, "aiokafka-lite-bench")
+    producer = Producer(**producer_kwargs(conn, args, BENCH_PRODUCE_DEFAULTS))
+    limit = producer.config.max_request_size
+    if args.record_size > limit:
+        # Checked before the payload is made: a huge size was a MemoryError traceback.
+        raise UsageError(
+            f"--record-size {args.record_size} is larger than max_request_size "
+            f"({limit} bytes): no such record can be sent"
+        )
     await check_topics(conn, [args.topic], create=args.create)
     payload = os.urandom(args.record_size)
-    producer = Producer(**producer_kwargs(conn, args, BENCH_PRODUCE_DEFAULTS))
     await producer.start()
     delivered = 0
     failures: list[BaseException] = []

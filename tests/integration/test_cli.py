@@ -655,6 +655,23 @@ def test_bench_produce_and_consume(cli: list[str], bootstrap_servers: str) -> No
     assert consumed.stdout.startswith("Consumed 3000 records (187.5 KiB)")
 
 
+def test_bench_produce_of_records_too_large_to_send_is_a_usage_error(
+    cli: list[str], bootstrap_servers: str
+) -> None:
+    # Refused before the payload is made: 99,999,999,999 bytes was a MemoryError traceback.
+    result = run(
+        cli,
+        "bench",
+        "produce",
+        unique("bench"),
+        "--record-size",
+        "99999999999",
+        "-b",
+        bootstrap_servers,
+    )
+    assert_one_error_line(result, 2, "--record-size 99999999999", "max_request_size")
+
+
 @pytest.fixture
 def broker_process(cli: list[str]) -> Iterator[tuple[subprocess.Popen[str], str]]:
     proc = subprocess.Popen(
