@@ -12,6 +12,7 @@ record exactly once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +23,7 @@ from aiokafka_lite import errors
 from aiokafka_lite.consumer import Consumer
 from aiokafka_lite.producer import Producer
 from aiokafka_lite.structs import TopicPartition
+from aiokafka_lite.testing.pytest_plugin import ExpectDeviation
 from tests.integration._cluster_front import (
     FAST_RECOVERY,
     ClusterFront,
@@ -58,10 +60,14 @@ def fail_over(front: ClusterFront) -> None:
 
 # serial: on a busy machine the batch in flight at the failover is more often written and
 # then retried, and Tansu answers such a retry DUPLICATE_SEQUENCE_NUMBER with offset -1
-# (a known deviation, see test_chaos.py): measured once with the suite on 4 workers.
+# (a known deviation, see test_chaos.py): measured once with the suite on 4 workers, and
+# once in the serial phase with two CPU hogs beside it.
 @pytest.mark.serial
 async def test_producer_follows_the_new_leader_exactly_once(
-    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Callable[..., str],
+    expect_deviation: ExpectDeviation,
 ) -> None:
     create_topic(topic_name, 2)
     async with cluster_front(bootstrap_servers, NODES, led_by(NODE_A)) as front:
@@ -84,10 +90,7 @@ async def test_producer_follows_the_new_leader_exactly_once(
         # Both nodes took produce requests: a before the failover, b after it.
         assert front.proxies["a"].stats.bytes_upstream > 0
         assert front.proxies["b"].stats.bytes_upstream > 0
-    # Offsets: each partition holds every record once, in the order sent.
-    for p in (0, 1):
-        offsets = [r.offset for r in results if r.partition == p]
-        assert offsets == list(range(2000))
+    # The log: each partition holds every record once, in the order sent.
     async with Consumer(bootstrap_servers=bootstrap_servers, auto_offset_reset="earliest") as c:
         tps = [TopicPartition(topic_name, p) for p in (0, 1)]
         c.assign(tps)
@@ -99,6 +102,23 @@ async def test_producer_follows_the_new_leader_exactly_once(
                 got[tp.partition].extend(r.value for r in records)
         for p in (0, 1):
             assert got[p] == [b"%d" % i for i in range(p, 4000, 2)]
+    # The acknowledgements: each record's offset is its place in the log. Only when a
+    # batch was written and then retried can Tansu's deviation show (an ack of -1), so it
+    # is expected then alone; the log above holds every record once either way.
+    acked = {p: [r.offset for r in results if r.partition == p] for p in (0, 1)}
+    retried = any(-1 in offsets for offsets in acked.values())
+    with (
+        expect_deviation(
+            "tansu",
+            "Tansu 0.6.0 answers a retried batch it holds DUPLICATE_SEQUENCE_NUMBER with "
+            "base offset -1 (Kafka: that batch's offsets)",
+            match=r"At index \d+ diff: -1 != \d+",
+        )
+        if retried
+        else contextlib.nullcontext()
+    ):
+        for p in (0, 1):
+            assert acked[p] == list(range(2000))
 
 
 async def test_consumer_follows_the_new_leader(
