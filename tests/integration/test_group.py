@@ -404,43 +404,41 @@ async def test_leaving_does_not_wait_behind_a_join_the_broker_holds(
 
 
 class _CommitOnRevoke(ConsumerRebalanceListener):
-    """Commits with a bare ``commit()`` (the consumed positions) when partitions go."""
+    """Commits with a bare ``commit()`` (the consumed positions) when partitions go,
+    after holding the callback ``hold`` seconds (for the test to call stop() or
+    unsubscribe() meanwhile); a commit's error is recorded, not raised."""
 
-    def __init__(self, consumer: Consumer) -> None:
+    def __init__(self, consumer: Consumer, hold: float = 0.0) -> None:
         self.consumer = consumer
+        self.hold = hold
+        self.started = asyncio.Event()
         self.revoked: list[set[TopicPartition]] = []
+        self.commits = 0
         self.errors: list[str] = []
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         self.revoked.append(set(revoked))
+        self.started.set()
+        await asyncio.sleep(self.hold)
         try:
             await self.consumer.commit()
         except Exception as exc:
             self.errors.append(repr(exc))
+        else:
+            self.commits += 1
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         pass
 
 
-class _SlowCommitOnRevoke(ConsumerRebalanceListener):
-    """Holds on_partitions_revoked 0.3 s (the test calls stop() or unsubscribe()
-    meanwhile), then commits the consumed positions with a bare ``commit()``."""
-
-    def __init__(self, consumer: Consumer) -> None:
-        self.consumer = consumer
-        self.started = asyncio.Event()
-        self.revoked: list[set[TopicPartition]] = []
-        self.commits = 0
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        self.revoked.append(set(revoked))
-        self.started.set()
-        await asyncio.sleep(0.3)
-        await self.consumer.commit()
-        self.commits += 1
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        pass
+async def _subscribe_and_consume(
+    consumer: Consumer, topic: str, listener: ConsumerRebalanceListener, count: int
+) -> None:
+    """Start ``consumer`` in its group on ``topic`` and consume ``count`` records."""
+    await consumer.start()
+    consumer.subscribe([topic], listener=listener)
+    await consumer.wait_for_assignment(timeout_ms=20000)
+    await _consume(consumer, count)
 
 
 async def _consume(consumer: Consumer, count: int) -> None:
@@ -482,10 +480,7 @@ async def test_stop_right_after_unsubscribe_commits_and_revokes_first(
     )
     listener = _CommitOnRevoke(consumer)
     try:
-        await consumer.start()
-        consumer.subscribe([topic_name], listener=listener)
-        await consumer.wait_for_assignment(timeout_ms=20000)
-        await _consume(consumer, 5)
+        await _subscribe_and_consume(consumer, topic_name, listener, 5)
         consumer.unsubscribe()
     finally:
         await consumer.stop(timeout_ms=10000)
@@ -511,12 +506,9 @@ async def test_a_rebalances_revoke_callback_ends_and_commits_once(
     group = f"g-{topic_name}"
     await produce_all(bootstrap_servers, topic_name, 20, partitions=1)
     consumer = member(bootstrap_servers, group, topic_name, ["range"], enable_auto_commit=False)
-    listener = _SlowCommitOnRevoke(consumer)
+    listener = _CommitOnRevoke(consumer, hold=0.3)
     try:
-        await consumer.start()
-        consumer.subscribe([topic_name], listener=listener)
-        await consumer.wait_for_assignment(timeout_ms=20000)
-        await _consume(consumer, 5)
+        await _subscribe_and_consume(consumer, topic_name, listener, 5)
         consumer.subscribe([topic_name, other], listener=listener)
         await asyncio.wait_for(listener.started.wait(), 10)
         if then == "unsubscribe":
@@ -525,7 +517,7 @@ async def test_a_rebalances_revoke_callback_ends_and_commits_once(
     finally:
         await consumer.stop(timeout_ms=10000)
     assert listener.revoked == [{tp}]
-    assert listener.commits == 1
+    assert listener.errors == [] and listener.commits == 1
     assert await _committed(bootstrap_servers, group, tp) == 5
 
 
