@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
 
 from aiokafka_lite import errors
@@ -275,6 +276,32 @@ class SaslBroker(AdvertisingBroker):
                     partition["leader_id"] = 2
                     partition["replica_nodes"] = partition["isr_nodes"] = [2]
         return answer
+
+
+#: The client options that log in to a `SaslBroker`.
+SASL_PLAIN_CLIENT: dict[str, Any] = {
+    "security_protocol": "SASL_PLAINTEXT",
+    "sasl_mechanism": "PLAIN",
+    "sasl_plain_username": "u",
+    "sasl_plain_password": "p",
+}
+
+
+@contextlib.asynccontextmanager
+async def leader_refusing_credentials(topic: str) -> AsyncIterator[SaslBroker]:
+    """A cluster whose brokers do not all accept the same credentials: node 1 (yielded,
+    the bootstrap broker) accepts every client, node 2 leads ``topic`` (one partition)
+    and refuses them."""
+    front, leader = SaslBroker(refuse=False), SaslBroker(refuse=True)
+    await front.start()
+    await leader.start()
+    try:
+        front.advertised = leader.advertised = [(1, front.port), (2, leader.port)]
+        front.topics = leader.topics = {topic: 1}
+        yield front
+    finally:
+        await front.stop()
+        await leader.stop()
 
 
 #: The broker versions the deviations were measured on.

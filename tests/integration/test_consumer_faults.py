@@ -27,7 +27,11 @@ from aiokafka_lite.protocol.api import ApiKey
 from aiokafka_lite.protocol.records import RecordBatchBuilder
 from aiokafka_lite.structs import TopicPartition
 from aiokafka_lite.testing import FaultProxy
-from tests.integration._helpers import SaslBroker, ScriptedBroker
+from tests.integration._helpers import (
+    SASL_PLAIN_CLIENT,
+    ScriptedBroker,
+    leader_refusing_credentials,
+)
 
 
 async def produce(bootstrap: str, topic: str, values: list[bytes], partitions: int) -> None:
@@ -655,30 +659,21 @@ async def test_a_leader_refusing_the_credentials_is_raised_by_getmany() -> None:
     them: each Fetch failed to connect with AuthenticationFailedError, logged as a
     warning and tried again for ever while getmany returned nothing. Asking again
     only repeats the refusal: getmany raises it, as a start-position lookup does."""
-    front, leader = SaslBroker(refuse=False), SaslBroker(refuse=True)
-    await front.start()
-    await leader.start()
-    front.advertised = leader.advertised = [(1, front.port), (2, leader.port)]
-    front.topics = leader.topics = {T0.topic: 1}
-    consumer = Consumer(
-        bootstrap_servers=front.bootstrap,
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism="PLAIN",
-        sasl_plain_username="u",
-        sasl_plain_password="p",
-        request_timeout_ms=1500,
-        retry_backoff_ms=100,
-    )
-    try:
-        await consumer.start()
-        consumer.assign([T0])
-        consumer.seek(T0, 0)
-        started = time.monotonic()
-        with pytest.raises(errors.AuthenticationFailedError, match="Invalid username"):
-            while time.monotonic() - started < 5:
-                await consumer.getmany(timeout_ms=500)
-        assert time.monotonic() - started < 1
-    finally:
-        await consumer.stop(timeout_ms=2000)
-        await front.stop()
-        await leader.stop()
+    async with leader_refusing_credentials(T0.topic) as front:
+        consumer = Consumer(
+            bootstrap_servers=front.bootstrap,
+            **SASL_PLAIN_CLIENT,
+            request_timeout_ms=1500,
+            retry_backoff_ms=100,
+        )
+        try:
+            await consumer.start()
+            consumer.assign([T0])
+            consumer.seek(T0, 0)
+            started = time.monotonic()
+            with pytest.raises(errors.AuthenticationFailedError, match="Invalid username"):
+                while time.monotonic() - started < 5:
+                    await consumer.getmany(timeout_ms=500)
+            assert time.monotonic() - started < 1
+        finally:
+            await consumer.stop(timeout_ms=2000)

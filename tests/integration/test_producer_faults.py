@@ -13,7 +13,7 @@ from aiokafka_lite import errors
 from aiokafka_lite.producer import Producer, RecordFuture
 from aiokafka_lite.testing import FaultProxy
 
-from ._helpers import SaslBroker
+from ._helpers import SASL_PLAIN_CLIENT, leader_refusing_credentials
 from .test_producer_helpers import read_all
 
 pytestmark = pytest.mark.timeout(180)
@@ -496,30 +496,21 @@ async def test_a_leader_refusing_the_credentials_fails_the_send_with_it() -> Non
     them: the sender logged each failed connect at debug level and tried again until
     the record expired at delivery_timeout_ms, with a KafkaTimeoutError that did not
     say why. Connecting again only repeats the refusal: the send fails with it."""
-    front, leader = SaslBroker(refuse=False), SaslBroker(refuse=True)
-    await front.start()
-    await leader.start()
-    front.advertised = leader.advertised = [(1, front.port), (2, leader.port)]
-    front.topics = leader.topics = {"t": 1}
-    producer = Producer(
-        bootstrap_servers=front.bootstrap,
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism="PLAIN",
-        sasl_plain_username="u",
-        sasl_plain_password="p",
-        enable_idempotence=False,
-        request_timeout_ms=2000,
-        delivery_timeout_ms=5000,
-    )
-    try:
-        await producer.start()
-        # Metadata is asked of node 1 (connected, idle): only the Produce meets node 2.
-        await producer.client.get_connection(1)
-        started = time.monotonic()
-        with pytest.raises(errors.AuthenticationFailedError, match="Invalid username"):
-            await producer.send_and_wait("t", b"v")
-        assert time.monotonic() - started < 1
-    finally:
-        await producer.stop()
-        await front.stop()
-        await leader.stop()
+    async with leader_refusing_credentials("t") as front:
+        producer = Producer(
+            bootstrap_servers=front.bootstrap,
+            **SASL_PLAIN_CLIENT,
+            enable_idempotence=False,
+            request_timeout_ms=2000,
+            delivery_timeout_ms=5000,
+        )
+        try:
+            await producer.start()
+            # Metadata is asked of node 1 (connected, idle): only the Produce meets node 2.
+            await producer.client.get_connection(1)
+            started = time.monotonic()
+            with pytest.raises(errors.AuthenticationFailedError, match="Invalid username"):
+                await producer.send_and_wait("t", b"v")
+            assert time.monotonic() - started < 1
+        finally:
+            await producer.stop()
