@@ -1000,7 +1000,8 @@ def _expire_waiter(fut: asyncio.Future[None], timeout: float) -> None:
     if not fut.done():
         fut.set_exception(
             errors.KafkaTimeoutError(
-                f"no buffer memory freed within max_block_ms ({timeout * 1000:.0f} ms): "
+                f"no buffer memory freed within max_block_ms (waited {timeout * 1000:.0f} ms "
+                "for it): "
                 "records are produced faster than they can be sent"
             )
         )

@@ -644,7 +644,9 @@ class Producer:
             headers = _check_headers(headers)
 
         info = self._topics.get(topic)
+        blocked_since = 0.0  # (when this send began to wait: max_block_ms bounds it all)
         if info is None:
+            blocked_since = time.monotonic()
             info = await self._topic_info(topic)
         if partition is None:
             if key is not None and self._murmur_keys:
@@ -666,7 +668,8 @@ class Producer:
         except IndexError:
             batch = _BAD_PARTITION
         if batch is _BAD_PARTITION:
-            info = await self._check_partition(topic, partition, info)
+            blocked_since = blocked_since or time.monotonic()
+            info = await self._check_partition(topic, partition, info, blocked_since)
             opens = info.open
             batch = opens[partition]
         if timestamp_ms is None:
@@ -711,7 +714,7 @@ class Producer:
             fut = acc.try_append(tp, timestamp_ms, key, value, headers)
         except BufferExhausted as exc:
             fut = await self._append_when_memory(
-                tp, timestamp_ms, key, value, headers, exc, began if guard else None
+                tp, timestamp_ms, key, value, headers, exc, began if guard else None, blocked_since
             )
         opens[partition] = fut._batch
         if self._interceptors:
@@ -739,12 +742,14 @@ class Producer:
         headers: Any,
         exc: BufferExhausted,
         began: int | None = None,
+        blocked_since: float = 0.0,
     ) -> RecordFuture:
         """Append once ``buffer_memory`` has room; ``began``: the transaction the send was
-        called in (``transactions_begun``), which must still be open then."""
+        called in (``transactions_begun``), which must still be open then;
+        ``blocked_since``: when the send began to wait for metadata (0: it did not)."""
         acc = self._accumulator
         assert acc is not None
-        deadline = time.monotonic() + self._max_block
+        deadline = (blocked_since or time.monotonic()) + self._max_block
         needed = int(exc.args[0])
         while True:
             await acc.wait_for_memory(needed, deadline - time.monotonic())
@@ -758,12 +763,15 @@ class Producer:
             except BufferExhausted as again:
                 needed = int(again.args[0])
 
-    async def _check_partition(self, topic: str, partition: object, info: _TopicInfo) -> _TopicInfo:
+    async def _check_partition(
+        self, topic: str, partition: object, info: _TopicInfo, blocked_since: float
+    ) -> _TopicInfo:
         if type(partition) is not int or partition < 0:
             raise TypeError(f"partition must be an int >= 0 or None, got {partition!r}")
         # The topic may have grown: look again before refusing.
+        left_ms = self.config.max_block_ms - int((time.monotonic() - blocked_since) * 1000)
         try:
-            await self.client.refresh_metadata([topic], timeout_ms=self.config.max_block_ms)
+            await self.client.refresh_metadata([topic], timeout_ms=max(left_ms, 1))
         except errors.KafkaError:
             pass
         cluster = self.client.cluster
@@ -1098,6 +1106,7 @@ class Producer:
                 f"the batch is {batch.size()} bytes, larger than max_request_size "
                 f"({self.config.max_request_size})"
             )
+        blocked_since = time.monotonic()  # (max_block_ms bounds all the waits below)
         info = self._topics.get(topic)
         if info is None:
             info = await self._topic_info(topic)
@@ -1106,7 +1115,7 @@ class Producer:
             if self._check_choice:
                 partition = check_partition(partition, info.all, topic)
         if type(partition) is not int or not 0 <= partition < len(info.tps):
-            info = await self._check_partition(topic, partition, info)
+            info = await self._check_partition(topic, partition, info, blocked_since)
         tp = info.tps[partition]
         assert tp is not None
         if self._sender_turn_due():
@@ -1124,7 +1133,9 @@ class Producer:
         except BufferExhausted as exc:
             needed = int(exc.args[0])
             try:
-                await acc.wait_for_memory(needed, self._max_block)
+                await acc.wait_for_memory(
+                    needed, blocked_since + self._max_block - time.monotonic()
+                )
             except BaseException:
                 batch._untake()
                 raise

@@ -376,6 +376,56 @@ async def test_send_and_wait_keeps_its_bound_while_an_epoch_bump_waits_for_the_b
     assert error is None and took < 1.0 + SLACK, (error, took)
 
 
+async def test_max_block_ms_bounds_the_whole_send_metadata_then_memory(
+    proxied_broker: tuple[FaultProxy, str],
+    topic_name: str,
+    create_topic: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A send() that first waits for its topic's metadata and then for buffer memory
+    gives up at max_block_ms in all (Java's max.block.ms bounds both together); each
+    wait used to get the whole bound, up to twice it in all."""
+    proxy, bootstrap = proxied_broker
+    other = topic_name + "-other"
+    create_topic(topic_name, 1, bootstrap=bootstrap)
+    create_topic(other, 1, bootstrap=bootstrap)
+    producer = Producer(
+        bootstrap_servers=bootstrap,
+        linger_ms=0,
+        buffer_memory=64 * 1024,
+        max_block_ms=3000,
+        request_timeout_ms=30000,
+        delivery_timeout_ms=60000,
+    )
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic_name, b"before")
+        # The client knows ``other``; the producer has not used it yet.
+        await producer.client.refresh_metadata([topic_name, other])
+        _unreachable(proxy, "blackhole")  # sent records stay unanswered: memory stays used
+        for _ in range(1000):
+            try:
+                await asyncio.wait_for(producer.send(topic_name, b"x" * 1000), 0.3)
+            except asyncio.TimeoutError:
+                break  # the buffer is full
+        else:
+            pytest.fail("buffer_memory never filled up")
+
+        load_metadata = producer.client.wait_for_metadata
+
+        async def slow_metadata(topic: str, timeout_ms: int) -> set[int]:
+            await asyncio.sleep(2.8)
+            return await load_metadata(topic, timeout_ms)
+
+        monkeypatch.setattr(producer.client, "wait_for_metadata", slow_metadata)
+        error, took = await _timed(producer.send(other, b"y" * 1000))
+        assert isinstance(error, errors.KafkaTimeoutError), error
+        assert "max_block_ms" in str(error), error
+        assert 2.8 <= took < 3.0 + SLACK, took
+    finally:
+        await asyncio.wait_for(producer.stop(timeout=0.5), 30)
+
+
 async def test_start_with_no_reachable_broker_fails_clearly() -> None:
     producer = Producer(bootstrap_servers="127.0.0.1:1", request_timeout_ms=1000)
     with pytest.raises(errors.KafkaConnectionError):
