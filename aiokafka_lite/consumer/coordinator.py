@@ -89,19 +89,36 @@ _MEMBERSHIP_ACTIONS = frozenset(
 
 
 async def call_listener(
-    listener: object, name: str, partitions: Collection[TopicPartition]
+    listener: object,
+    name: str,
+    partitions: Collection[TopicPartition],
+    stopping: Callable[[], bool],
 ) -> None:
     """Call a rebalance callback with a fresh set of ``partitions``; await it if it is a
     coroutine function (aiokafka lets them be plain functions too). A listener without
-    ``on_partitions_lost`` (aiokafka's have none) gets ``on_partitions_revoked``."""
+    ``on_partitions_lost`` (aiokafka's have none) gets ``on_partitions_revoked``.
+
+    A CancelledError the callback raises of its own (the task running it was not
+    cancelled: ``stopping()`` is false and, where Python tells, the task is not being
+    cancelled) is the callback's failure, a RuntimeError: let through, it would end the
+    coordinator's task and the member would never rejoin.
+    """
     method = getattr(listener, name, None)
     if method is None and name == "on_partitions_lost":
         method = getattr(listener, "on_partitions_revoked", None)
     if method is None:
         return
-    result = method(set(partitions))
-    if inspect.isawaitable(result):
-        await result
+    try:
+        result = method(set(partitions))
+        if inspect.isawaitable(result):
+            await result
+    except asyncio.CancelledError as exc:
+        cancelling = getattr(asyncio.current_task(), "cancelling", None)  # (Python 3.11+)
+        if stopping() or (cancelling is not None and cancelling()):
+            raise
+        raise RuntimeError(
+            f"the rebalance listener's {name} raised CancelledError (nothing cancelled it)"
+        ) from exc
 
 
 class GroupCoordinator:
@@ -781,13 +798,16 @@ class GroupCoordinator:
             for tp in parts:
                 self._last_committed.pop(tp, None)
 
+    def _is_closing(self) -> bool:
+        return self._closing
+
     async def _call_listener(self, name: str, partitions: set[TopicPartition]) -> None:
         listener = self._subs.listener
         if listener is None:
             return
         self.callbacks_idle.clear()
         try:
-            await call_listener(listener, name, partitions)
+            await call_listener(listener, name, partitions, self._is_closing)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -915,7 +935,7 @@ class GroupCoordinator:
             held = {tp: om for tp, om in consumed.items() if tp in owned}
             self.revoking_positions.update(held)
             try:
-                await call_listener(listener, "on_partitions_revoked", owned)
+                await call_listener(listener, "on_partitions_revoked", owned, self._is_closing)
             except Exception as exc:
                 log.exception("group %s: on_partitions_revoked failed", self.group_id)
                 self.listener_error = exc

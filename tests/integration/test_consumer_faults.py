@@ -629,6 +629,68 @@ async def test_a_listener_error_is_raised_before_buffered_records(
         await consumer.stop(timeout_ms=5000)
 
 
+class _CancelledOnce(ConsumerRebalanceListener):
+    """Its first callback with partitions raises CancelledError itself (an awaited call
+    of the application's was cancelled, say); nothing cancelled the consumer."""
+
+    def __init__(self, which: str) -> None:
+        self.which = which
+        self.raised = False
+
+    async def _maybe_raise(self, which: str, partitions: set[TopicPartition]) -> None:
+        if which == self.which and partitions and not self.raised:
+            self.raised = True
+            raise asyncio.CancelledError()
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self._maybe_raise("revoked", revoked)
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        await self._maybe_raise("assigned", assigned)
+
+
+@pytest.mark.parametrize("which", ["revoked", "assigned"])
+async def test_a_callback_raising_cancelled_error_fails_the_read_not_the_group(
+    which: str, bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """A rebalance callback that raises CancelledError of its own used to end the
+    consumer's group task in silence: no rejoin (a new subscription was never
+    assigned), no auto-commit. Now the next read raises it as the callback's failure (a
+    RuntimeError, not a CancelledError the caller would take for its own cancellation)
+    and the member goes on: it joins for the new subscription and reads it."""
+    first, second = topic_name, topic_name + "-next"
+    create_topic(first, 1)
+    create_topic(second, 1)
+    await produce(bootstrap_servers, first, [b"a0", b"a1"], 1)
+    await produce(bootstrap_servers, second, [b"b0", b"b1", b"b2"], 1)
+    consumer = group_consumer(bootstrap_servers, first)
+    await consumer.start()
+    listener = _CancelledOnce(which)
+    failures: list[BaseException] = []
+
+    async def read_until(expected: set[bytes]) -> set[bytes]:
+        seen: set[bytes] = set()
+        deadline = time.monotonic() + 30
+        while not expected <= seen and time.monotonic() < deadline:
+            try:
+                got = await consumer.getmany(timeout_ms=500)
+            except RuntimeError as exc:
+                failures.append(exc)
+                continue
+            seen |= {r.value for records in got.values() for r in records}
+        return seen
+
+    try:
+        consumer.subscribe([first], listener=listener)
+        assert await read_until({b"a0", b"a1"}) == {b"a0", b"a1"}
+        consumer.subscribe([second], listener=listener)
+        assert await read_until({b"b0", b"b1", b"b2"}) == {b"b0", b"b1", b"b2"}
+    finally:
+        await consumer.stop(timeout_ms=5000)
+    assert listener.raised
+    assert len(failures) == 1 and "CancelledError" in str(failures[0]), failures
+
+
 @pytest.mark.parametrize("call", ["end_offsets", "offsets_for_times"])
 async def test_an_offsets_lookup_keeps_one_timeout_for_metadata_and_the_lookup(call: str) -> None:
     """The topic's metadata arrives late (0.7 s of a 1 s timeout) and ListOffsets is never
