@@ -567,10 +567,11 @@ class Consumer:
     async def getmany(
         self,
         *partitions: TopicPartition,
-        timeout_ms: int = 0,
+        timeout_ms: int | None = 0,
         max_records: int | None = None,
     ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
-        """Records by partition: what is buffered, or what arrives within ``timeout_ms``.
+        """Records by partition: what is buffered, or what arrives within ``timeout_ms``
+        (until some arrive when None, as :meth:`getone`).
 
         At most ``max_records`` (default ``max_poll_records``) in all. Returns ``{}``
         when nothing arrived in time.
@@ -583,7 +584,7 @@ class Consumer:
         fetcher, coordinator = self._check_running()
         limit = max_records or self._max_records
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout_ms, 0) / 1000
+        deadline = None if timeout_ms is None else loop.time() + max(timeout_ms, 0) / 1000
         while True:
             fetcher, coordinator = self._check_running()
             self._last_poll = time.monotonic()
@@ -598,7 +599,7 @@ class Consumer:
                 records = fetcher.fetched_records(limit, parts or None)
                 if records:
                     return records
-            if loop.time() >= deadline:
+            if deadline is not None and loop.time() >= deadline:
                 return {}
             await self._wait_for_data(fetcher, coordinator, deadline, bool(parts))
 

@@ -1229,7 +1229,8 @@ class GroupCoordinator:
         self, partitions: Collection[TopicPartition], timeout_ms: int | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """Committed offsets of ``partitions`` (None where nothing is committed)."""
-        timeout_ms = timeout_ms or self._config.request_timeout_ms
+        if timeout_ms is None:
+            timeout_ms = self._config.request_timeout_ms
         deadline = Deadline(timeout_ms, f"fetching the committed offsets of group {self.group_id}")
         parts = sorted(set(partitions))
         if not parts:

@@ -587,6 +587,43 @@ async def test_getmany_timeout_returns_empty_in_time(
             await c.getone(timeout_ms=300)
 
 
+async def test_getmany_without_a_timeout_waits_for_records(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """getmany(timeout_ms=None) waits until records arrive, as getone() does (it was a
+    TypeError from comparing None with 0)."""
+    create_topic(topic_name, 1)
+    tp = TopicPartition(topic_name, 0)
+    async with assigned_consumer(bootstrap_servers, [tp]) as c:
+        assert await c.getmany(timeout_ms=300) == {}  # (positioned at the end)
+        waiting = asyncio.create_task(c.getmany(timeout_ms=None))
+        await asyncio.sleep(0.5)
+        assert not waiting.done()
+        await produce(bootstrap_servers, topic_name, [b"late"])
+        got = await asyncio.wait_for(waiting, 30)
+        assert [r.value for r in got[tp]] == [b"late"]
+
+
+async def test_a_zero_timeout_on_committed_is_zero(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """committed() and seek_to_committed() with timeout_ms=0 raise KafkaTimeoutError at
+    once, as Java's with Duration.ZERO; 0 used to mean request_timeout_ms (here 20 s)."""
+    create_topic(topic_name, 1)
+    tp = TopicPartition(topic_name, 0)
+    consumer = Consumer(
+        bootstrap_servers=bootstrap_servers, group_id=topic_name, request_timeout_ms=20000
+    )
+    async with consumer:
+        consumer.assign([tp])
+        assert await consumer.committed(tp) is None  # (the coordinator is known now)
+        for call in (consumer.committed, consumer.seek_to_committed):
+            started = time.monotonic()
+            with pytest.raises(errors.KafkaTimeoutError, match="within 0 ms"):
+                await asyncio.wait_for(call(tp, timeout_ms=0), 30)
+            assert time.monotonic() - started < 1.0
+
+
 # --- record contents and codecs ----------------------------------------------------------------
 
 
