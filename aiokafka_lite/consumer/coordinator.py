@@ -801,6 +801,13 @@ class GroupCoordinator:
     def _is_closing(self) -> bool:
         return self._closing
 
+    def _keep_listener_error(self, exc: BaseException) -> None:
+        """The first callback error not yet raised is the one the next read raises (a
+        revoke callback's failed commit, say, not the assign callback's that followed);
+        later ones are only logged, as Java keeps the first."""
+        if self.listener_error is None:
+            self.listener_error = exc
+
     async def _call_listener(self, name: str, partitions: set[TopicPartition]) -> None:
         listener = self._subs.listener
         if listener is None:
@@ -812,7 +819,7 @@ class GroupCoordinator:
             raise
         except Exception as exc:
             log.exception("group %s: rebalance listener %s failed", self.group_id, name)
-            self.listener_error = exc
+            self._keep_listener_error(exc)
         finally:
             self.callbacks_idle.set()
 
@@ -938,7 +945,7 @@ class GroupCoordinator:
                 await call_listener(listener, "on_partitions_revoked", owned, self._is_closing)
             except Exception as exc:
                 log.exception("group %s: on_partitions_revoked failed", self.group_id)
-                self.listener_error = exc
+                self._keep_listener_error(exc)
             finally:
                 for tp in held:
                     self.revoking_positions.pop(tp, None)

@@ -691,6 +691,53 @@ async def test_a_callback_raising_cancelled_error_fails_the_read_not_the_group(
     assert len(failures) == 1 and "CancelledError" in str(failures[0]), failures
 
 
+class _BothFail(ConsumerRebalanceListener):
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        if revoked:
+            raise RuntimeError("revoke failed")
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        raise RuntimeError("assign failed")
+
+
+async def test_when_both_callbacks_of_a_rebalance_fail_the_first_error_is_raised(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """The revoke callback fails (its commit, say), then the assign callback, with no
+    read in between: the next read raises the revoke callback's error, as Java keeps
+    the first (it raised the assign callback's, which replaced it; the other is only
+    logged), and the member goes on."""
+    first, second = topic_name, topic_name + "-next"
+    create_topic(first, 1)
+    create_topic(second, 1)
+    await produce(bootstrap_servers, second, [b"b0"], 1)
+    consumer = group_consumer(bootstrap_servers, first)
+    await consumer.start()
+    try:
+        consumer.subscribe([first], listener=_BothFail())
+        await consumer.wait_for_assignment(timeout_ms=30000)
+        with pytest.raises(RuntimeError, match="assign failed"):
+            await consumer.getmany(timeout_ms=5000)
+        consumer.subscribe([second], listener=_BothFail())
+        await wait_until(
+            lambda: {tp.topic for tp in consumer.assignment()} == {second}, 30, "no rebalance"
+        )
+        errors_seen: list[str] = []
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while not seen and time.monotonic() < deadline:
+            try:
+                got = await consumer.getmany(timeout_ms=500)
+            except RuntimeError as exc:
+                errors_seen.append(str(exc))
+                continue
+            seen += [r.value for records in got.values() for r in records]
+        assert errors_seen == ["revoke failed"]
+        assert seen == [b"b0"]
+    finally:
+        await consumer.stop(timeout_ms=5000)
+
+
 @pytest.mark.parametrize("call", ["end_offsets", "offsets_for_times"])
 async def test_an_offsets_lookup_keeps_one_timeout_for_metadata_and_the_lookup(call: str) -> None:
     """The topic's metadata arrives late (0.7 s of a 1 s timeout) and ListOffsets is never
