@@ -473,9 +473,9 @@ class Fetcher:
         connection's authentication failed): raised for these partitions until they seek."""
         log.error("fetch from node %s failed: %s", node_id, exc)
         self.stats.failure(f"fetch from node {node_id} failed: {exc}")
-        for state, epoch, offset in requested.values():
+        for tp, (state, epoch, offset) in requested.items():
             if state.epoch == epoch and state.fetch_offset == offset:
-                self._stop_at_error(state, exc)
+                self._fail_at(tp, state, offset, exc)
 
     def _response_too_large(
         self,
@@ -498,11 +498,24 @@ class Fetcher:
             "read on (or past the batch)"
         )
         error.__cause__ = exc
-        for state, epoch, offset in requested.values():
+        for tp, (state, epoch, offset) in requested.items():
             if state.epoch == epoch and state.fetch_offset == offset:
-                self._stop_at_error(state, error)
+                self._fail_at(tp, state, offset, error)
         self.stats.failure(str(error))
         log.error("%s", error)
+
+    def _fail_at(
+        self, tp: TopicPartition, state: PartitionState, offset: int, error: errors.KafkaError
+    ) -> None:
+        """The fetch of ``tp`` at ``offset`` failed for good: ``error`` is raised once the
+        application reaches that offset. A prefetch (records before it still buffered)
+        is fetched again after a backoff until then: raised now, the error would come
+        before those records, and the seek it asks for would drop them."""
+        if state.position is not None and state.position != offset:
+            log.debug("fetch of %s at offset %d failed: %s; asking again at it", tp, offset, error)
+            self._back_off(tp)
+            return
+        self._stop_at_error(state, error)
 
     def _stop_at_error(self, state: PartitionState, error: errors.KafkaError) -> None:
         """Fetch no more of this partition: ``error`` is raised to the user until they
@@ -655,8 +668,9 @@ class Fetcher:
                     f"response may hold at most receive_message_max_bytes ({limit}); raise "
                     "it, or seek past the batch"
                 )
-                self._stop_at_error(state, error)
-                log.error("%s", error)
+                if state.position == offset:
+                    log.error("%s", error)
+                self._fail_at(tp, state, offset, error)
                 return
             log.warning(
                 "a record batch of %s is larger than the partition fetch size %d; "
@@ -712,8 +726,16 @@ class Fetcher:
             log.debug("fetch of %s failed: %s; refreshing metadata", tp, exc)
             self._back_off(tp)
             return True
-        log.error("fetch of %s failed: %s", tp, exc)
-        self._stop_at_error(state, exc)
+        # Raised until the user seeks: it names the partition and the offset it stays on.
+        error = errors.error_for_code(
+            code,
+            f"fetch of {tp.topic}-{tp.partition} at offset {offset} from node {node_id} "
+            f"failed: {exc.description} (the consumer stays on offset {offset}: seek to "
+            "read on)",
+        )
+        if state.position == offset:
+            log.error("%s", error)
+        self._fail_at(tp, state, offset, error)
         return False
 
     # --- positions: committed offsets and resets ---------------------------------------

@@ -464,6 +464,37 @@ async def test_offset_out_of_range_of_a_prefetch_backs_off_until_the_buffer_is_r
         assert [r.offset for r in got[T0]] == list(range(10))
 
 
+@pytest.mark.parametrize("code", [29, 87], ids=["topic-authorization", "invalid-record"])
+async def test_a_fatal_partition_error_of_a_prefetch_comes_after_the_buffered_records(
+    code: int,
+) -> None:
+    """A partition error that is not retriable, met by the fetch ahead of the position
+    (records before it still buffered), is raised once the application reached that
+    offset, naming partition and offset: the buffered records come first, and the
+    position does not move past them. Before, the bare broker error ("Not authorized to
+    access the topic.") was raised at position 0 on every call, 0 of the 10 buffered
+    records came out, and the seek it asked for dropped them."""
+    broker = LogBroker({T0: []})
+    broker.append(T0, [b"v%d" % i for i in range(10)])
+    async with scripted_consumer(broker, T0) as consumer:
+        await wait_until(lambda: consumer.health().buffered_bytes, 5, "nothing buffered")
+        broker.errors[T0] = code
+        start = len(broker.fetched)
+        await wait_until(lambda: broker.fetches_since(start, T0), 5, "no fetch at offset 10")
+        got = await consumer.getmany(timeout_ms=1000)
+        assert [r.offset for r in got[T0]] == list(range(10))
+        for _ in range(2):  # raised until a seek
+            with pytest.raises(errors.BrokerResponseError, match="t-0 at offset 10") as raised:
+                await consumer.getmany(timeout_ms=1000)
+            assert raised.value.errno == code
+            assert await consumer.position(T0) == 10
+        broker.errors.clear()
+        broker.append(T0, [b"w"])
+        consumer.seek(T0, 10)
+        got = await consumer.getmany(timeout_ms=2000)
+        assert [(r.offset, r.value) for r in got[T0]] == [(10, b"w")]
+
+
 @pytest.mark.parametrize("taken", ["all-taken", "none-taken"])
 async def test_a_full_buffer_does_not_starve_a_partition_read_on_its_own(taken: str) -> None:
     """With the buffer over max_buffer_bytes by one partition's fetch, another partition
