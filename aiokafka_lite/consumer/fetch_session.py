@@ -71,22 +71,28 @@ class FetchSessionHandler:
         if error_code:
             self.reset()
             return False
+        if pending is None:
+            # Reset while this fetch was in flight (see reset): its answer may be read,
+            # but the session it speaks of is given up; the next fetch is a full one.
+            return True
         if self._pending_full:
             if session_id:
                 self.session_id = session_id
                 self.epoch = 1
-                self.session = dict(pending or {})
+                self.session = dict(pending)
             else:
                 # The broker made no session (or does not support them): stay sessionless.
                 self.session_id = 0
                 self.epoch = self.INITIAL_EPOCH
                 self.session = {}
             return True
-        self.session = dict(pending or {})
+        self.session = dict(pending)
         self.epoch = 1 if self.epoch >= _INT32_MAX else self.epoch + 1
         return True
 
     def reset(self) -> None:
+        """Give the session up: the next fetch is a full one. A fetch in flight meanwhile
+        leaves it so (its answer does not take the session up again)."""
         self.session_id = 0
         self.epoch = self.INITIAL_EPOCH
         self.session = {}

@@ -277,6 +277,29 @@ def test_fetch_session_stays_full_when_broker_makes_none() -> None:
         assert session.handle_response(0, 0)
 
 
+@pytest.mark.parametrize("in_flight", ["full", "incremental"])
+def test_fetch_session_reset_while_a_fetch_is_in_flight_stays_reset(in_flight: str) -> None:
+    """A session reset while its fetch is in flight (the topic was created again: the
+    session names the old topic id) is not revived by that fetch's answer: the next
+    fetch is a full one at epoch 0. Before, after an incremental fetch it went out as
+    session 0 at epoch 1 (which Kafka refuses with FETCH_SESSION_ID_NOT_FOUND), and
+    after a full one the broker's new session was taken up as empty, so the partitions
+    it held were never forgotten."""
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    session = FetchSessionHandler(1)
+    session.build({a: (0, 100, -1), b: (0, 100, -1)})
+    if in_flight == "incremental":
+        assert session.handle_response(0, 42)
+        session.build({a: (10, 100, -1), b: (0, 100, -1)})
+    session.reset()
+    assert session.handle_response(0, 42)  # the answer is still good to read
+    send, forget, sid, epoch = session.build({a: (10, 100, -1)})
+    assert (sid, epoch) == (0, 0) and set(send) == {a} and forget == []
+    assert session.handle_response(0, 43)
+    send, forget, sid, epoch = session.build({a: (10, 100, -1)})
+    assert (sid, epoch) == (43, 1) and send == {} and forget == []
+
+
 # --- the fused decoder and ConsumerRecord -------------------------------------------------
 
 
