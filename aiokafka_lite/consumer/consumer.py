@@ -465,24 +465,39 @@ class Consumer:
     def _on_metadata(self, cluster: ClusterMetadata) -> None:
         if self._coordinator is None:
             if self._subs.type is SubscriptionType.AUTO_PATTERN:
+                subscribed = self._subs.subscription
                 names = [
                     n
                     for n, m in cluster.topics.items()
                     if not (self._config.exclude_internal_topics and m.is_internal)
-                    and m.error_code == 0
+                    and (
+                        m.error_code == 0
+                        or (n in subscribed and _passing_topic_error(m.error_code))
+                    )
                 ]
                 self._subs.change_subscription(self._subs.match_pattern(names))
             self._assign_without_group(cluster)
 
     def _assign_without_group(self, cluster: ClusterMetadata) -> None:
-        """Without a group, a subscription means every partition of the topics."""
+        """Without a group, a subscription means every partition of the topics.
+
+        A topic the metadata answers with an error other than "unknown topic" (leader
+        not available, say) and no partitions keeps the partitions it has: dropped, they
+        would lose their positions and start again by ``auto_offset_reset`` (records read
+        twice, or skipped) once the error passed."""
         if not self._subs.auto_assigned:
             return
+        assigned = self._subs.assigned_partitions()
         wanted: set[TopicPartition] = set()
         for topic in self._subs.subscription:
-            for p in cluster.partitions_for_topic(topic) or ():
+            partitions = cluster.partitions_for_topic(topic)
+            if partitions is None:
+                if _passing_topic_error(cluster.topic_error(topic)):
+                    wanted.update(tp for tp in assigned if tp.topic == topic)
+                continue
+            for p in partitions:
                 wanted.add(TopicPartition(topic, p))
-        if wanted != self._subs.assigned_partitions():
+        if wanted != assigned:
             self._subs.assign_from_subscribed(wanted)
 
     def _spawn(self, coro: Any) -> None:
@@ -1160,3 +1175,9 @@ def _offset_and_metadata(tp: TopicPartition, spec: CommitOffset) -> OffsetAndMet
     if om.offset < 0:
         raise ValueError(f"offset for {tp} must be >= 0, got {om.offset}")
     return om
+
+
+def _passing_topic_error(code: int) -> bool:
+    """Whether a topic's metadata error leaves its partitions as they were (any error but
+    none, and "unknown topic", which a deleted topic gets)."""
+    return code != 0 and code != errors.UnknownTopicOrPartitionError.errno

@@ -495,6 +495,77 @@ async def test_a_fatal_partition_error_of_a_prefetch_comes_after_the_buffered_re
         assert [(r.offset, r.value) for r in got[T0]] == [(10, b"w")]
 
 
+class FlakyMetadataBroker(LogBroker):
+    """A LogBroker whose Metadata answers give every topic ``topic_error`` (when set) and
+    no partitions, as Kafka's does for a topic whose leaders are not available yet."""
+
+    topic_error = 0
+    #: Metadata answers given with ``topic_error``.
+    flaky_answers = 0
+
+    def _builtin(self, header: Any, body: dict[str, Any]) -> dict[str, Any] | None:
+        answer = super()._builtin(header, body)
+        if answer is not None and header.api_key == ApiKey.METADATA and self.topic_error:
+            self.flaky_answers += 1
+            for topic in answer["topics"]:
+                topic["error_code"] = self.topic_error
+                topic["partitions"] = []
+        return answer
+
+
+@pytest.mark.parametrize("reset", ["earliest", "latest"])
+@pytest.mark.parametrize("subscription", ["topics", "pattern"])
+async def test_a_passing_topic_error_in_the_metadata_keeps_a_groupless_subscriptions_positions(
+    reset: str, subscription: str
+) -> None:
+    """Without a group, a Metadata answer that gives a subscribed topic an error other
+    than "unknown topic" (LEADER_NOT_AVAILABLE) and no partitions does not take its
+    partitions away: their positions stay, and every record is read once. Before, the
+    partition was dropped and assigned again as new once the error passed, starting
+    over by auto_offset_reset: "earliest" read the 5 records before the error twice,
+    "latest" skipped the 3 produced while it lasted (0 of 3)."""
+    broker = FlakyMetadataBroker({T0: []})
+    broker.append(T0, [b"a%d" % i for i in range(5)])
+    await broker.start()
+    consumer = Consumer(
+        bootstrap_servers=broker.bootstrap,
+        auto_offset_reset=reset,
+        fetch_max_wait_ms=50,
+        metadata_max_age_ms=200,
+        retry_backoff_ms=50,
+    )
+    got: list[bytes] = []
+
+    async def read(until: int, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while len(got) < until and time.monotonic() < deadline:
+            for records in (await consumer.getmany(timeout_ms=100)).values():
+                got.extend(r.value for r in records)
+
+    try:
+        await consumer.start()
+        if subscription == "topics":
+            consumer.subscribe(["t"])
+        else:
+            consumer.subscribe(pattern="^t$")
+        await wait_until(consumer.assignment, 5, "no assignment")
+        assert await consumer.position(T0) == (0 if reset == "earliest" else 5)
+        await read(5 if reset == "earliest" else 0, 5)
+        broker.topic_error = 5  # LEADER_NOT_AVAILABLE
+        await wait_until(lambda: broker.flaky_answers >= 3, 5, "no metadata refresh")
+        broker.append(T0, [b"b%d" % i for i in range(3)])
+        await read(len(got) + 3, 0.5)
+        assert consumer.assignment() == {T0}
+        broker.topic_error = 0
+        await read(8 if reset == "earliest" else 3, 5)
+        await read(len(got) + 1, 0.5)  # and nothing more
+    finally:
+        await consumer.stop(timeout_ms=2000)
+        await broker.stop()
+    before = [b"a%d" % i for i in range(5)] if reset == "earliest" else []
+    assert got == [*before, b"b0", b"b1", b"b2"]
+
+
 @pytest.mark.parametrize("taken", ["all-taken", "none-taken"])
 async def test_a_full_buffer_does_not_starve_a_partition_read_on_its_own(taken: str) -> None:
     """With the buffer over max_buffer_bytes by one partition's fetch, another partition
