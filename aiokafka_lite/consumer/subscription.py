@@ -327,17 +327,22 @@ class SubscriptionState:
         """``topic`` was deleted: its assigned partitions lose their positions (and what
         is buffered for them), so that neither a commit nor a topic created again under
         the name gets the old topic's offsets; their start positions are looked up anew
-        (committed offset, then the reset policy). The partitions that had one."""
+        (committed offset, then the reset policy); one being looked up is looked up
+        again, as the answer may be the old topic's. The partitions that had one."""
         forgotten = []
         for tp, state in self._assignment.items():
-            if tp.topic == topic and state.position is not None:
-                state.position = state.fetch_offset = None
-                state.leader_epoch = -1
-                state.reset_strategy = None
-                state.awaiting_committed = False
-                state.highwater = state.last_stable_offset = state.log_start_offset = None
-                state.epoch += 1
-                forgotten.append(tp)
+            if tp.topic != topic:
+                continue
+            if state.position is None:
+                state.epoch += 1  # a lookup running for it is dropped and asked again
+                continue
+            state.position = state.fetch_offset = None
+            state.leader_epoch = -1
+            state.reset_strategy = None
+            state.awaiting_committed = False
+            state.highwater = state.last_stable_offset = state.log_start_offset = None
+            state.epoch += 1
+            forgotten.append(tp)
         return forgotten
 
     def need_position(self) -> list[TopicPartition]:

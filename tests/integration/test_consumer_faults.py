@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import re
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -564,6 +565,95 @@ async def test_a_passing_topic_error_in_the_metadata_keeps_a_groupless_subscript
         await broker.stop()
     before = [b"a%d" % i for i in range(5)] if reset == "earliest" else []
     assert got == [*before, b"b0", b"b1", b"b2"]
+
+
+class TopicIdBroker(LogBroker):
+    """A LogBroker with topic ids (KIP-516) for its one topic "t", that leaves the
+    ListOffsets requests unanswered while ``hold_list_offsets``."""
+
+    def __init__(self, logs: dict[TopicPartition, list[tuple[int, bytes]]]) -> None:
+        super().__init__(logs)
+        self.topic_id = uuid.uuid4()
+        self.hold_list_offsets = True
+        self.metadata_answers = 0
+        self.scripts[ApiKey.LIST_OFFSETS] = self._list_offsets_unless_held
+
+    def _list_offsets_unless_held(
+        self, header: Any, body: dict[str, Any], n: int
+    ) -> dict[str, Any] | None:
+        return None if self.hold_list_offsets else self._list_offsets(header, body, n)
+
+    def _builtin(self, header: Any, body: dict[str, Any]) -> dict[str, Any] | None:
+        answer = super()._builtin(header, body)
+        if answer is not None and header.api_key == ApiKey.METADATA:
+            self.metadata_answers += 1
+            for topic in answer["topics"]:
+                topic["topic_id"] = self.topic_id
+        return answer
+
+    def _fetch(self, header: Any, body: dict[str, Any], n: int) -> dict[str, Any]:
+        for topic in body["topics"]:  # by id from Fetch v13
+            if not topic.get("topic"):
+                topic["topic"] = "t" if topic["topic_id"] == self.topic_id else "?"
+        answer = super()._fetch(header, body, n)
+        for topic in answer["responses"]:
+            topic["topic_id"] = self.topic_id if topic["topic"] == "t" else uuid.uuid4()
+        return answer
+
+
+async def test_a_start_position_looked_up_in_a_topic_created_again_meanwhile_is_not_applied() -> (
+    None
+):
+    """The topic is deleted and created again while the lookup of a partition's start
+    position (auto_offset_reset) is unanswered: the answer, the old topic's, is dropped
+    and the position looked up in the new topic. Before, the old topic's earliest offset
+    (5) was applied to the new topic: 5 of its 10 records were skipped."""
+    broker = TopicIdBroker({T0: []})
+    broker.append(T0, [b"old%d" % i for i in range(40)])
+    await broker.start()
+    consumer = Consumer(
+        bootstrap_servers=broker.bootstrap,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=50,
+        metadata_max_age_ms=200,
+        retry_backoff_ms=50,
+        request_timeout_ms=10000,
+    )
+    try:
+        await consumer.start()
+        consumer.assign([T0])
+        await wait_until(lambda: broker.unanswered, 5, "no ListOffsets")
+        held = len(broker.unanswered)
+        broker.hold_list_offsets = False
+        broker.topic_id = uuid.uuid4()  # created again, with 10 records
+        broker.logs[T0], broker.counts[T0] = [], []
+        broker.append(T0, [b"new%d" % i for i in range(10)])
+        # One Metadata request at a time: the second answer since means the first is in.
+        answers = broker.metadata_answers
+        await wait_until(lambda: broker.metadata_answers >= answers + 2, 5, "no new metadata")
+        assert len(broker.unanswered) == held
+        # The old topic's answer: its log started at 5.
+        partition = {"partition_index": 0, "error_code": 0, "timestamp": -1, "leader_epoch": 0}
+        broker.answer_late(
+            {
+                "throttle_time_ms": 0,
+                "topics": [
+                    {
+                        "name": "t",
+                        "partitions": [{**partition, "offset": 5, "old_style_offsets": [5]}],
+                    }
+                ],
+            }
+        )
+        got: list[bytes] = []
+        deadline = time.monotonic() + 5
+        while len(got) < 10 and time.monotonic() < deadline:
+            for records in (await consumer.getmany(timeout_ms=100)).values():
+                got.extend(r.value for r in records)
+        assert got == [b"new%d" % i for i in range(10)]
+    finally:
+        await consumer.stop(timeout_ms=2000)
+        await broker.stop()
 
 
 @pytest.mark.parametrize("taken", ["all-taken", "none-taken"])
