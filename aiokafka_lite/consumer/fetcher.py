@@ -175,7 +175,7 @@ class Fetcher:
         #: The id each assigned topic had when last seen (KIP-516): another id means the
         #: topic was deleted and created again, and its positions mean nothing there.
         self._topic_ids: dict[str, uuid.UUID] = {}
-        subscription.add_change_listener(self.wake)
+        subscription.add_change_listener(self._assignment_changed)
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -196,6 +196,17 @@ class Fetcher:
 
     def wake(self) -> None:
         self._wakeup.set()
+
+    def _assignment_changed(self) -> None:
+        """Forget the ids of topics no longer assigned: assigned again later, a topic
+        created again meanwhile is no reason to drop the positions it gets then (a
+        seek, say)."""
+        ids = self._topic_ids
+        if ids:
+            assigned = {tp.topic for tp, _ in self._subs.items()}
+            for topic in [t for t in ids if t not in assigned]:
+                del ids[topic]
+        self.wake()
 
     def _on_metadata(self, cluster: ClusterMetadata) -> None:
         """A topic read under a new id was deleted and created again between two

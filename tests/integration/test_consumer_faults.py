@@ -568,15 +568,27 @@ async def test_a_passing_topic_error_in_the_metadata_keeps_a_groupless_subscript
 
 
 class TopicIdBroker(LogBroker):
-    """A LogBroker with topic ids (KIP-516) for its one topic "t", that leaves the
-    ListOffsets requests unanswered while ``hold_list_offsets``."""
+    """A LogBroker with topic ids (KIP-516), ``topic_ids``, that leaves the ListOffsets
+    requests unanswered while ``hold_list_offsets``."""
 
     def __init__(self, logs: dict[TopicPartition, list[tuple[int, bytes]]]) -> None:
         super().__init__(logs)
-        self.topic_id = uuid.uuid4()
+        self.topic_ids = {topic: uuid.uuid4() for topic in self.topics}
         self.hold_list_offsets = True
         self.metadata_answers = 0
         self.scripts[ApiKey.LIST_OFFSETS] = self._list_offsets_unless_held
+
+    def create_again(self, tp: TopicPartition, values: list[bytes]) -> None:
+        """``tp``'s topic is deleted and created again (a new id), with ``values``."""
+        self.topic_ids[tp.topic] = uuid.uuid4()
+        self.logs[tp], self.counts[tp] = [], []
+        self.append(tp, values)
+
+    async def metadata_refreshed(self) -> None:
+        """Until the client took up a Metadata answer given after this call (it sends one
+        at a time: the second answer since means the first is in)."""
+        answers = self.metadata_answers
+        await wait_until(lambda: self.metadata_answers >= answers + 2, 5, "no new metadata")
 
     def _list_offsets_unless_held(
         self, header: Any, body: dict[str, Any], n: int
@@ -588,16 +600,17 @@ class TopicIdBroker(LogBroker):
         if answer is not None and header.api_key == ApiKey.METADATA:
             self.metadata_answers += 1
             for topic in answer["topics"]:
-                topic["topic_id"] = self.topic_id
+                topic["topic_id"] = self.topic_ids.get(topic["name"], uuid.uuid4())
         return answer
 
     def _fetch(self, header: Any, body: dict[str, Any], n: int) -> dict[str, Any]:
+        names = {topic_id: name for name, topic_id in self.topic_ids.items()}
         for topic in body["topics"]:  # by id from Fetch v13
             if not topic.get("topic"):
-                topic["topic"] = "t" if topic["topic_id"] == self.topic_id else "?"
+                topic["topic"] = names[topic["topic_id"]]
         answer = super()._fetch(header, body, n)
         for topic in answer["responses"]:
-            topic["topic_id"] = self.topic_id if topic["topic"] == "t" else uuid.uuid4()
+            topic["topic_id"] = self.topic_ids[topic["topic"]]
         return answer
 
 
@@ -625,12 +638,8 @@ async def test_a_start_position_looked_up_in_a_topic_created_again_meanwhile_is_
         await wait_until(lambda: broker.unanswered, 5, "no ListOffsets")
         held = len(broker.unanswered)
         broker.hold_list_offsets = False
-        broker.topic_id = uuid.uuid4()  # created again, with 10 records
-        broker.logs[T0], broker.counts[T0] = [], []
-        broker.append(T0, [b"new%d" % i for i in range(10)])
-        # One Metadata request at a time: the second answer since means the first is in.
-        answers = broker.metadata_answers
-        await wait_until(lambda: broker.metadata_answers >= answers + 2, 5, "no new metadata")
+        broker.create_again(T0, [b"new%d" % i for i in range(10)])
+        await broker.metadata_refreshed()
         assert len(broker.unanswered) == held
         # The old topic's answer: its log started at 5.
         partition = {"partition_index": 0, "error_code": 0, "timestamp": -1, "leader_epoch": 0}
@@ -651,6 +660,55 @@ async def test_a_start_position_looked_up_in_a_topic_created_again_meanwhile_is_
             for records in (await consumer.getmany(timeout_ms=100)).values():
                 got.extend(r.value for r in records)
         assert got == [b"new%d" % i for i in range(10)]
+    finally:
+        await consumer.stop(timeout_ms=2000)
+        await broker.stop()
+
+
+async def test_a_seek_in_a_topic_created_again_while_it_was_not_assigned_is_kept() -> None:
+    """A topic read, given up (assign() of another), deleted and created again, then
+    assigned again and seeked: the seek stands. Before, the id the topic had when it was
+    first read was still on record, so the next metadata took the new id for a topic
+    created again under the consumer and dropped the seek for auto_offset_reset
+    ("latest": position 10, 0 of the 10 records from the seek on delivered)."""
+    u0 = TopicPartition("u", 0)
+    broker = TopicIdBroker({T0: [], u0: []})
+    broker.hold_list_offsets = False
+    broker.append(T0, [b"old%d" % i for i in range(40)])
+    await broker.start()
+    consumer = Consumer(
+        bootstrap_servers=broker.bootstrap,
+        auto_offset_reset="latest",
+        fetch_max_wait_ms=50,
+        metadata_max_age_ms=200,
+        retry_backoff_ms=50,
+    )
+    got: list[bytes] = []
+
+    async def read(until: int) -> None:
+        deadline = time.monotonic() + 5
+        while len(got) < until and time.monotonic() < deadline:
+            for records in (await consumer.getmany(timeout_ms=100)).values():
+                got.extend(r.value for r in records)
+
+    try:
+        await consumer.start()
+        consumer.assign([T0])
+        consumer.seek(T0, 0)
+        await read(40)
+        assert got == [b"old%d" % i for i in range(40)]
+        consumer.assign([u0])
+        await broker.metadata_refreshed()
+        broker.create_again(T0, [b"new%d" % i for i in range(10)])
+        await broker.metadata_refreshed()
+        consumer.assign([T0])
+        consumer.seek(T0, 0)
+        got.clear()
+        await read(10)
+        await broker.metadata_refreshed()
+        await read(11)  # and nothing more
+        assert got == [b"new%d" % i for i in range(10)]
+        assert await consumer.position(T0) == 10
     finally:
         await consumer.stop(timeout_ms=2000)
         await broker.stop()
