@@ -1027,6 +1027,16 @@ class GroupCoordinator:
         if not offsets:
             return
         deadline = Deadline(timeout_ms, f"commit for group {self.group_id}")
+        try:
+            await self._commit_until_done(offsets, deadline, final)
+        except errors.KafkaError as exc:
+            # (Whatever failed it: health() shows it, auto-commits included.)
+            self.last_commit_error = str(exc)
+            raise
+
+    async def _commit_until_done(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], deadline: Deadline, final: bool
+    ) -> None:
         sent = NO_GENERATION  # the generation the last attempt committed in
         since = 0  # the rebalances completed when it was built
         sent_round: int | None = None  # its join round; None: built during a JoinGroup
@@ -1060,7 +1070,6 @@ class GroupCoordinator:
                         return
                     action, exc = worst
                     if action is not ErrorAction.REJOIN or final:
-                        self.last_commit_error = str(exc)
                         if action in (
                             ErrorAction.RESET_GENERATION,
                             ErrorAction.RESET_MEMBER,

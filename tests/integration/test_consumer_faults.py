@@ -122,6 +122,35 @@ async def test_connection_cut_and_restored_mid_consumption(
         await consumer.stop(timeout_ms=5000)
 
 
+async def test_an_auto_commit_that_times_out_shows_in_health(
+    proxied_broker: tuple[FaultProxy, str], topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """An auto-commit cut short by an unanswering coordinator is on record in health()
+    (only commit errors the broker answered with were; this one was only a warning in
+    the log), and a later successful commit clears it."""
+    proxy, bootstrap = proxied_broker
+    create_topic(topic_name, 1, bootstrap=bootstrap)
+    await produce(bootstrap, topic_name, [b"v%d" % i for i in range(20)], 1)
+    consumer = group_consumer(
+        bootstrap, topic_name, auto_commit_interval_ms=1000, request_timeout_ms=1500
+    )
+    await consumer.start()
+    try:
+        seen: set[bytes] = set()
+        await collect(consumer, seen, {b"v%d" % i for i in range(20)}, 30)
+        assert consumer.health().last_commit_error is None
+        proxy.blackhole()  # (before the next auto-commit: the positions moved since)
+        await wait_until(lambda: consumer.health().last_commit_error, 15, "no commit error")
+        assert "commit" in (consumer.health().last_commit_error or "")
+        proxy.clear_blackhole()
+        proxy.drop_connections()
+        await consumer.commit(timeout_ms=20000)
+        assert consumer.health().last_commit_error is None
+    finally:
+        proxy.clear_blackhole()
+        await consumer.stop(timeout_ms=5000)
+
+
 async def test_broker_down_getone_and_stop_keep_their_bounds(
     proxied_broker: tuple[FaultProxy, str], topic_name: str, create_topic: Callable[..., str]
 ) -> None:
