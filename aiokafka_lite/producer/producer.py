@@ -626,100 +626,134 @@ class Producer:
                     record.timestamp_ms,
                     record.headers,
                 )
-        if value.__class__ is bytes and not self._serializers:
-            # The common shapes, checked in one step.
-            if key is None:
-                size_hint = len(value)
-            elif key.__class__ is bytes:
-                size_hint = len(key) + len(value)
+        try:
+            if value.__class__ is bytes and not self._serializers:
+                # The common shapes, checked in one step.
+                if key is None:
+                    size_hint = len(value)
+                elif key.__class__ is bytes:
+                    size_hint = len(key) + len(value)
+                else:
+                    key, value = self._prepare(topic, key, value)
+                    size_hint = (0 if key is None else len(key)) + len(value)
             else:
                 key, value = self._prepare(topic, key, value)
-                size_hint = (0 if key is None else len(key)) + len(value)
-        else:
-            key, value = self._prepare(topic, key, value)
-            size_hint = (0 if key is None else len(key)) + (0 if value is None else len(value))
-        if headers is not None and headers.__class__ is not list and headers.__class__ is not tuple:
-            # A mapping, say. Lists and tuples go to the record encoder as they are: it
-            # checks each header as it writes it.
-            headers = _check_headers(headers)
+                size_hint = (0 if key is None else len(key)) + (0 if value is None else len(value))
+            if (
+                headers is not None
+                and headers.__class__ is not list
+                and headers.__class__ is not tuple
+            ):
+                # A mapping, say. Lists and tuples go to the record encoder as they are: it
+                # checks each header as it writes it.
+                headers = _check_headers(headers)
 
-        info = self._topics.get(topic)
-        blocked_since = 0.0  # (when this send began to wait: max_block_ms bounds it all)
-        if info is None:
-            blocked_since = time.monotonic()
-            info = await self._topic_info(topic)
-        if partition is None:
-            if key is not None and self._murmur_keys:
-                placed = info.all
-                partition = placed[murmur2_partition(key, len(placed))]
-            else:
-                partition = self._partitioner.partition(topic, key, info.all, info.available)
-            if self._check_choice:
-                partition = check_partition(partition, info.all, topic)
-            elif self._sticky and (key is None or self._sticky_keyed):
-                self._partitioner.on_append(topic, partition, size_hint + 8)
-        opens = info.open
-        try:
-            batch = (
-                opens[partition]
-                if partition.__class__ is int and partition >= 0
-                else _BAD_PARTITION
-            )
-        except IndexError:
-            batch = _BAD_PARTITION
-        if batch is _BAD_PARTITION:
-            blocked_since = blocked_since or time.monotonic()
-            info = await self._check_partition(topic, partition, info, blocked_since)
+            info = self._topics.get(topic)
+            blocked_since = 0.0  # (when this send began to wait: max_block_ms bounds it all)
+            if info is None:
+                blocked_since = time.monotonic()
+                info = await self._topic_info(topic)
+            if partition is None:
+                if key is not None and self._murmur_keys:
+                    placed = info.all
+                    partition = placed[murmur2_partition(key, len(placed))]
+                else:
+                    partition = self._partitioner.partition(topic, key, info.all, info.available)
+                if self._check_choice:
+                    partition = check_partition(partition, info.all, topic)
+                elif self._sticky and (key is None or self._sticky_keyed):
+                    self._partitioner.on_append(topic, partition, size_hint + 8)
             opens = info.open
-            batch = opens[partition]
-        if timestamp_ms is None:
-            timestamp_ms = _time_ns() // 1_000_000
-        elif timestamp_ms.__class__ is not int or not 0 <= timestamp_ms <= MAX_TIMESTAMP:
-            timestamp_ms = checked_timestamp(timestamp_ms)  # (a float, or raises)
-        if guard:
-            txn = self._txn
-            if txn is not None and txn.transactional:
-                txn.check_still_in(began)  # (the awaits above may have outlived it)
-                tp = info.tps[partition]
-                if tp is not None:
-                    txn.maybe_add_partition(tp)
-        # Fast path: the partition's open batch takes the record (see RecordAccumulator;
-        # only the last batch of a partition is ever open, so appending there keeps order).
-        if batch is not None and batch.open:
-            n = batch.record_count
-            if batch.append(timestamp_ms, key, value, headers):
-                batch.timestamps.append(timestamp_ms)
-                fut = _new_object(RecordFuture)  # (without __init__, see RecordFuture)
-                fut._batch = batch
-                fut._index = n
-                if guard and self._interceptors:
-                    fut.add_done_callback(self._acknowledge)
-                return fut
-        tp = info.tps[partition]
-        if tp is None:
-            raise errors.UnknownTopicOrPartitionError(
-                f"topic {topic!r} has no partition {partition}"
-            )
-        acc = self._accumulator
-        assert acc is not None
-        dq = self._batches.get(tp)
-        if dq and acc.tail_full(dq) and self._sender_turn_due():
-            # A batch filled up (and enough since the last turn): give the sender a turn,
-            # so that a caller producing in a tight loop overlaps with the network. Before
-            # the append, not after: a send() cancelled there must have buffered nothing
-            # (after, the record went out while its caller got CancelledError).
-            await asyncio.sleep(0)
-            self._check_still_in(began if guard else None)
-        try:
-            fut = acc.try_append(tp, timestamp_ms, key, value, headers)
-        except BufferExhausted as exc:
-            fut = await self._append_when_memory(
-                tp, timestamp_ms, key, value, headers, exc, began if guard else None, blocked_since
-            )
-        opens[partition] = fut._batch
-        if self._interceptors:
-            fut.add_done_callback(self._acknowledge)
-        return fut
+            try:
+                batch = (
+                    opens[partition]
+                    if partition.__class__ is int and partition >= 0
+                    else _BAD_PARTITION
+                )
+            except IndexError:
+                batch = _BAD_PARTITION
+            if batch is _BAD_PARTITION:
+                blocked_since = blocked_since or time.monotonic()
+                info = await self._check_partition(topic, partition, info, blocked_since)
+                opens = info.open
+                batch = opens[partition]
+            if timestamp_ms is None:
+                timestamp_ms = _time_ns() // 1_000_000
+            elif timestamp_ms.__class__ is not int or not 0 <= timestamp_ms <= MAX_TIMESTAMP:
+                timestamp_ms = checked_timestamp(timestamp_ms)  # (a float, or raises)
+            if guard:
+                txn = self._txn
+                if txn is not None and txn.transactional:
+                    txn.check_still_in(began)  # (the awaits above may have outlived it)
+                    tp = info.tps[partition]
+                    if tp is not None:
+                        txn.maybe_add_partition(tp)
+            # Fast path: the partition's open batch takes the record (see RecordAccumulator;
+            # only the last batch of a partition is ever open, so appending there keeps order).
+            if batch is not None and batch.open:
+                n = batch.record_count
+                if batch.append(timestamp_ms, key, value, headers):
+                    batch.timestamps.append(timestamp_ms)
+                    fut = _new_object(RecordFuture)  # (without __init__, see RecordFuture)
+                    fut._batch = batch
+                    fut._index = n
+                    if guard and self._interceptors:
+                        fut.add_done_callback(self._acknowledge)
+                    return fut
+            tp = info.tps[partition]
+            if tp is None:
+                raise errors.UnknownTopicOrPartitionError(
+                    f"topic {topic!r} has no partition {partition}"
+                )
+            acc = self._accumulator
+            assert acc is not None
+            dq = self._batches.get(tp)
+            if dq and acc.tail_full(dq) and self._sender_turn_due():
+                # A batch filled up (and enough since the last turn): give the sender a turn,
+                # so that a caller producing in a tight loop overlaps with the network. Before
+                # the append, not after: a send() cancelled there must have buffered nothing
+                # (after, the record went out while its caller got CancelledError).
+                await asyncio.sleep(0)
+                self._check_still_in(began if guard else None)
+            try:
+                fut = acc.try_append(tp, timestamp_ms, key, value, headers)
+            except BufferExhausted as exc:
+                fut = await self._append_when_memory(
+                    tp,
+                    timestamp_ms,
+                    key,
+                    value,
+                    headers,
+                    exc,
+                    began if guard else None,
+                    blocked_since,
+                )
+            opens[partition] = fut._batch
+            if self._interceptors:
+                fut.add_done_callback(self._acknowledge)
+            return fut
+        except errors.KafkaError as exc:
+            if began:
+                self._failed_in_transaction(exc, began)
+            raise
+
+    def _failed_in_transaction(self, exc: errors.KafkaError, began: int) -> None:
+        """A record the application sent in a transaction did not get into it, so the
+        transaction must not commit (Kafka: "if any of the send calls failed with an
+        irrecoverable error, the final commitTransaction() call will fail and throw the
+        exception from the last failed send"). As in the Java client, a state error or
+        a key or value that cannot be serialized leaves the transaction as it is, and so
+        does a send that outlived the transaction it was called in (``began``, see
+        ``TransactionManager.check_still_in``): a commit under way is not undone, and the
+        next transaction never had the record."""
+        txn = self._txn
+        if (
+            txn is not None
+            and txn.state is TransactionState.IN_TRANSACTION
+            and txn.transactions_begun == began
+            and not isinstance(exc, errors.IllegalStateError | SerializationError)
+        ):
+            txn.set_abortable(exc)
 
     def _prepare(self, topic: str, key: Any, value: Any) -> tuple[bytes | None, bytes | None]:
         """Serialize (or type-check) a record's key and value."""
@@ -864,6 +898,7 @@ class Producer:
         if timestamp_ms is not None:
             timestamp_ms = checked_timestamp(timestamp_ms)
         futures = RecordFutures()
+        began = -1 if self._txn is None else self._txn.transactions_begun
         key_iter = None if keys is None else iter(keys)
         # The common case (bytes, no headers or serializers, an explicit partition or the
         # sticky/murmur2 default partitioner) goes straight into the partition's open
@@ -893,6 +928,8 @@ class Producer:
                     key = None if key_iter is None else _next_key(key_iter)
                 add(await self.send(topic, value, key, partition, timestamp_ms, headers))
         except BaseException as exc:  # (a cancellation too: what was buffered goes out)
+            if isinstance(exc, errors.KafkaError):
+                self._failed_in_transaction(exc, began)  # (also where the fast path raised)
             if futures:
                 # The records before this one are buffered and will be sent: the caller
                 # gets their futures (and must not send them again).
@@ -1097,56 +1134,60 @@ class Producer:
         self._check_send()
         txn = self._txn
         began = txn.transactions_begun if txn is not None else 0
-        if not isinstance(batch, BatchBuilder):
-            raise TypeError("send_batch takes a batch from create_batch()")
-        if batch.record_count() == 0:
-            raise ValueError("the batch is empty")
-        if batch.size() > self.config.max_request_size:
-            raise errors.RecordTooLargeError(
-                f"the batch is {batch.size()} bytes, larger than max_request_size "
-                f"({self.config.max_request_size})"
-            )
-        blocked_since = time.monotonic()  # (max_block_ms bounds all the waits below)
-        info = self._topics.get(topic)
-        if info is None:
-            info = await self._topic_info(topic)
-        if partition is None:
-            partition = self._partitioner.partition(topic, None, info.all, info.available)
-            if self._check_choice:
-                partition = check_partition(partition, info.all, topic)
-        if type(partition) is not int or not 0 <= partition < len(info.tps):
-            info = await self._check_partition(topic, partition, info, blocked_since)
-        tp = info.tps[partition]
-        assert tp is not None
-        if self._sender_turn_due():
-            # Give the sender a turn to ship the batches queued so far. Before queueing
-            # this one: a send_batch cancelled there must have queued nothing.
-            await asyncio.sleep(0)
-        self._check_still_in(began)  # (the awaits above may have outlived it)
-        if txn is not None and txn.transactional:
-            txn.maybe_add_partition(tp)
-        taken = batch._take()  # (raises if it was sent already)
-        acc = self._accumulator
-        assert acc is not None
         try:
-            fut = acc.append_user_batch(tp, taken)
-        except BufferExhausted as exc:
-            needed = int(exc.args[0])
-            try:
-                await acc.wait_for_memory(
-                    needed, blocked_since + self._max_block - time.monotonic()
+            if not isinstance(batch, BatchBuilder):
+                raise TypeError("send_batch takes a batch from create_batch()")
+            if batch.record_count() == 0:
+                raise ValueError("the batch is empty")
+            if batch.size() > self.config.max_request_size:
+                raise errors.RecordTooLargeError(
+                    f"the batch is {batch.size()} bytes, larger than max_request_size "
+                    f"({self.config.max_request_size})"
                 )
-            except BaseException:
-                batch._untake()
-                raise
+            blocked_since = time.monotonic()  # (max_block_ms bounds all the waits below)
+            info = self._topics.get(topic)
+            if info is None:
+                info = await self._topic_info(topic)
+            if partition is None:
+                partition = self._partitioner.partition(topic, None, info.all, info.available)
+                if self._check_choice:
+                    partition = check_partition(partition, info.all, topic)
+            if type(partition) is not int or not 0 <= partition < len(info.tps):
+                info = await self._check_partition(topic, partition, info, blocked_since)
+            tp = info.tps[partition]
+            assert tp is not None
+            if self._sender_turn_due():
+                # Give the sender a turn to ship the batches queued so far. Before queueing
+                # this one: a send_batch cancelled there must have queued nothing.
+                await asyncio.sleep(0)
+            self._check_still_in(began)  # (the awaits above may have outlived it)
+            if txn is not None and txn.transactional:
+                txn.maybe_add_partition(tp)
+            taken = batch._take()  # (raises if it was sent already)
+            acc = self._accumulator
+            assert acc is not None
             try:
-                self._check_still_in(began)
-            except BaseException:
-                acc.release(needed)
-                batch._untake()
-                raise
-            return acc.append_user_batch(tp, taken, reserved=needed)
-        return fut
+                fut = acc.append_user_batch(tp, taken)
+            except BufferExhausted as exc:
+                needed = int(exc.args[0])
+                try:
+                    await acc.wait_for_memory(
+                        needed, blocked_since + self._max_block - time.monotonic()
+                    )
+                except BaseException:
+                    batch._untake()
+                    raise
+                try:
+                    self._check_still_in(began)
+                except BaseException:
+                    acc.release(needed)
+                    batch._untake()
+                    raise
+                return acc.append_user_batch(tp, taken, reserved=needed)
+            return fut
+        except errors.KafkaError as exc:
+            self._failed_in_transaction(exc, began)
+            raise
 
     def _sender_turn_due(self) -> bool:
         """A caller just filled a batch: whether it should yield to the sender now (every

@@ -316,3 +316,39 @@ async def test_send_offsets_of_an_old_generation_is_fenced(
                     await producer.send_offsets_to_transaction({tp: 7}, zombie)
             await producer.abort_transaction()
         assert await consumer.committed(tp) is None
+
+
+@pytest.mark.parametrize("how", ["send", "send_many", "send_batch"])
+async def test_a_record_refused_by_send_makes_the_commit_fail(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str], how: str
+) -> None:
+    """Kafka: "if any of the send calls failed with an irrecoverable error, the final
+    commitTransaction() call will fail": a record too large for a request is not in the
+    transaction, which must not commit without it."""
+    create_topic(topic_name, 1)
+    async with txn_producer(bootstrap_servers, max_request_size=10_000) as producer:
+        await producer.begin_transaction()
+        await (await producer.send(topic_name, b"ok", partition=0))
+        with pytest.raises(errors.RecordTooLargeError):
+            if how == "send":
+                await producer.send(topic_name, b"x" * 20_000, partition=0)
+            elif how == "send_many":
+                await producer.send_many(topic_name, [b"x" * 20_000], partition=0)
+            else:
+                batch = producer.create_batch()
+                while batch.append(key=None, value=b"y" * 1000, timestamp=None) is not None:
+                    pass
+                # (The builder caps a batch at max_batch_size, larger than 10 KB here.)
+                assert batch.size() > 10_000
+                await producer.send_batch(batch, topic_name, partition=0)
+        assert producer.transaction_state == "abortable_error"
+        with pytest.raises(errors.RecordTooLargeError):
+            await producer.commit_transaction()
+        with pytest.raises(errors.RecordTooLargeError):
+            await producer.send(topic_name, b"more", partition=0)
+        await producer.abort_transaction()
+        async with producer.transaction():
+            await producer.send(topic_name, b"after", partition=0)
+    # ok (0), the abort marker (1), after (2), its commit marker (3).
+    got = await asyncio.to_thread(read_all, bootstrap_servers, topic_name, 1, expect=2)
+    assert [(r[1], r[3]) for r in got[0]] == [(0, b"ok"), (2, b"after")]
