@@ -1299,11 +1299,14 @@ class Producer:
 
     async def send_offsets_to_transaction(
         self,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int | tuple[int, str]],
         group_id: str | Any,
         timeout: float | None = None,
     ) -> None:
         """Commit consumer offsets as part of the transaction.
+
+        ``offsets`` values may be an offset, an ``(offset, metadata)`` pair or an
+        :class:`~aiokafka_lite.OffsetAndMetadata` (the offset is the next one to read).
 
         ``group_id`` is the consumer group's id, or the consumer's group metadata (an
         object with ``group_id``, ``generation_id``, ``member_id`` and
@@ -1325,14 +1328,24 @@ class Producer:
                 ) from None
         if not isinstance(gid, str) or not gid:
             raise ValueError(f"bad group id {gid!r}")
+        normalized: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, value in offsets.items():
             if not isinstance(tp, tuple) or len(tp) != 2:
                 raise TypeError(f"offsets keys must be TopicPartition, got {tp!r}")
-            offset = value.offset if isinstance(value, OffsetAndMetadata) else value
-            if type(offset) is not int or offset < 0:
+            # As Consumer.commit() and aiokafka take them: an offset, an (offset,
+            # metadata) pair or an OffsetAndMetadata (itself such a pair).
+            if type(value) is int:
+                value = OffsetAndMetadata(value)
+            elif isinstance(value, tuple) and not isinstance(value, OffsetAndMetadata):
+                if len(value) != 2 or not isinstance(value[1], str):
+                    raise ValueError(f"bad offset {value!r} for {tp}")
+                value = OffsetAndMetadata(value[0], value[1])
+            if not isinstance(value, OffsetAndMetadata):
                 raise ValueError(f"bad offset {value!r} for {tp}")
+            if type(value.offset) is not int or value.offset < 0:
+                raise ValueError(f"bad offset {value!r} for {tp}")
+            normalized[TopicPartition(*tp)] = value
         deadline = time.monotonic() + (self._max_block if timeout is None else timeout)
-        normalized = {TopicPartition(*tp): v for tp, v in offsets.items()}
         await txn.send_offsets(normalized, gid, generation, member, instance, deadline)
 
     def transaction(self) -> TransactionContext:

@@ -243,6 +243,26 @@ async def test_send_offsets_to_transaction(
     assert await asyncio.to_thread(committed) == {0: 5, 1: 9}
 
 
+async def test_send_offsets_takes_offset_and_metadata_pairs(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """As Consumer.commit() and aiokafka's send_offsets_to_transaction() do, an offset
+    may be given as an (offset, metadata) pair; anything else is a ValueError."""
+    create_topic(topic_name, 2)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    tp0, tp1 = TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)
+    async with txn_producer(bootstrap_servers) as producer:
+        await producer.begin_transaction()
+        for bad in [(5,), (5, "m", 1), (5, None), "5", 5.0, -1, (-1, "m")]:
+            with pytest.raises(ValueError, match="bad offset"):
+                await producer.send_offsets_to_transaction({tp0: bad}, group)  # type: ignore[dict-item]
+        await producer.send_offsets_to_transaction({tp0: (5, "five"), tp1: 9}, group)
+        await producer.commit_transaction()
+    async with AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=group) as consumer:
+        assert await consumer.committed(tp0) == 5
+        assert await consumer.committed(tp1) == 9
+
+
 async def test_commit_that_timed_out_after_its_end_txn_is_only_retried(
     proxied_broker: tuple[FaultProxy, str],
 ) -> None:
