@@ -372,3 +372,41 @@ async def test_a_record_refused_by_send_makes_the_commit_fail(
     # ok (0), the abort marker (1), after (2), its commit marker (3).
     got = await asyncio.to_thread(read_all, bootstrap_servers, topic_name, 1, expect=2)
     assert [(r[1], r[3]) for r in got[0]] == [(0, b"ok"), (2, b"after")]
+
+
+async def test_read_committed_from_after_an_aborted_transaction(
+    bootstrap_servers: str,
+    topic_name: str,
+    create_topic: Callable[..., str],
+    expect_deviation: ExpectDeviation,
+) -> None:
+    """A Fetch response lists the aborted transactions that overlap the fetched range
+    (Kafka: last offset >= the fetch offset). A read_committed consumer that starts past
+    a producer's aborted transaction sees that producer's next, committed one."""
+    create_topic(topic_name, 1)
+    tp = TopicPartition(topic_name, 0)
+    async with txn_producer(bootstrap_servers) as producer:
+        await producer.begin_transaction()
+        await (await producer.send(topic_name, b"a0", partition=0))  # 0, abort marker 1
+        await producer.abort_transaction()
+        async with producer.transaction():
+            await producer.send(topic_name, b"c2", partition=0)  # 2, commit marker 3
+    async with AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers, isolation_level="read_committed"
+    ) as consumer:
+        consumer.assign([tp])
+        consumer.seek(tp, 2)
+        got: list[bytes | None] = []
+        for _ in range(25):
+            got += [r.value for r in (await consumer.getmany(timeout_ms=200)).get(tp, [])]
+            if got or await consumer.position(tp) == 4:
+                break
+        with expect_deviation(
+            "noida",
+            "noida-db 0.2.3 lists an aborted transaction in every later Fetch response "
+            "(also past its abort marker), so every client (aiokafka_lite, aiokafka 0.14, "
+            "librdkafka) skips the producer's later committed records when it starts "
+            "fetching after the marker",
+        ):
+            assert got == [b"c2"]
+        assert await consumer.position(tp) == 4
