@@ -675,11 +675,17 @@ class TransactionManager:
                 "was sent, so the transaction may be committed; call commit_transaction() "
                 "again (or close the producer)"
             )
+        if self.state is TransactionState.COMMITTING:
+            # (A commit that failed is back in the transaction, see
+            # restore_after_failed_commit: this one is still running, and would commit.)
+            raise errors.IllegalStateError(
+                "cannot abort: a commit_transaction() of this transaction is under way; "
+                "abort only once it has failed"
+            )
         if self.state not in (
             TransactionState.IN_TRANSACTION,
             TransactionState.ABORTABLE_ERROR,
             TransactionState.ABORTING,
-            TransactionState.COMMITTING,
         ):
             raise errors.IllegalStateError(
                 f"abort_transaction needs an open transaction (state: {self.state.value})"

@@ -410,3 +410,26 @@ async def test_read_committed_from_after_an_aborted_transaction(
         ):
             assert got == [b"c2"]
         assert await consumer.position(tp) == 4
+
+
+async def test_abort_while_a_commit_is_under_way_is_refused(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """abort_transaction() called while commit_transaction() waits for the records must
+    not report an abort: the commit goes on and commits (Kafka: no transition from
+    committing to aborting)."""
+    create_topic(topic_name, 1)
+    async with txn_producer(bootstrap_servers) as producer:
+        await producer.begin_transaction()
+        await producer.send(topic_name, b"v", partition=0)
+        commit = asyncio.create_task(producer.commit_transaction())
+        await asyncio.sleep(0)  # (the commit starts, and waits for the broker's answer)
+        assert producer.transaction_state == "committing"
+        with pytest.raises(errors.IllegalStateError, match="commit_transaction"):
+            await producer.abort_transaction()
+        await commit
+        assert producer.transaction_state == "ready"
+    got = await asyncio.to_thread(
+        read_all, bootstrap_servers, topic_name, 1, isolation="read_committed", expect=1
+    )
+    assert [(r[1], r[3]) for r in got[0]] == [(0, b"v")]
