@@ -585,18 +585,6 @@ class TransactionManager:
             raise errors.IllegalOperationError(
                 f"send_offsets_to_transaction needs an open transaction (state: {self.state.value})"
             )
-        async with self._coordinator_turn(deadline, "AddOffsetsToTxn"):
-            add_offsets: AddOffsetsToTxnRequest = {
-                "transactional_id": self._txn_id,
-                "producer_id": self.producer_id,
-                "producer_epoch": self.producer_epoch,
-                "group_id": group_id,
-            }
-            with self._abortable_on_error():
-                await self._coordinator_request(
-                    bodies.ADD_OFFSETS_TO_TXN, add_offsets, deadline, "AddOffsetsToTxn"
-                )
-            self._txn_has_offsets = True
         by_topic: dict[str, list[TxnOffsetCommitRequestPartition]] = {}
         for tp, value in offsets.items():
             oam = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
@@ -643,16 +631,30 @@ class TransactionManager:
                         return _worth_retrying(error, forget_group_coordinator)
             return None
 
-        with self._abortable_on_error():
-            await send_to_coordinator(
-                self.client,
-                bodies.TXN_OFFSET_COMMIT,
-                body,
-                Deadline.until(deadline, "TxnOffsetCommit"),
-                find=find_group_coordinator,
-                retry_on=check,
-                lost=forget_group_coordinator,
-            )
+        # One turn for both requests: an EndTxn must not overtake the TxnOffsetCommit, or
+        # the offsets would not be in the transaction it commits.
+        async with self._coordinator_turn(deadline, "AddOffsetsToTxn"):
+            add_offsets: AddOffsetsToTxnRequest = {
+                "transactional_id": self._txn_id,
+                "producer_id": self.producer_id,
+                "producer_epoch": self.producer_epoch,
+                "group_id": group_id,
+            }
+            with self._abortable_on_error():
+                await self._coordinator_request(
+                    bodies.ADD_OFFSETS_TO_TXN, add_offsets, deadline, "AddOffsetsToTxn"
+                )
+            self._txn_has_offsets = True
+            with self._abortable_on_error():
+                await send_to_coordinator(
+                    self.client,
+                    bodies.TXN_OFFSET_COMMIT,
+                    body,
+                    Deadline.until(deadline, "TxnOffsetCommit"),
+                    find=find_group_coordinator,
+                    retry_on=check,
+                    lost=forget_group_coordinator,
+                )
 
     def start_commit(self) -> None:
         self._raise_if_fatal()
@@ -697,6 +699,10 @@ class TransactionManager:
         # (The lock first: an AddPartitionsToTxn the sender has in flight may still add
         # a partition, which then needs this EndTxn.)
         async with self._coordinator_turn(deadline, "EndTxn"):
+            if commit and self.has_error:
+                # (Made abortable while this waited its turn: a TxnOffsetCommit failed.)
+                assert self.last_error is not None
+                raise self.last_error
             if self.partitions_in_txn or self._txn_has_offsets:
                 end: EndTxnRequest = {
                     "transactional_id": self._txn_id,

@@ -433,3 +433,24 @@ async def test_abort_while_a_commit_is_under_way_is_refused(
         read_all, bootstrap_servers, topic_name, 1, isolation="read_committed", expect=1
     )
     assert [(r[1], r[3]) for r in got[0]] == [(0, b"v")]
+
+
+async def test_commit_waits_for_the_offsets_sent_to_the_transaction(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """commit_transaction() called while send_offsets_to_transaction() is under way: the
+    EndTxn goes out only after the TxnOffsetCommit, so the offsets are committed with
+    the transaction (both calls return)."""
+    create_topic(topic_name, 1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    tp = TopicPartition(topic_name, 0)
+    async with txn_producer(bootstrap_servers) as producer:
+        for offset in (10, 11, 12):
+            await producer.begin_transaction()
+            await (await producer.send(topic_name, b"out", partition=0))
+            offsets = asyncio.create_task(producer.send_offsets_to_transaction({tp: offset}, group))
+            await asyncio.sleep(0)  # (its AddOffsetsToTxn is on the way)
+            await producer.commit_transaction()
+            await offsets
+    async with AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=group) as consumer:
+        assert await consumer.committed(tp, timeout_ms=10_000) == 12
