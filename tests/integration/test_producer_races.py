@@ -411,3 +411,45 @@ async def test_an_abort_that_drops_a_retry_restarts_the_sequences(
         await producer.stop(timeout=2)
     assert sent == [(0, 0), (0, 1), (1, 0)]
     assert [value for _, _, value in log.written] == [b"r1", b"r3"]
+
+
+async def test_a_commit_waiting_for_offsets_that_fail_does_not_commit(
+    broker: tuple[ScriptedBroker, Log],
+) -> None:
+    """commit_transaction() called while the TxnOffsetCommit of send_offsets_to_transaction()
+    is unanswered waits for it, and when it fails (the transaction is then abortable)
+    raises its error: no EndTxn(commit) of a transaction without its offsets."""
+    scripted, log = broker
+    scripted.scripts[ApiKey.ADD_OFFSETS_TO_TXN] = lambda header, body, count: {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+    }
+    scripted.scripts[ApiKey.TXN_OFFSET_COMMIT] = lambda header, body, count: None
+    async with Producer(
+        bootstrap_servers=scripted.bootstrap, transactional_id="tx", linger_ms=0
+    ) as producer:
+        await producer.begin_transaction()
+        await producer.send_and_wait("t", b"out", partition=0)
+        offsets = asyncio.create_task(
+            producer.send_offsets_to_transaction({TopicPartition("t", 0): 5}, "group")
+        )
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if scripted.unanswered:
+                break
+        commit = asyncio.create_task(producer.commit_transaction())
+        await asyncio.sleep(0.1)
+        assert log.ended == []  # (the EndTxn waits for the offsets)
+        scripted.answer_late(
+            {
+                "throttle_time_ms": 0,
+                "topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 30}]}],
+            }
+        )
+        with pytest.raises(errors.GroupAuthorizationFailedError):
+            await offsets
+        with pytest.raises(errors.GroupAuthorizationFailedError):
+            await commit
+        assert producer.transaction_state == "abortable_error"
+        await producer.abort_transaction()
+    assert log.ended == [False]
