@@ -1328,6 +1328,11 @@ class Producer:
                 ) from None
         if not isinstance(gid, str) or not gid:
             raise ValueError(f"bad group id {gid!r}")
+        if not isinstance(offsets, Mapping):
+            raise TypeError(
+                "offsets must be a mapping of TopicPartition to offsets, got "
+                f"{type(offsets).__name__}"
+            )
         normalized: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, value in offsets.items():
             if not isinstance(tp, tuple) or len(tp) != 2:

@@ -256,6 +256,9 @@ async def test_send_offsets_takes_offset_and_metadata_pairs(
         for bad in [(5,), (5, "m", 1), (5, None), "5", 5.0, -1, (-1, "m")]:
             with pytest.raises(ValueError, match="bad offset"):
                 await producer.send_offsets_to_transaction({tp0: bad}, group)  # type: ignore[dict-item]
+        for not_a_mapping in [None, [(tp0, 5)]]:
+            with pytest.raises(TypeError, match="mapping"):
+                await producer.send_offsets_to_transaction(not_a_mapping, group)  # type: ignore[arg-type]
         await producer.send_offsets_to_transaction({tp0: (5, "five"), tp1: 9}, group)
         await producer.commit_transaction()
     async with AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=group) as consumer:
