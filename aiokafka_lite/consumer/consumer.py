@@ -42,6 +42,7 @@ from aiokafka_lite.consumer.subscription import (
     OffsetResetStrategy,
     SubscriptionState,
     SubscriptionType,
+    passing_topic_error,
 )
 from aiokafka_lite.protocol import bodies
 from aiokafka_lite.protocol.bodies import MetadataRequest
@@ -465,17 +466,7 @@ class Consumer:
     def _on_metadata(self, cluster: ClusterMetadata) -> None:
         if self._coordinator is None:
             if self._subs.type is SubscriptionType.AUTO_PATTERN:
-                subscribed = self._subs.subscription
-                names = [
-                    n
-                    for n, m in cluster.topics.items()
-                    if not (self._config.exclude_internal_topics and m.is_internal)
-                    and (
-                        m.error_code == 0
-                        or (n in subscribed and _passing_topic_error(m.error_code))
-                    )
-                ]
-                self._subs.change_subscription(self._subs.match_pattern(names))
+                self._subs.follow_pattern(cluster.topics, self._config.exclude_internal_topics)
             self._assign_without_group(cluster)
 
     def _assign_without_group(self, cluster: ClusterMetadata) -> None:
@@ -492,7 +483,7 @@ class Consumer:
         for topic in self._subs.subscription:
             partitions = cluster.partitions_for_topic(topic)
             if partitions is None:
-                if _passing_topic_error(cluster.topic_error(topic)):
+                if passing_topic_error(cluster.topic_error(topic)):
                     wanted.update(tp for tp in assigned if tp.topic == topic)
                 continue
             for p in partitions:
@@ -1175,9 +1166,3 @@ def _offset_and_metadata(tp: TopicPartition, spec: CommitOffset) -> OffsetAndMet
     if om.offset < 0:
         raise ValueError(f"offset for {tp} must be >= 0, got {om.offset}")
     return om
-
-
-def _passing_topic_error(code: int) -> bool:
-    """Whether a topic's metadata error leaves its partitions as they were (any error but
-    none, and "unknown topic", which a deleted topic gets)."""
-    return code != 0 and code != errors.UnknownTopicOrPartitionError.errno

@@ -289,13 +289,7 @@ class GroupCoordinator:
     def _on_metadata(self, cluster: ClusterMetadata) -> None:
         subs = self._subs
         if subs.type is SubscriptionType.AUTO_PATTERN:
-            names = [
-                name
-                for name, meta in cluster.topics.items()
-                if not (self._config.exclude_internal_topics and meta.is_internal)
-                and meta.error_code == 0
-            ]
-            subs.change_subscription(subs.match_pattern(names))
+            subs.follow_pattern(cluster.topics, self._config.exclude_internal_topics)
         if subs.auto_assigned:
             self._forget_deleted_topics(cluster)
         snapshot = self._metadata_snapshot

@@ -20,6 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 
 from aiokafka_lite import errors
+from aiokafka_lite.cluster import TopicMetadata
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = [
@@ -230,6 +231,23 @@ class SubscriptionState:
             return set()
         return {t for t in all_topics if self.pattern.match(t)}
 
+    def follow_pattern(self, topics: Mapping[str, TopicMetadata], exclude_internal: bool) -> None:
+        """Subscribe to the topics of the cluster's metadata the pattern matches. One
+        already subscribed that the metadata answers with a passing error (leader not
+        available, say) stays: dropped, its partitions would be revoked and then start
+        again from the last commit (or ``auto_offset_reset``) once the error passed."""
+        subscribed = self.subscription
+        names = [
+            name
+            for name, meta in topics.items()
+            if not (exclude_internal and meta.is_internal)
+            and (
+                meta.error_code == 0
+                or (name in subscribed and passing_topic_error(meta.error_code))
+            )
+        ]
+        self.change_subscription(self.match_pattern(names))
+
     @property
     def auto_assigned(self) -> bool:
         """Whether partitions come from a group (topics or pattern subscription)."""
@@ -433,3 +451,9 @@ class SubscriptionState:
 
     def positions(self) -> Mapping[TopicPartition, int | None]:
         return {tp: s.position for tp, s in self._assignment.items()}
+
+
+def passing_topic_error(code: int) -> bool:
+    """Whether a topic's metadata error leaves its partitions as they were (any error but
+    none, and "unknown topic", which a deleted topic gets)."""
+    return code != 0 and code != errors.UnknownTopicOrPartitionError.errno

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from aiokafka_lite import errors
+from aiokafka_lite.cluster import TopicMetadata
 from aiokafka_lite.consumer.subscription import OffsetResetStrategy, SubscriptionState
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
@@ -112,3 +113,30 @@ def test_change_listener_and_version() -> None:
     assert not s.subscribe(["a"])  # unchanged
     s.assign_from_subscribed([A])
     assert calls == [1, 2]
+
+
+def _topics(**codes: int) -> dict[str, TopicMetadata]:
+    return {
+        name: TopicMetadata(name, None, name.startswith("__"), {}, code)
+        for name, code in codes.items()
+    }
+
+
+def test_a_pattern_keeps_a_topic_with_a_passing_metadata_error() -> None:
+    """A subscribed topic answered LEADER_NOT_AVAILABLE (5) stays subscribed (with a
+    group, dropping it revoked its partitions and read them again from the last commit);
+    UNKNOWN_TOPIC_OR_PARTITION (3: deleted) drops it; a topic not yet subscribed joins
+    only once it has no error; internal topics only when asked."""
+    s = SubscriptionState()
+    s.subscribe_pattern(re.compile("o"))
+    s.follow_pattern(_topics(o1=0, o2=0, x=0), exclude_internal=True)
+    assert s.subscription == {"o1", "o2"}
+    s.follow_pattern(_topics(o1=5, o2=0, o3=5), exclude_internal=True)
+    assert s.subscription == {"o1", "o2"}
+    s.follow_pattern(_topics(o1=3, o2=0, o3=0), exclude_internal=True)
+    assert s.subscription == {"o2", "o3"}
+    s.subscribe_pattern(re.compile("_*o"))
+    s.follow_pattern(_topics(__o=0, o2=0), exclude_internal=True)
+    assert s.subscription == {"o2"}
+    s.follow_pattern(_topics(__o=0, o2=0), exclude_internal=False)
+    assert s.subscription == {"__o", "o2"}
