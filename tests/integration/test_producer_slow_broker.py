@@ -16,6 +16,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from aiokafka_lite.producer import Producer
 from tests.integration._cluster_front import cluster_front
 
@@ -55,6 +57,7 @@ async def share_of_fast_partitions(bootstrap: str, topic: str, **kwargs: Any) ->
     return (counts[0] + counts[1]) / sum(counts.values())
 
 
+@pytest.mark.serial  # (a shares race: with a parallel test beside it, 0.71 vs 0.52 once)
 async def test_a_slow_broker_gets_fewer_keyless_records(
     bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
 ) -> None:
