@@ -33,6 +33,7 @@ import functools
 import importlib.metadata
 import logging
 import os
+import random
 import socket
 import ssl
 import struct
@@ -89,6 +90,11 @@ _SASL_HANDSHAKE: Final = bodies.SASL_HANDSHAKE
 _SASL_AUTHENTICATE: Final = bodies.SASL_AUTHENTICATE
 _UNSUPPORTED_VERSION: Final = 35
 _UNSUPPORTED_SASL_MECHANISM: Final = 33
+#: Where in a SASL session's lifetime the client re-authenticates (KIP-368): at a random
+#: point between these fractions, as Kafka's Java client does: early enough for network
+#: latency and clock drift, spread so that connections opened together do not all
+#: re-authenticate at once.
+REAUTH_WINDOW: Final = (0.85, 0.95)
 
 CloseCallback = Callable[["BrokerConnection"], object]
 
@@ -115,6 +121,12 @@ def _looks_like(prefix: bytes) -> str | None:
     if len(prefix) >= 3 and prefix[0] in (0x15, 0x16) and prefix[1] == 3 and prefix[2] <= 4:
         return "TLS"
     return None
+
+
+def reauth_delay(session_lifetime_ms: int) -> float:
+    """Seconds from the end of an authentication to the re-authentication of a session
+    that lives ``session_lifetime_ms`` (a random point of `REAUTH_WINDOW`)."""
+    return session_lifetime_ms * random.uniform(*REAUTH_WINDOW) / 1000
 
 
 def _client_software_version() -> str:
@@ -404,8 +416,11 @@ class BrokerConnection:
         self.max_in_flight = max_in_flight
         #: Broker version range per API key, from ApiVersions.
         self.api_versions: dict[int, tuple[int, int]] = {}
-        #: SaslAuthenticate's session lifetime (ms, 0 = none), for re-authentication.
+        #: SaslAuthenticate's session lifetime (ms, 0 = none): the connection
+        #: re-authenticates before it ends (KIP-368, see _start_reauthentication).
         self.sasl_session_lifetime_ms = 0
+        #: Re-authentications that succeeded on this connection.
+        self.reauthentications = 0
         #: ``time.monotonic()`` of the last byte written or frame received.
         self.last_activity = time.monotonic()
         #: ``time.monotonic()`` of the last frame received (of the connect before one).
@@ -415,7 +430,7 @@ class BrokerConnection:
         #: the broker is not answering (hung, or overloaded), not just this connection.
         self.timed_out = False
         # What pending and later requests fail with once closed.
-        self._close_error: type[errors.KafkaConnectionError] = errors.KafkaConnectionError
+        self._close_error: type[errors.KafkaError] = errors.KafkaConnectionError
 
         self._loop = asyncio.get_running_loop()
         self._protocol: _KafkaProtocol | None = None
@@ -433,6 +448,11 @@ class BrokerConnection:
         # per request costs a heap push and a cancel for every request sent).
         self._timeout_timer: asyncio.TimerHandle | None = None
         self._timeout_at = 0.0
+        # SASL re-authentication (KIP-368): the timer that starts it, the task running
+        # it, and whether new requests are held in _queued meanwhile.
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
+        self._held = False
 
     # --- public state ------------------------------------------------------
 
@@ -539,8 +559,10 @@ class BrokerConnection:
         )
         if self._timeout_timer is None or deadline < self._timeout_at:
             self._arm_timeout(deadline)
-        if self._queued or (
-            self.max_in_flight is not None and len(self._in_flight) >= self.max_in_flight
+        if (
+            self._queued
+            or self._held
+            or (self.max_in_flight is not None and len(self._in_flight) >= self.max_in_flight)
         ):
             self._queued.append(req)
         else:
@@ -625,7 +647,10 @@ class BrokerConnection:
                 req.future.set_result({})
 
     def _pump(self) -> None:
-        # Move queued requests into free in-flight slots, in order.
+        # Move queued requests into free in-flight slots, in order (none while held for
+        # a re-authentication).
+        if self._held:
+            return
         while self._queued and not self._closed:
             if self.max_in_flight is not None and len(self._in_flight) >= self.max_in_flight:
                 return
@@ -783,10 +808,10 @@ class BrokerConnection:
             except ValueError:
                 pass
             if not req.future.done():
+                waiting = "SASL re-authentication" if self._held else "an in-flight slot"
                 req.future.set_exception(
                     errors.KafkaTimeoutError(
-                        f"{what} timed out after {timeout * 1000:.0f} ms "
-                        "waiting for an in-flight slot"
+                        f"{what} timed out after {timeout * 1000:.0f} ms waiting for {waiting}"
                     )
                 )
             return
@@ -808,7 +833,7 @@ class BrokerConnection:
 
     # --- internals: the one close path ---------------------------------------
 
-    def _closed_error(self) -> errors.KafkaConnectionError:
+    def _closed_error(self) -> errors.KafkaError:
         return self._close_error(
             f"connection to {self.host}:{self.port} closed: {self.close_reason}"
         )
@@ -818,7 +843,7 @@ class BrokerConnection:
         reason: str,
         cause: BaseException | None = None,
         abort: bool = True,
-        error: type[errors.KafkaConnectionError] = errors.KafkaConnectionError,
+        error: type[errors.KafkaError] = errors.KafkaConnectionError,
         oldest_error: type[errors.KafkaConnectionError] | None = None,
     ) -> None:
         """Close the connection; every request not answered yet fails with ``error``,
@@ -842,6 +867,9 @@ class BrokerConnection:
         if self._timeout_timer is not None:
             self._timeout_timer.cancel()
             self._timeout_timer = None
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+            self._reauth_timer = None
         for req in pending:
             if not req.future.done():
                 exc = self._closed_error()
@@ -994,7 +1022,7 @@ class BrokerConnection:
                 "(only the pre-KIP-152 raw SASL exchange, which this client does not speak)"
             )
         handshake_body: bodies.SaslHandshakeRequest = {"mechanism": name}
-        handshake = await self.send(_SASL_HANDSHAKE, handshake_body)
+        handshake = await self._sasl_send(_SASL_HANDSHAKE, handshake_body)
         code = handshake["error_code"]
         if code != 0:
             enabled = ", ".join(handshake["mechanisms"]) or "none"
@@ -1008,10 +1036,11 @@ class BrokerConnection:
                 f"{errors.error_for_code(code)} (enabled mechanisms: {enabled})"
             )
 
+        self.sasl_session_lifetime_ms = 0
         out: bytes | None = mechanism.first_message()
         while out is not None:
             step: bodies.SaslAuthenticateRequest = {"auth_bytes": out}
-            response = await self.send(_SASL_AUTHENTICATE, step)
+            response = await self._sasl_send(_SASL_AUTHENTICATE, step)
             code = response["error_code"]
             if code != 0:
                 detail = response.get("error_message") or str(errors.error_for_code(code))
@@ -1029,6 +1058,83 @@ class BrokerConnection:
                 await self._loop.run_in_executor(None, work)
             out = mechanism.step(server_bytes)
         log.debug("%r authenticated with SASL %s", self, name)
+        lifetime = self.sasl_session_lifetime_ms
+        if lifetime > 0 and not self._closed:
+            # Timed from the end of the exchange (the broker's session began a little
+            # earlier, at its answer: the window's 5-15% margin covers that).
+            self._reauth_timer = self._loop.call_later(
+                reauth_delay(lifetime), self._start_reauthentication
+            )
+
+    async def _sasl_send(self, api_key: Api[RequestT, ResponseT], body: RequestT) -> ResponseT:
+        # A SASL request of the handshake or of a re-authentication.
+        fut = self.request(api_key, body)
+        if self._held and not fut.done():
+            # request() held it at the end of the queue with the others; it is what they
+            # wait for, so it goes out now.
+            req = self._queued.pop()
+            assert req.future is fut
+            self._write(req)
+        return await fut
+
+    # --- SASL re-authentication (KIP-368) -------------------------------------------
+
+    def _start_reauthentication(self) -> None:
+        # The rule of KIP-368 followed here (as Kafka's Java client does): the client
+        # re-authenticates with SaslHandshake then SaslAuthenticate on the connection,
+        # using the ApiVersions of its first handshake, the same mechanism and the same
+        # principal (OAUTHBEARER asks its provider for a fresh token). It may start with
+        # requests in flight: a broker answers a connection's requests in order, so
+        # their responses come before the SaslHandshake's, and they are delivered as
+        # they come (they were sent within the valid session). No other request is
+        # written until the re-authentication completes: once the session has expired,
+        # anything but a re-authentication makes the broker close the connection. So
+        # new requests are held in the queue (their own timeouts still run) and flow
+        # again, in order, when it succeeds.
+        self._reauth_timer = None
+        if self._closed:
+            return
+        self._held = True
+        self._reauth_task = self._loop.create_task(self._reauthenticate())
+
+    async def _reauthenticate(self) -> None:
+        started = self._loop.time()
+        try:
+            await self._authenticate()
+        except Exception as exc:
+            detail = exc.message if isinstance(exc, errors.KafkaError) else repr(exc)
+            if self._closed:
+                # Closed meanwhile, which failed what waited: by the client (nothing to
+                # report), or because a SASL request went unanswered.
+                level = (
+                    logging.WARNING if isinstance(exc, errors.KafkaTimeoutError) else logging.DEBUG
+                )
+                log.log(level, "SASL re-authentication of %r ended: %s", self, detail)
+                return
+            log.warning("SASL re-authentication of %r failed: %s", self, detail)
+            # The broker closes the connection after a refusal (that close is read after
+            # this: the refusal woke this task first). What waited fails as a failed
+            # first authentication fails the connect: AuthenticationFailedError (a token
+            # provider that timed out: a retriable connection error).
+            error: type[errors.KafkaError] = (
+                errors.KafkaConnectionError
+                if isinstance(exc, errors.KafkaTimeoutError)
+                else errors.AuthenticationFailedError
+            )
+            self._fail(f"SASL re-authentication failed: {detail}", error=error)
+            return
+        finally:
+            self._reauth_task = None
+        self.reauthentications += 1
+        log.debug(
+            "%r re-authenticated with SASL %s in %.0f ms; session lifetime %d ms",
+            self,
+            self.security.sasl_mechanism,
+            (self._loop.time() - started) * 1000,
+            self.sasl_session_lifetime_ms,
+        )
+        self._held = False
+        self._pump()
 
 
 async def connect(

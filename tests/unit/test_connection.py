@@ -939,11 +939,22 @@ USERS = {"alice": "alice-secret"}
 SASL_ERROR = "Authentication failed: Invalid username or password"
 
 
-def sasl_broker(broker: ScriptedBroker, enabled: list[str]) -> None:
+def sasl_broker(
+    broker: ScriptedBroker,
+    enabled: list[str],
+    *,
+    lifetime_ms: int = 3600_000,
+    refuse_from: int | None = None,
+) -> None:
+    """SASL as a Kafka broker does it: each success starts a session of ``lifetime_ms``
+    (``conn.state["expires_at"]``, loop time); ``refuse_from``: the n-th exchange on a
+    connection and later ones are refused (a re-authentication, from 2)."""
+
     async def handshake(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
         mechanism = body["mechanism"]
         code = 0 if mechanism in enabled else 33
         conn.state["mechanism"] = mechanism
+        conn.state.pop("scram", None)  # a handshake starts a new exchange
         await conn.respond(header, {"error_code": code, "mechanisms": enabled})
 
     async def authenticate(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
@@ -965,13 +976,30 @@ def sasl_broker(broker: ScriptedBroker, enabled: list[str]) -> None:
                 ok = False
             else:
                 conn.state["oauth"] = auth
+                conn.state.setdefault("tokens", []).append(auth)
                 if b"auth=Bearer good-token" not in auth:
                     out = b'{"status":"invalid_token"}'
+        # The exchange's last step: the session starts (or the refusal comes) there.
+        done = (
+            mechanism == "PLAIN"
+            or out.startswith(b"v=")
+            or (mechanism == "OAUTHBEARER" and not out)
+        )
+        if ok and done:
+            count = conn.state["exchanges"] = conn.state.get("exchanges", 0) + 1
+            if refuse_from is not None and count >= refuse_from:
+                ok = False
+            else:
+                if lifetime_ms > 0:
+                    loop_time = asyncio.get_running_loop().time()
+                    conn.state["expires_at"] = loop_time + lifetime_ms / 1000
+                if mechanism == "PLAIN":
+                    conn.state.setdefault("principals", []).append(auth.split(b"\0")[1])
         response = {
             "error_code": 0 if ok else 58,
             "error_message": None if ok else SASL_ERROR,
             "auth_bytes": out if ok else b"",
-            "session_lifetime_ms": 3600_000,
+            "session_lifetime_ms": lifetime_ms,
         }
         await conn.respond(header, response)
         if not ok:
@@ -1066,6 +1094,237 @@ async def test_sasl_oauthbearer(broker: ScriptedBroker) -> None:
     )
     with pytest.raises(errors.AuthenticationFailedError, match="invalid_token"):
         await open_conn(broker, security=bad)
+
+
+# --- SASL re-authentication (KIP-368) ---------------------------------------------------
+
+SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)
+SASL_AUTHENTICATE = int(ApiKey.SASL_AUTHENTICATE)
+
+
+def session_heartbeat(slow: dict[int, float] | None = None) -> Handler:
+    """Heartbeat echoed within the SASL session only: after it ends, like Kafka, the
+    broker closes the connection (``conn.state["expired"]``). ``slow``: generation ->
+    seconds before the answer."""
+
+    async def handler(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        delay = (slow or {}).get(body["generation_id"], 0.0)
+        if delay:
+            await asyncio.sleep(delay)
+        if asyncio.get_running_loop().time() >= conn.state.get("expires_at", float("inf")):
+            conn.state["expired"] = True
+            conn.writer.close()
+            return
+        await conn.respond(header, {"throttle_time_ms": body["generation_id"], "error_code": 0})
+
+    return handler
+
+
+def reauth_after(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """Re-authenticate ``seconds`` after each authentication (instead of 85-95% of the
+    session lifetime), for tests that need to know when."""
+    monkeypatch.setattr(connection_module, "reauth_delay", lambda lifetime_ms: seconds)
+
+
+def test_reauthentication_comes_at_85_to_95_percent_of_the_session_lifetime() -> None:
+    delays = [connection_module.reauth_delay(10_000) for _ in range(2000)]
+    assert all(8.5 <= d <= 9.5 for d in delays)
+    # Spread over the window (connections opened together do not re-authenticate together).
+    assert min(delays) < 8.6 and max(delays) > 9.4
+    assert connection_module.REAUTH_WINDOW == (0.85, 0.95)
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+async def test_reauthenticates_on_the_same_connection_before_each_session_ends(
+    broker: ScriptedBroker, mechanism: str
+) -> None:
+    # Without re-authentication the broker closes the connection at the first request
+    # after 0.4 s.
+    sasl_broker(broker, ["PLAIN", "SCRAM-SHA-256"], lifetime_ms=400)
+    broker.on(HEARTBEAT, session_heartbeat())
+    conn = await open_conn(broker, security=sasl_config(mechanism), request_timeout_ms=2000)
+    try:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 1.5  # 3.75 session lifetimes
+        generation = 0
+        while loop.time() < end:
+            # Three requests in flight at a time, whenever the re-authentication comes.
+            futures = [conn.request(HEARTBEAT, heartbeat(generation + i)) for i in range(3)]
+            answers = await asyncio.gather(*futures)
+            assert [a["throttle_time_ms"] for a in answers] == [generation + i for i in range(3)]
+            generation += 3
+            await asyncio.sleep(0.005)
+        assert not conn.closed
+        assert len(broker.connections) == 1
+        server = broker.connections[0]
+        assert "expired" not in server.state
+        # One re-authentication per 340-380 ms: 3 or 4 in 1.5 s, each a SaslHandshake.
+        handshakes = len(broker.seen(SASL_HANDSHAKE))
+        assert 3 <= conn.reauthentications <= 4
+        assert handshakes == 1 + conn.reauthentications
+        assert {b["mechanism"] for _, b in broker.seen(SASL_HANDSHAKE)} == {mechanism}
+        if mechanism == "PLAIN":  # the same principal every time
+            assert server.state["principals"] == [b"alice"] * handshakes
+    finally:
+        conn.close()
+
+
+async def test_reauthentication_lets_in_flight_requests_finish_and_holds_new_ones(
+    broker: ScriptedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reauth_after(monkeypatch, 0.3)
+    sasl_broker(broker, ["PLAIN"], lifetime_ms=1000)
+    # The broker answers a connection's requests in order: heartbeat 0 (slow) first.
+    broker.on(HEARTBEAT, session_heartbeat(slow={0: 0.2}))
+    conn = await open_conn(broker, security=sasl_config("PLAIN"))
+    try:
+        await asyncio.sleep(0.25)
+        in_flight = conn.request(HEARTBEAT, heartbeat(0))
+        await asyncio.sleep(0.1)
+        # Re-authenticating: the SaslHandshake went out with heartbeat 0 still in flight
+        # (KIP-368 lets it), and new requests wait, written nowhere.
+        assert conn.in_flight_count == 2
+        held = [conn.request(HEARTBEAT, heartbeat(g)) for g in range(1, 6)]
+        assert conn.queued_count == 5
+        answers = await asyncio.gather(in_flight, *held)
+        assert [a["throttle_time_ms"] for a in answers] == [0, 1, 2, 3, 4, 5]
+        keys = [h.api_key for h, _ in broker.requests]
+        assert keys == [
+            int(ApiKey.API_VERSIONS),
+            SASL_HANDSHAKE,
+            SASL_AUTHENTICATE,
+            HEARTBEAT,
+            SASL_HANDSHAKE,
+            SASL_AUTHENTICATE,
+            *[HEARTBEAT] * 5,
+        ]
+        assert [b["generation_id"] for _, b in broker.seen(HEARTBEAT)] == [0, 1, 2, 3, 4, 5]
+        assert conn.reauthentications == 1 and not conn.closed
+        assert len(broker.connections) == 1
+    finally:
+        conn.close()
+
+
+def slow_reauth_handshake(broker: ScriptedBroker, delay: float | None) -> None:
+    """The broker answers a re-authentication's SaslHandshake after ``delay`` s (never
+    with None), so that requests made meanwhile wait for it."""
+    original = broker.handlers[SASL_HANDSHAKE]
+
+    async def handshake(conn: ServerConn, header: RequestHeader, body: dict[str, Any]) -> None:
+        if "exchanges" in conn.state:
+            if delay is None:
+                return
+            await asyncio.sleep(delay)
+        await original(conn, header, body)
+
+    broker.on(SASL_HANDSHAKE, handshake)
+
+
+async def test_refused_reauthentication_fails_what_waited_typed_and_closes(
+    broker: ScriptedBroker, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    reauth_after(monkeypatch, 0.2)
+    sasl_broker(broker, ["PLAIN"], lifetime_ms=1000, refuse_from=2)
+    slow_reauth_handshake(broker, 0.1)
+    broker.on(HEARTBEAT, session_heartbeat())
+    conn = await open_conn(broker, security=sasl_config("PLAIN"), request_timeout_ms=1000)
+    await asyncio.sleep(0.25)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with caplog.at_level("WARNING", logger="aiokafka_lite.connection"):
+        waiting = conn.request(HEARTBEAT, heartbeat(1))
+        with pytest.raises(errors.AuthenticationFailedError, match="re-authentication failed"):
+            await waiting
+    assert loop.time() - started < 0.5  # at the refusal, not at a timeout
+    assert conn.closed and "Invalid username or password" in (conn.close_reason or "")
+    assert any("re-authentication" in r.getMessage() for r in caplog.records)
+    # What comes next fails the same way, at once (the client then reconnects).
+    with pytest.raises(errors.AuthenticationFailedError):
+        await conn.send(HEARTBEAT, heartbeat(2))
+    assert [b["generation_id"] for _, b in broker.seen(HEARTBEAT)] == []
+
+
+async def test_unanswered_reauthentication_ends_within_the_request_timeout(
+    broker: ScriptedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reauth_after(monkeypatch, 0.2)
+    sasl_broker(broker, ["PLAIN"], lifetime_ms=1000)
+    slow_reauth_handshake(broker, None)
+    broker.on(HEARTBEAT, session_heartbeat())
+    conn = await open_conn(broker, security=sasl_config("PLAIN"), request_timeout_ms=500)
+    await asyncio.sleep(0.25)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises((errors.KafkaConnectionError, errors.KafkaTimeoutError)):
+        await conn.send(HEARTBEAT, heartbeat(1))
+    assert loop.time() - started < 0.6
+    assert conn.closed
+
+
+async def test_no_session_lifetime_no_reauthentication(
+    broker: ScriptedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reauth_after(monkeypatch, 0.05)  # would re-authenticate at once if it were armed
+    sasl_broker(broker, ["PLAIN"], lifetime_ms=0)
+    broker.on(HEARTBEAT, session_heartbeat())
+    conn = await open_conn(broker, security=sasl_config("PLAIN"))
+    try:
+        await asyncio.sleep(0.2)
+        assert (await conn.send(HEARTBEAT, heartbeat(7)))["throttle_time_ms"] == 7
+        assert len(broker.seen(SASL_HANDSHAKE)) == 1
+        assert conn.reauthentications == 0
+    finally:
+        conn.close()
+
+
+async def test_closing_the_connection_cancels_the_reauthentication(
+    broker: ScriptedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reauth_after(monkeypatch, 0.1)
+    sasl_broker(broker, ["PLAIN"], lifetime_ms=1000)
+    conn = await open_conn(broker, security=sasl_config("PLAIN"))
+    conn.close()
+    await asyncio.sleep(0.25)
+    assert len(broker.seen(SASL_HANDSHAKE)) == 1
+    assert conn.reauthentications == 0
+
+
+class _CountingProvider:
+    """Hands out a new token on every call, as a provider of short-lived tokens does."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def token(self) -> str:
+        self.calls += 1
+        return f"good-token-{self.calls}"
+
+
+async def test_oauthbearer_reauthentication_uses_a_fresh_token(
+    broker: ScriptedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reauth_after(monkeypatch, 0.1)
+    sasl_broker(broker, ["OAUTHBEARER"], lifetime_ms=1000)
+    broker.on(HEARTBEAT, session_heartbeat())
+    provider = _CountingProvider()
+    security = SecurityConfig(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_oauth_token_provider=provider,
+    )
+    conn = await open_conn(broker, security=security)
+    try:
+        await asyncio.sleep(0.15)
+        assert (await conn.send(HEARTBEAT, heartbeat(3)))["throttle_time_ms"] == 3
+        assert conn.reauthentications >= 1
+        tokens = broker.connections[0].state["tokens"]
+        assert tokens[:2] == [
+            b"n,,\x01auth=Bearer good-token-1\x01\x01",
+            b"n,,\x01auth=Bearer good-token-2\x01\x01",
+        ]
+        assert len(broker.connections) == 1
+    finally:
+        conn.close()
 
 
 # --- TLS ------------------------------------------------------------------------------
