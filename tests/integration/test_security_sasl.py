@@ -27,6 +27,7 @@ from aiokafka_lite.consumer import Consumer
 from aiokafka_lite.producer import Producer
 from aiokafka_lite.protocol.api import ApiKey
 from aiokafka_lite.security import SecurityConfig, create_ssl_context
+from aiokafka_lite.structs import TopicPartition
 from aiokafka_lite.testing.pytest_plugin import require_tool
 from tests.integration._helpers import SaslBroker
 from tests.reliability.clients import (
@@ -293,6 +294,150 @@ async def test_the_front_enforces_authentication(sasl_stack: SecureStack, front:
         await conn.send(int(ApiKey.METADATA), {"topics": []})
     await conn.wait_closed()
     assert front.rejected_unauthenticated >= 1
+
+
+# --- re-authentication (KIP-368) ------------------------------------------------------
+
+#: The session lifetime the front gives (Kafka's connections.max.reauth.ms).
+LIFETIME_MS = 1500
+
+
+@pytest.fixture
+def reauth_front(front: SaslFront) -> Iterator[SaslFront]:
+    """The front giving sessions of LIFETIME_MS, closing a connection at the first
+    request after its session expired (as Kafka does)."""
+    front.session_lifetime_ms = LIFETIME_MS
+    try:
+        yield front
+    finally:
+        front.session_lifetime_ms = 0
+        front.refuse_reauthentication = False
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+async def test_clients_keep_their_connections_through_reauthentications(
+    sasl_stack: SecureStack, reauth_front: SaslFront, mechanism: str
+) -> None:
+    front = reauth_front
+    topic, bootstrap = _topic(), sasl_stack.bootstrap_servers
+    accepted, expired = front.connections_accepted, front.expired_closes
+    # Not idempotent: a Produce cut by a closed connection and retried would be written twice.
+    producer = Producer(
+        bootstrap_servers=bootstrap,
+        acks=1,
+        enable_idempotence=False,
+        linger_ms=0,
+        **_ours(mechanism),
+    )
+    consumer = Consumer(
+        bootstrap_servers=bootstrap,
+        group_id=f"reauth-{uuid.uuid4().hex[:8]}",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        **_ours(mechanism),
+    )
+    values = _values(80)
+    got: list[bytes] = []
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, values[0], partition=0)
+        await consumer.start()
+        consumer.assign([TopicPartition(topic, 0)])
+        started = time.monotonic()
+
+        async def produce() -> None:
+            for value in values[1:]:  # one every 60 ms: about 3.2 session lifetimes
+                await producer.send_and_wait(topic, value, partition=0)
+                await asyncio.sleep(0.06)
+
+        async def consume() -> None:
+            deadline = time.monotonic() + 30
+            while len(got) < len(values) and time.monotonic() < deadline:
+                batches = await consumer.getmany(timeout_ms=200)
+                for records in batches.values():
+                    got.extend(r.value for r in records if r.value is not None)
+                if batches:
+                    await consumer.commit()
+
+        await asyncio.gather(produce(), consume())
+        elapsed = time.monotonic() - started
+    finally:
+        await consumer.stop()
+        await producer.stop()
+    assert got == values  # every record once, in order
+    assert elapsed > 3 * LIFETIME_MS / 1000
+    assert front.expired_closes == expired  # no connection outlived its session
+    opened = front.connections_accepted - accepted
+    reauths = [r for r in front.records if r.reauthentication]
+    assert reauths and all(r.ok and r.mechanism == mechanism for r in reauths), reauths
+    assert {r.principal for r in reauths} == {USER}
+    per_connection: dict[int, int] = {}
+    for record in reauths:
+        per_connection[record.connection] = per_connection.get(record.connection, 0) + 1
+    # A connection open all along re-authenticated once per lifetime (at 85-95% of it),
+    # and none was opened again: one per client and node (bootstrap, broker, coordinator).
+    assert max(per_connection.values()) >= 3, per_connection
+    assert opened <= 5, (opened, per_connection)
+
+
+async def test_refused_reauthentication_fails_the_next_request_typed(
+    sasl_stack: SecureStack, reauth_front: SaslFront
+) -> None:
+    reauth_front.refuse_reauthentication = True
+    conn = await connect(
+        "127.0.0.1", sasl_stack.port, security=_security("PLAIN"), request_timeout_ms=5000
+    )
+    assert conn.sasl_session_lifetime_ms == LIFETIME_MS
+    started = time.monotonic()
+    with pytest.raises(errors.AuthenticationFailedError, match="re-authentication"):
+        while time.monotonic() - started < 5:
+            await conn.send(int(ApiKey.METADATA), {"topics": []})
+            await asyncio.sleep(0.05)
+    # Refused at 85-95% of the lifetime, not at a timeout.
+    assert time.monotonic() - started < LIFETIME_MS / 1000 + 1
+    assert conn.closed
+    await conn.wait_closed()
+    refused = [r for r in reauth_front.wait_records(2) if r.reauthentication]
+    assert [r.ok for r in refused] == [False]
+    # As after a refused first authentication, the client connects again (and this
+    # front accepts first authentications).
+    again = await connect("127.0.0.1", sasl_stack.port, security=_security("PLAIN"))
+    await again.send(int(ApiKey.METADATA), {"topics": []})
+    again.close()
+    await again.wait_closed()
+
+
+async def test_oauthbearer_reauthenticates_with_a_fresh_token(
+    sasl_stack: SecureStack, reauth_front: SaslFront
+) -> None:
+    class Provider:
+        calls = 0
+
+        async def token(self) -> str:
+            Provider.calls += 1
+            return TOKEN
+
+    security = SecurityConfig(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_oauth_token_provider=Provider(),
+    )
+    expired = reauth_front.expired_closes
+    conn = await connect("127.0.0.1", sasl_stack.port, security=security)
+    try:
+        deadline = time.monotonic() + 2 * LIFETIME_MS / 1000
+        while time.monotonic() < deadline:
+            await conn.send(int(ApiKey.METADATA), {"topics": []})
+            await asyncio.sleep(0.05)
+        assert conn.reauthentications >= 1 and not conn.closed
+        # One token per (re-)authentication: the provider is asked each time.
+        assert Provider.calls == 1 + conn.reauthentications
+    finally:
+        conn.close()
+        await conn.wait_closed()
+    reauths = [r for r in reauth_front.records if r.reauthentication]
+    assert reauths and all(r.ok and r.principal == USER for r in reauths)
+    assert reauth_front.expired_closes == expired
 
 
 # --- SASL over TLS --------------------------------------------------------------------

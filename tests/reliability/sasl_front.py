@@ -13,6 +13,15 @@ TCP server between the client and a plaintext broker. Per connection it:
    Kafka broker fails such a connection with an illegal SASL state);
 4. once authenticated, copies bytes both ways until either side closes.
 
+With ``session_lifetime_ms`` set (KIP-368, Kafka's ``connections.max.reauth.ms``), a
+successful SaslAuthenticate (v1+) gives that session lifetime and, as Kafka does, the
+front then reads the client's requests one by one: a SaslHandshake starts a
+re-authentication (answered once every request forwarded before it is answered, as a
+broker answers a connection's requests in order; the same mechanism and principal are
+required), and any other request arriving after the session expired closes the
+connection (``expired_closes``). ``refuse_reauthentication`` refuses every
+re-authentication (error 58, then the connection is closed).
+
 The frames are built and parsed with ``struct`` here (not with the client's protocol
 layer), and the mechanisms are server-side code written for this file, so the client
 and the front cannot share a mistake. confluent-kafka (librdkafka) authenticates against
@@ -133,7 +142,12 @@ def _handshake_response(correlation_id: int, error: int, mechanisms: Collection[
 
 
 def _authenticate_response(
-    version: int, correlation_id: int, error: int, message: str | None, auth_bytes: bytes
+    version: int,
+    correlation_id: int,
+    error: int,
+    message: str | None,
+    auth_bytes: bytes,
+    lifetime_ms: int = 0,
 ) -> bytes:
     msg = None if message is None else message.encode()
     if version >= 2:  # flexible: response header v1, compact types, tagged fields
@@ -141,13 +155,13 @@ def _authenticate_response(
         out += struct.pack(">h", error)
         out += b"\x00" if msg is None else _uvarint(len(msg) + 1) + msg
         out += _uvarint(len(auth_bytes) + 1) + auth_bytes
-        out += struct.pack(">q", 0) + b"\x00"
+        out += struct.pack(">q", lifetime_ms) + b"\x00"
         return out
     out = struct.pack(">ih", correlation_id, error)
     out += struct.pack(">h", -1) if msg is None else struct.pack(">h", len(msg)) + msg
     out += struct.pack(">i", len(auth_bytes)) + auth_bytes
     if version >= 1:
-        out += struct.pack(">q", 0)  # session_lifetime_ms: no re-authentication
+        out += struct.pack(">q", lifetime_ms)  # session_lifetime_ms (0: none)
     return out
 
 
@@ -160,6 +174,45 @@ async def _read_frame(reader: asyncio.StreamReader, limit: int) -> bytes:
 
 def _write_frame(writer: asyncio.StreamWriter, payload: bytes) -> None:
     writer.write(struct.pack(">i", len(payload)) + payload)
+
+
+_MAX_FRAME = 256 << 20
+PRODUCE = 0
+
+
+def _expects_response(frame: bytes) -> bool:
+    """Whether a request gets a response: all but Produce with acks=0."""
+    api_key, api_version = struct.unpack_from(">hh", frame)
+    if api_key != PRODUCE:
+        return True
+    flexible = api_version >= 9
+    cur = _Cursor(frame)
+    _read_request_header(cur, flexible=flexible)
+    if api_version >= 3:  # transactional_id
+        if flexible:
+            n = cur.uvarint() - 1
+        else:
+            (n,) = cur.unpack(">h")
+        if n > 0:
+            cur.take(n)
+    (acks,) = cur.unpack(">h")
+    return acks != 0
+
+
+class _Session:
+    """A client connection's SASL session (KIP-368)."""
+
+    def __init__(self, connection: int, lifetime_ms: int) -> None:
+        self.connection = connection
+        self.lifetime_ms = lifetime_ms
+        self.mechanism = ""
+        self.principal: str | None = None
+        self.expires_at = float("inf")
+
+    def start(self, mechanism: str, principal: str | None, lifetime_ms: int) -> None:
+        self.mechanism = mechanism
+        self.principal = principal or ""
+        self.expires_at = time.monotonic() + lifetime_ms / 1000 if lifetime_ms > 0 else float("inf")
 
 
 # --- server-side mechanisms --------------------------------------------------------
@@ -361,6 +414,10 @@ class AuthRecord:
     client_id: str | None
     extensions: Mapping[str, str]
     error: str | None
+    #: The front's number for the client connection it happened on (from 1).
+    connection: int = 0
+    #: A re-authentication of an authenticated connection (KIP-368).
+    reauthentication: bool = False
 
 
 class SaslFront:
@@ -407,6 +464,14 @@ class SaslFront:
         self._records: list[AuthRecord] = []
         #: Connections closed for sending a non-SASL request before authenticating.
         self.rejected_unauthenticated = 0
+        #: Client connections accepted.
+        self.connections_accepted = 0
+        #: KIP-368: the session lifetime given to SaslAuthenticate v1+ (0: none), read
+        #: when a connection authenticates; connections closed for a request after their
+        #: session expired; whether re-authentications are refused.
+        self.session_lifetime_ms = 0
+        self.expired_closes = 0
+        self.refuse_reauthentication = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
@@ -516,11 +581,20 @@ class SaslFront:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         upstream: asyncio.StreamWriter | None = None
+        with self._lock:
+            self.connections_accepted += 1
+            connection = self.connections_accepted
+        lifetime_ms = self.session_lifetime_ms
         try:
             up_reader, upstream = await asyncio.open_connection(
                 self.upstream_host, self.upstream_port
             )
-            if await self._authenticate(reader, writer, up_reader, upstream):
+            session = _Session(connection, lifetime_ms)
+            if not await self._authenticate(reader, writer, up_reader, upstream, session):
+                return
+            if lifetime_ms > 0:
+                await self._serve_sessions(reader, writer, up_reader, upstream, session)
+            else:
                 await self._splice(reader, writer, up_reader, upstream)
         except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
             log.debug("sasl front: connection ended: %r", exc)
@@ -535,11 +609,17 @@ class SaslFront:
         writer: asyncio.StreamWriter,
         up_reader: asyncio.StreamReader,
         upstream: asyncio.StreamWriter,
+        session: _Session,
+        first: bytes | None = None,
     ) -> bool:
+        """One SASL exchange (``first``: its first frame, already read); on success the
+        session is (re)started. A re-authentication if the session has a principal."""
         mechanism: _Mechanism | None = None
         mechanism_name = ""
+        reauth = session.principal is not None
         while True:
-            frame = await _read_frame(reader, _MAX_PRE_AUTH_FRAME)
+            frame = first if first is not None else await _read_frame(reader, _MAX_PRE_AUTH_FRAME)
+            first = None
             cur = _Cursor(frame)
             api_key, api_version = struct.unpack_from(">hh", frame)
             if api_key == API_VERSIONS:
@@ -553,6 +633,28 @@ class SaslFront:
                 header = _read_request_header(cur, flexible=False)
                 (length,) = cur.unpack(">h")
                 mechanism_name = cur.take(length).decode()
+                if reauth and mechanism_name != session.mechanism:
+                    # KIP-368: a re-authentication keeps the mechanism.
+                    _write_frame(
+                        writer,
+                        _handshake_response(
+                            header.correlation_id, ILLEGAL_SASL_STATE, self.mechanisms
+                        ),
+                    )
+                    await writer.drain()
+                    self._record(
+                        AuthRecord(
+                            mechanism_name,
+                            False,
+                            None,
+                            header.client_id,
+                            {},
+                            "mechanism changed",
+                            session.connection,
+                            True,
+                        )
+                    )
+                    return False
                 if mechanism_name not in self.mechanisms:
                     _write_frame(
                         writer,
@@ -579,6 +681,11 @@ class SaslFront:
                     auth_bytes = cur.take(length)
                 try:
                     out, done = mechanism.step(auth_bytes)
+                    if done and reauth and self.refuse_reauthentication:
+                        raise _AuthFailed("Authentication failed: re-authentication refused")
+                    if done and reauth and mechanism.principal != session.principal:
+                        # KIP-368: a re-authentication keeps the principal.
+                        raise _AuthFailed("Authentication failed: principal changed")
                 except _AuthFailed as exc:
                     _write_frame(
                         writer,
@@ -592,14 +699,28 @@ class SaslFront:
                     )
                     await writer.drain()
                     self._record(
-                        AuthRecord(mechanism_name, False, None, header.client_id, {}, str(exc))
+                        AuthRecord(
+                            mechanism_name,
+                            False,
+                            None,
+                            header.client_id,
+                            {},
+                            str(exc),
+                            session.connection,
+                            reauth,
+                        )
                     )
                     return False
+                lifetime_ms = session.lifetime_ms if done and api_version >= 1 else 0
                 _write_frame(
-                    writer, _authenticate_response(api_version, header.correlation_id, 0, None, out)
+                    writer,
+                    _authenticate_response(
+                        api_version, header.correlation_id, 0, None, out, lifetime_ms
+                    ),
                 )
                 await writer.drain()
                 if done:
+                    session.start(mechanism_name, mechanism.principal, lifetime_ms)
                     self._record(
                         AuthRecord(
                             mechanism_name,
@@ -608,6 +729,8 @@ class SaslFront:
                             header.client_id,
                             dict(mechanism.extensions),
                             None,
+                            session.connection,
+                            reauth,
                         )
                     )
                     log.debug("sasl front: %s authenticated", mechanism_name)
@@ -618,6 +741,61 @@ class SaslFront:
                 self.rejected_unauthenticated += 1
             log.debug("sasl front: API key %d before authentication; closing", api_key)
             return False
+
+    async def _serve_sessions(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        up_reader: asyncio.StreamReader,
+        upstream: asyncio.StreamWriter,
+        session: _Session,
+    ) -> None:
+        # Request by request, as Kafka with connections.max.reauth.ms: responses are
+        # relayed as they come, counted, so that a re-authentication is answered after
+        # every request before it (a broker answers a connection's requests in order).
+        outstanding = 0
+        idle = asyncio.Event()
+        idle.set()
+
+        async def responses() -> None:
+            nonlocal outstanding
+            while True:
+                _write_frame(writer, await _read_frame(up_reader, _MAX_FRAME))
+                await writer.drain()
+                outstanding -= 1
+                if outstanding == 0:
+                    idle.set()
+
+        async def requests() -> None:
+            nonlocal outstanding
+            while True:
+                frame = await _read_frame(reader, _MAX_FRAME)
+                (api_key,) = struct.unpack_from(">h", frame)
+                if api_key == SASL_HANDSHAKE:
+                    await idle.wait()
+                    if not await self._authenticate(
+                        reader, writer, up_reader, upstream, session, first=frame
+                    ):
+                        return
+                    continue
+                if time.monotonic() >= session.expires_at:
+                    with self._lock:
+                        self.expired_closes += 1
+                    log.debug("sasl front: API key %d after the session expired; closing", api_key)
+                    return
+                if _expects_response(frame):
+                    outstanding += 1
+                    idle.clear()
+                _write_frame(upstream, frame)
+                await upstream.drain()
+
+        tasks = [asyncio.create_task(requests()), asyncio.create_task(responses())]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _splice(
         self,
