@@ -407,6 +407,42 @@ async def test_refused_reauthentication_fails_the_next_request_typed(
     await again.wait_closed()
 
 
+async def test_producer_reconnects_after_a_refused_reauthentication(
+    sasl_stack: SecureStack, reauth_front: SaslFront
+) -> None:
+    # This front refuses re-authentications but takes first authentications: what
+    # waited on the refused connection fails typed, and the producer goes on through a
+    # new connection, as after any closed connection.
+    reauth_front.refuse_reauthentication = True
+    topic = _topic()
+    accepted = reauth_front.connections_accepted
+    producer = Producer(
+        bootstrap_servers=sasl_stack.bootstrap_servers,
+        acks=1,
+        enable_idempotence=False,
+        **_ours("PLAIN"),
+    )
+    sent: list[float] = []
+    failures: list[BaseException] = []
+    await producer.start()
+    try:
+        started = time.monotonic()
+        while time.monotonic() - started < 2.5 * LIFETIME_MS / 1000:
+            try:
+                await producer.send_and_wait(topic, b"v", partition=0)
+                sent.append(time.monotonic() - started)
+            except errors.KafkaError as exc:
+                failures.append(exc)
+            await asyncio.sleep(0.02)
+    finally:
+        await producer.stop()
+    assert all(isinstance(exc, errors.AuthenticationFailedError) for exc in failures), failures
+    refused = [r for r in reauth_front.records if r.reauthentication]
+    assert refused and not any(r.ok for r in refused)
+    assert reauth_front.connections_accepted - accepted > 2  # connected again
+    assert max(sent) > LIFETIME_MS / 1000  # sending went on after the first refusal
+
+
 async def test_oauthbearer_reauthenticates_with_a_fresh_token(
     sasl_stack: SecureStack, reauth_front: SaslFront
 ) -> None:
