@@ -60,6 +60,7 @@ APIS: list[str] = [
     "DeleteGroups",
     "OffsetDelete",
     "DeleteRecords",
+    "OffsetForLeaderEpoch",
     "DescribeCluster",
     "DescribeAcls",
     "CreateAcls",

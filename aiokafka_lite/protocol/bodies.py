@@ -984,6 +984,58 @@ INIT_PRODUCER_ID: Final[Api[InitProducerIdRequest, InitProducerIdResponse]] = Ap
     ApiKey.INIT_PRODUCER_ID
 )
 
+# --- OffsetForLeaderEpoch (API key 23) --------------------------------------------------
+
+
+class OffsetForLeaderEpochOffsetForLeaderPartition(TypedDict):
+    """``OffsetForLeaderEpochRequest.topics[].partitions[]``."""
+
+    partition: int
+    current_leader_epoch: NotRequired[int]
+    leader_epoch: int
+
+
+class OffsetForLeaderEpochOffsetForLeaderTopic(TypedDict):
+    """``OffsetForLeaderEpochRequest.topics[]``."""
+
+    topic: str
+    partitions: Sequence[OffsetForLeaderEpochOffsetForLeaderPartition]
+
+
+class OffsetForLeaderEpochRequest(TypedDict):
+    """OffsetForLeaderEpochRequest body, versions 2-4."""
+
+    replica_id: NotRequired[int]  # v3-4
+    topics: Sequence[OffsetForLeaderEpochOffsetForLeaderTopic]
+
+
+class OffsetForLeaderEpochEpochEndOffset(TypedDict):
+    """``OffsetForLeaderEpochResponse.topics[].partitions[]``."""
+
+    error_code: int
+    partition: int
+    leader_epoch: int
+    end_offset: int
+
+
+class OffsetForLeaderEpochOffsetForLeaderTopicResult(TypedDict):
+    """``OffsetForLeaderEpochResponse.topics[]``."""
+
+    topic: str
+    partitions: list[OffsetForLeaderEpochEpochEndOffset]
+
+
+class OffsetForLeaderEpochResponse(TypedDict):
+    """OffsetForLeaderEpochResponse body, versions 2-4."""
+
+    throttle_time_ms: int
+    topics: list[OffsetForLeaderEpochOffsetForLeaderTopicResult]
+
+
+OFFSET_FOR_LEADER_EPOCH: Final[Api[OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse]] = (
+    Api(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+)
+
 # --- AddPartitionsToTxn (API key 24) ----------------------------------------------------
 
 
@@ -1873,6 +1925,7 @@ __all__ = [
     "OFFSET_COMMIT",
     "OFFSET_DELETE",
     "OFFSET_FETCH",
+    "OFFSET_FOR_LEADER_EPOCH",
     "PRODUCE",
     "SASL_AUTHENTICATE",
     "SASL_HANDSHAKE",
@@ -2044,6 +2097,12 @@ __all__ = [
     "OffsetFetchResponsePartitions",
     "OffsetFetchResponseTopic",
     "OffsetFetchResponseTopics",
+    "OffsetForLeaderEpochEpochEndOffset",
+    "OffsetForLeaderEpochOffsetForLeaderPartition",
+    "OffsetForLeaderEpochOffsetForLeaderTopic",
+    "OffsetForLeaderEpochOffsetForLeaderTopicResult",
+    "OffsetForLeaderEpochRequest",
+    "OffsetForLeaderEpochResponse",
     "ProduceBatchIndexAndErrorMessage",
     "ProduceLeaderIdAndEpoch",
     "ProduceNodeEndpoint",

@@ -19,7 +19,6 @@ from typing import Any, Final, Literal
 from aiokafka_lite.errors import DecodeError, UnsupportedVersionError
 from aiokafka_lite.protocol import api
 from aiokafka_lite.protocol.api import ApiKey, RequestHeader
-from aiokafka_lite.testing import _leader_epoch_api as epoch_api
 from aiokafka_lite.testing.probe import _connect_host
 
 logger = logging.getLogger("aiokafka_lite.testing")
@@ -69,11 +68,11 @@ _READ_VERSIONS: Final[dict[int, tuple[int, int]]] = {
             ApiKey.METADATA,
             ApiKey.FIND_COORDINATOR,
             ApiKey.DESCRIBE_CLUSTER,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
             *_GROUP_APIS,
             *_TXN_APIS,
         )
     },
-    epoch_api.API_KEY: (epoch_api.REQUEST.min_version, epoch_api.REQUEST.max_version),
 }
 
 
@@ -166,13 +165,13 @@ class _FrontLogic:
     def _on_request(self, node: int, frame: bytes) -> _Action:
         header = api.peek_request_header(frame)
         key = header.api_key
-        name = "OffsetForLeaderEpoch" if key == epoch_api.API_KEY else api.api_name(key)
+        name = api.api_name(key)
         self._stats.requests[name] = self._stats.requests.get(name, 0) + 1
         if key == ApiKey.API_VERSIONS:
             return _Action(forward=frame, post=self._cap_api_versions(header))
         if key == ApiKey.METADATA:
             return _Action(forward=frame, post=self._rewrite_metadata(header))
-        if key == epoch_api.API_KEY:
+        if key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
             return self._offsets_for_leader_epoch(node, frame)
         if key == ApiKey.FIND_COORDINATOR:
             try:
@@ -518,12 +517,19 @@ class _FrontLogic:
 
     def _offsets_for_leader_epoch(self, node: int, frame: bytes) -> _Action:
         try:
-            header, body = epoch_api.decode_request(frame)
-        except (DecodeError, UnsupportedVersionError, ValueError):
+            header, body = api.decode_request(frame)
+        except (DecodeError, UnsupportedVersionError):
             return _Action(forward=frame)
+        key = header.api_key
         version = header.api_version
         refused: list[tuple[str, int, int]] = []
         kept_topics: list[dict[str, Any]] = []
+
+        def encode(request: dict[str, Any]) -> bytes:
+            return api.encode_request(
+                key, version, header.correlation_id, header.client_id, request
+            )
+
         for topic in body["topics"]:
             kept = []
             for part in topic["partitions"]:
@@ -547,18 +553,16 @@ class _FrontLogic:
         correlation_id = header.correlation_id
         if not kept_topics:
             body = {"throttle_time_ms": 0, "topics": errors()}
-            return _Action(local=epoch_api.encode_response(version, correlation_id, body))
+            return _Action(local=api.encode_response(key, version, correlation_id, body))
         if not refused:
-            forward = epoch_api.encode_request(header, {**body, "topics": kept_topics})
-            return _Action(forward=forward)
+            return _Action(forward=encode({**body, "topics": kept_topics}))
 
         def merge(response_frame: bytes) -> bytes:
-            _, response = epoch_api.decode_response(version, response_frame)
+            _, response = api.decode_response(key, version, response_frame)
             response["topics"].extend(errors())
-            return epoch_api.encode_response(version, correlation_id, response)
+            return api.encode_response(key, version, correlation_id, response)
 
-        forward = epoch_api.encode_request(header, {**body, "topics": kept_topics})
-        return _Action(forward=forward, post=merge)
+        return _Action(forward=encode({**body, "topics": kept_topics}), post=merge)
 
     def _rewrite_metadata(self, header: RequestHeader) -> Callable[[bytes], bytes]:
         def rewrite(frame: bytes) -> bytes:
