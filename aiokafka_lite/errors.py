@@ -393,6 +393,29 @@ class OffsetOutOfRangeError(BrokerResponseError):
     def __str__(self) -> str:
         return f"[Error {self.errno} {self.kafka_name}] {type(self).__name__}: {self.message}"
 
+
+class LogTruncationError(OffsetOutOfRangeError):
+    """The partition's log was truncated below the consumer's position (KIP-320).
+
+    A new leader's log ended before the position (an unclean leader election, records
+    acknowledged with ``acks=1`` lost on a failover). Raised by the consumer when
+    ``auto_offset_reset="none"`` (with a reset policy the consumer moves to the end
+    offset itself). As Java's ``LogTruncationException``: ``offsets`` maps each
+    partition to the position found past the log's end, ``divergent_offsets`` to the
+    first offset the new leader's log does not share with what was read (missing when
+    the leader could not say); the consumer stays on the position until a seek.
+    """
+
+    def __init__(
+        self,
+        offsets: Any = None,
+        message: str | None = None,
+        *,
+        divergent_offsets: dict[Any, int] | None = None,
+    ) -> None:
+        super().__init__(offsets, message)
+        self.divergent_offsets: dict[Any, int] = dict(divergent_offsets or {})
+
     def __reduce__(self) -> tuple[Any, ...]:
         first = self.args[0] if self.args else None
         if isinstance(first, dict):

@@ -6,6 +6,7 @@ See ``docs/consumer.md`` for a guide.
 from aiokafka_lite.consumer._errors import (
     CommitFailedError,
     ConsumerStoppedError,
+    LogTruncationError,
     NoOffsetForPartitionError,
     RecordDeserializationError,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "CooperativeStickyAssignor",
     "GroupMember",
     "GroupState",
+    "LogTruncationError",
     "NoOffsetForPartitionError",
     "OffsetAndTimestamp",
     "PartitionAssignor",

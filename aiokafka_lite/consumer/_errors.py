@@ -8,6 +8,7 @@ from __future__ import annotations
 from aiokafka_lite.errors import (
     CommitFailedError,
     ConsumerStoppedError,
+    LogTruncationError,
     NoOffsetForPartitionError,
     RecordDeserializationError,
 )
@@ -15,6 +16,7 @@ from aiokafka_lite.errors import (
 __all__ = [
     "CommitFailedError",
     "ConsumerStoppedError",
+    "LogTruncationError",
     "NoOffsetForPartitionError",
     "RecordDeserializationError",
 ]

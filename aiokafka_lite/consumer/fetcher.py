@@ -23,6 +23,11 @@
 * Leader changes, offset-out-of-range and missing positions (committed offset lookup,
   then ``auto_offset_reset``) are handled here. With ``read_committed``, batches of
   aborted transactions and control batches are skipped.
+* Log truncation (KIP-320): when the metadata shows a new leader epoch for a partition
+  whose position carries an epoch, nothing is fetched for it until an
+  OffsetsForLeaderEpoch to the new leader says where the position's epoch ends there: a
+  log that ends before the position was truncated (an unclean leader election), and the
+  position moves back to that end (``auto_offset_reset="none"``: `LogTruncationError`).
 """
 
 from __future__ import annotations
@@ -63,6 +68,9 @@ from aiokafka_lite.protocol.bodies import (
     FetchResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetForLeaderEpochOffsetForLeaderPartition,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
 )
 from aiokafka_lite.protocol.offsets import OffsetInfo, list_offsets_body, read_list_offsets
 from aiokafka_lite.protocol.primitives import ZERO_UUID
@@ -78,6 +86,10 @@ log = logging.getLogger(__name__)
 
 # Error codes the fetcher reacts to.
 _OFFSET_OUT_OF_RANGE = 1
+#: The first OffsetsForLeaderEpoch version a consumer uses (as Java's: it carries the
+#: replica id, so the broker answers from the leader's log up to the high watermark).
+_MIN_EPOCH_VERSION = 3
+_CONSUMER_REPLICA_ID = -1
 
 CommittedLookup = Callable[
     [Collection[TopicPartition]], Awaitable[dict[TopicPartition, OffsetAndMetadata | None]]
@@ -175,6 +187,12 @@ class Fetcher:
         #: The id each assigned topic had when last seen (KIP-516): another id means the
         #: topic was deleted and created again, and its positions mean nothing there.
         self._topic_ids: dict[str, uuid.UUID] = {}
+        #: KIP-320: partitions whose position awaits validation against a new leader,
+        #: those with an OffsetsForLeaderEpoch under way, and when (on the loop's
+        #: clock) a failed one may be asked again.
+        self._to_validate: set[TopicPartition] = set()
+        self._validating: set[TopicPartition] = set()
+        self._validation_backoff_until = 0.0
         subscription.add_change_listener(self._assignment_changed)
 
     # --- lifecycle ---------------------------------------------------------------
@@ -206,12 +224,16 @@ class Fetcher:
             assigned = {tp.topic for tp, _ in self._subs.items()}
             for topic in [t for t in ids if t not in assigned]:
                 del ids[topic]
+        # The leader epochs newly assigned partitions are fetched under, from now on.
+        self._check_leader_epochs(self._client.cluster)
         self.wake()
 
     def _on_metadata(self, cluster: ClusterMetadata) -> None:
         """A topic read under a new id was deleted and created again between two
         metadata refreshes: its partitions' start positions are looked up anew
-        (committed offset, then ``auto_offset_reset``), never the old topic's applied."""
+        (committed offset, then ``auto_offset_reset``), never the old topic's applied.
+        A partition under a new leader epoch has its position validated (KIP-320)."""
+        self._check_leader_epochs(cluster)
         ids = self._topic_ids
         for topic in {tp.topic for tp, _ in self._subs.items()}:
             new = cluster.topic_id(topic)
@@ -233,6 +255,37 @@ class Fetcher:
                 session.reset()  # the sessions name the old topic id
             self.wake()
 
+    def _check_leader_epochs(self, cluster: ClusterMetadata) -> None:
+        """Note each assigned partition's leader epoch; when it grew, the partition
+        waits for its position to be validated (a new leader's log may end before it)."""
+        marked = False
+        for tp, state in self._subs.items():
+            new = cluster.leader_epoch_for(tp)
+            old = state.current_leader_epoch
+            if new <= old:
+                continue  # the same leader, or older metadata (another broker's)
+            state.current_leader_epoch = new
+            if (
+                old < 0  # first seen: the epoch the position is fetched under from now
+                or state.position is None
+                or state.leader_epoch < 0  # no epoch to ask about: not validated (as Java)
+                or state.error is not None
+            ):
+                continue
+            if not state.awaiting_validation:
+                log.debug(
+                    "%s has a new leader epoch %d (was %d): validating position %d",
+                    tp,
+                    new,
+                    old,
+                    state.position,
+                )
+                state.await_validation()
+            self._to_validate.add(tp)
+            marked = True
+        if marked:
+            self.wake()
+
     @property
     def task(self) -> asyncio.Task[None] | None:
         return self._task
@@ -246,11 +299,11 @@ class Fetcher:
             next_check: float | None = None
             try:
                 positions_due = self._maybe_update_positions()
+                validation_due = self._maybe_validate_positions() if self._to_validate else None
                 next_check = self._send_fetches()
-                if positions_due is not None:
-                    next_check = (
-                        positions_due if next_check is None else min(next_check, positions_due)
-                    )
+                for due in (positions_due, validation_due):
+                    if due is not None:
+                        next_check = due if next_check is None else min(next_check, due)
             except Exception:  # never let one bad round kill the fetcher
                 log.exception("fetcher round failed")
                 next_check = loop.time() + self._config.retry_backoff_ms / 1000
@@ -966,6 +1019,220 @@ class Fetcher:
             age = time.time() - stats.failing_since
             return f" (fetches failing for {age:.1f}s: {stats.last_fetch_error})"
         return ""
+
+    # --- positions: validation after a leader change (KIP-320) -----------------------
+
+    def _maybe_validate_positions(self) -> float | None:
+        """Start validating the positions that await it and are not being validated;
+        when a failed validation's backoff holds them back, the time to try again."""
+        now = asyncio.get_running_loop().time()
+        if now < self._validation_backoff_until:
+            return self._validation_backoff_until
+        tps = []
+        for tp in list(self._to_validate):
+            state = self._subs.get_state(tp)
+            if state is None or not state.awaiting_validation:
+                self._to_validate.discard(tp)  # unassigned, seeked or reset meanwhile
+            elif tp not in self._validating:
+                tps.append(tp)
+        if tps:
+            self._validating.update(tps)
+            self._spawn(self._validate_positions(tps), "aiokafka-lite-validate")
+        return None
+
+    async def _validate_positions(self, tps: list[TopicPartition]) -> None:
+        """One OffsetsForLeaderEpoch per leader for ``tps``; on a retriable failure
+        the metadata is refreshed and they are asked again after a backoff."""
+        retry = False
+        try:
+            cluster = self._client.cluster
+            by_node: dict[int, list[tuple[TopicPartition, PartitionState]]] = {}
+            for tp in tps:
+                state = self._subs.get_state(tp)
+                if state is None or not state.awaiting_validation:
+                    self._to_validate.discard(tp)
+                    continue
+                leader = cluster.leader_for(tp)
+                if leader is None:
+                    retry = True
+                else:
+                    by_node.setdefault(leader, []).append((tp, state))
+            outcomes = await asyncio.gather(
+                *(self._validate_on(node, parts) for node, parts in by_node.items())
+            )
+            retry = retry or any(outcomes)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug, not the broker: never in a tight loop
+            log.exception("validating positions failed")
+            retry = True
+        finally:
+            self._validating.difference_update(tps)
+        if retry:
+            self._request_metadata()
+            loop = asyncio.get_running_loop()
+            self._validation_backoff_until = (
+                loop.time() + max(self._config.retry_backoff_ms, 50) / 1000
+            )
+        self.wake()
+
+    async def _validate_on(
+        self, node_id: int, parts: list[tuple[TopicPartition, PartitionState]]
+    ) -> bool:
+        """Validate ``parts`` with their leader ``node_id``; True to ask again later."""
+        api = bodies.OFFSET_FOR_LEADER_EPOCH
+        try:
+            conn = await self._client.get_connection(node_id)
+            version = conn.version_for(api)
+            if version < _MIN_EPOCH_VERSION:
+                raise errors.UnsupportedVersionError(f"OffsetForLeaderEpoch v{version}")
+        except errors.UnsupportedVersionError as exc:
+            # A broker without the API (or with an old one) cannot be asked: the
+            # positions are taken as they are, as Java's consumer does.
+            log.debug("node %s cannot validate positions (%s); fetching on", node_id, exc)
+            for tp, state in parts:
+                if state.awaiting_validation:
+                    state.complete_validation()
+                self._to_validate.discard(tp)
+            return False
+        except (errors.KafkaError, OSError) as exc:
+            log.debug("validating positions with node %s: %s; asking again", node_id, exc)
+            return True
+        cluster = self._client.cluster
+        asked: dict[TopicPartition, tuple[PartitionState, int, int]] = {}
+        topics: dict[str, list[OffsetForLeaderEpochOffsetForLeaderPartition]] = {}
+        for tp, state in parts:
+            position = state.position
+            if position is None or not state.awaiting_validation:
+                continue
+            asked[tp] = (state, position, state.leader_epoch)
+            topics.setdefault(tp.topic, []).append(
+                {
+                    "partition": tp.partition,
+                    "current_leader_epoch": cluster.leader_epoch_for(tp),
+                    "leader_epoch": state.leader_epoch,
+                }
+            )
+        if not asked:
+            return False
+        body: OffsetForLeaderEpochRequest = {
+            "replica_id": _CONSUMER_REPLICA_ID,
+            "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
+        }
+        try:
+            response = await self._client.send(
+                node_id, api, body, version=version, timeout_ms=self._config.request_timeout_ms
+            )
+        except asyncio.CancelledError:
+            raise
+        except (errors.KafkaError, OSError) as exc:
+            log.warning("validating positions with node %s failed: %s", node_id, exc)
+            self.stats.failure(f"position validation with node {node_id} failed: {exc}")
+            return True
+        return self._handle_validation(node_id, asked, response)
+
+    def _handle_validation(
+        self,
+        node_id: int,
+        asked: Mapping[TopicPartition, tuple[PartitionState, int, int]],
+        response: OffsetForLeaderEpochResponse,
+    ) -> bool:
+        """Apply an OffsetsForLeaderEpoch answer; True when some partitions must be
+        asked again (after a metadata refresh)."""
+        answers = {
+            TopicPartition(t["topic"], p["partition"]): p
+            for t in response["topics"]
+            for p in t["partitions"]
+        }
+        retry = False
+        for tp, (state, position, position_epoch) in asked.items():
+            if (
+                not state.awaiting_validation
+                or state.position != position
+                or state.leader_epoch != position_epoch
+            ):
+                continue  # seeked or reset meanwhile: that position is not this one
+            answer = answers.get(tp)
+            if answer is None:
+                retry = True
+                continue
+            code = answer["error_code"]
+            if code:
+                exc = errors.error_for_code(
+                    code, f"validating the position of {tp.topic}-{tp.partition}"
+                )
+                if exc.retriable:  # a leader moved again, metadata behind the broker's
+                    log.debug("validating %s with node %s: %s", tp, node_id, exc)
+                    retry = True
+                    continue
+                log.error("could not validate the position of %s: %s", tp, exc)
+                self._to_validate.discard(tp)
+                state.awaiting_validation = False
+                self._stop_at_error(state, exc)
+                continue
+            self._to_validate.discard(tp)
+            self.validated(tp, state, answer["end_offset"], answer["leader_epoch"])
+        return retry
+
+    def validated(
+        self, tp: TopicPartition, state: PartitionState, end_offset: int, end_epoch: int
+    ) -> None:
+        """The leader says the position's epoch ends at ``end_offset`` in its log (in
+        ``end_epoch``, the largest it has up to the position's): the position is kept,
+        or, past that end, the log was truncated under it (as Java's consumer decides)."""
+        position = state.position
+        assert position is not None
+        truncated = end_offset < 0 or end_epoch < 0 or end_offset < position
+        if not truncated:
+            state.complete_validation()
+            self.wake()
+            return
+        name = f"{tp.topic}-{tp.partition}"
+        known = end_offset >= 0 and end_epoch >= 0
+        if self._subs.default_reset is OffsetResetStrategy.NONE:
+            where = (
+                f"its log ends at offset {end_offset} (leader epoch {end_epoch}) for "
+                f"leader epoch {state.leader_epoch}"
+                if known
+                else f"its leader has no record of leader epoch {state.leader_epoch}"
+            )
+            error = errors.LogTruncationError(
+                {tp: position},
+                f"the log of {name} was truncated below the consumer's position "
+                f"{position}: {where}; records the consumer read past it were lost (an "
+                "unclean leader election?). auto_offset_reset is 'none': seek to read on"
+                + (
+                    f" (to {end_offset}, the first offset of the new leader's log not read)"
+                    if known
+                    else ""
+                ),
+                divergent_offsets={tp: end_offset} if known else {},
+            )
+            log.error("%s", error)
+            state.awaiting_validation = False
+            self._stop_at_error(state, error)
+            return
+        if known:
+            log.warning(
+                "log truncation detected for %s: the position %d lies past offset %d, "
+                "where the new leader's log ends for leader epoch %d; moving there",
+                tp,
+                position,
+                end_offset,
+                state.leader_epoch,
+            )
+            state.seek(end_offset, end_epoch)
+        else:
+            log.warning(
+                "log truncation detected for %s: the leader has no record of leader "
+                "epoch %d of position %d; resetting to %s",
+                tp,
+                state.leader_epoch,
+                position,
+                self._subs.default_reset.value,
+            )
+            self._subs.request_reset(tp)
+        self.wake()
 
     # --- ListOffsets -----------------------------------------------------------------
 

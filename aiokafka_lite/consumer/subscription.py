@@ -83,7 +83,9 @@ class PartitionState:
 
     __slots__ = (
         "awaiting_committed",
+        "awaiting_validation",
         "corrupt_offset",
+        "current_leader_epoch",
         "epoch",
         "error",
         "failure",
@@ -126,6 +128,12 @@ class PartitionState:
         self.failure: str | None = None
         #: The offset where a corrupt batch was last met: met there again, it is raised.
         self.corrupt_offset: int | None = None
+        #: The partition's leader epoch in the metadata last seen (-1 unknown): one that
+        #: grows means a new leader, whose log may end before the position (KIP-320).
+        self.current_leader_epoch = -1
+        #: The position waits to be checked against the new leader's log (KIP-320):
+        #: nothing is fetched until then (``fetch_offset`` is None).
+        self.awaiting_validation = False
 
     @property
     def has_position(self) -> bool:
@@ -137,6 +145,7 @@ class PartitionState:
         self.leader_epoch = leader_epoch
         self.reset_strategy = None
         self.awaiting_committed = False
+        self.awaiting_validation = False
         self.error = None
         self.failure = None
         self.corrupt_offset = None
@@ -144,13 +153,27 @@ class PartitionState:
 
     def drop_fetched(self) -> None:
         """Forget data fetched ahead of the position (it is fetched again if needed)."""
-        self.fetch_offset = self.position
+        self.fetch_offset = None if self.awaiting_validation else self.position
         self.epoch += 1
+
+    def await_validation(self) -> None:
+        """A new leader: fetch nothing until the position is checked against its log
+        (KIP-320), and drop what the old leader sent ahead of the position (fetched
+        again from the new one, if it still has it)."""
+        self.awaiting_validation = True
+        self.fetch_offset = None
+        self.epoch += 1
+
+    def complete_validation(self) -> None:
+        """The new leader's log holds the position: fetch from it again."""
+        self.awaiting_validation = False
+        self.fetch_offset = self.position
 
     def __repr__(self) -> str:
         return (
             f"PartitionState(position={self.position}, fetch_offset={self.fetch_offset}, "
-            f"paused={self.paused}, reset={self.reset_strategy}, hw={self.highwater})"
+            f"paused={self.paused}, reset={self.reset_strategy}, hw={self.highwater}"
+            + (", awaiting validation)" if self.awaiting_validation else ")")
         )
 
 
@@ -335,6 +358,7 @@ class SubscriptionState:
         state.position = None
         state.fetch_offset = None
         state.awaiting_committed = False
+        state.awaiting_validation = False
         state.reset_strategy = strategy or self.default_reset
         state.error = None
         state.failure = None
@@ -358,6 +382,7 @@ class SubscriptionState:
             state.leader_epoch = -1
             state.reset_strategy = None
             state.awaiting_committed = False
+            state.awaiting_validation = False
             state.highwater = state.last_stable_offset = state.log_start_offset = None
             state.epoch += 1
             forgotten.append(tp)
