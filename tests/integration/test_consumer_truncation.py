@@ -5,9 +5,9 @@ and its log holds 0-6 from epoch 0 and 7-8 written anew in epoch 1.
 
 With validation the consumer asks the new leader where epoch 0 ends (7), moves there
 and reads the new 7-8 (``auto_offset_reset="latest"`` or ``"earliest"``), or raises
-`LogTruncationError` (``"none"``). Without it (a broker lacking OffsetsForLeaderEpoch) the fetch at 10 is out
-of range and ``"latest"`` moves to 9: records 7-8 are never read (``"earliest"``
-reads 0-8 again).
+`LogTruncationError` (``"none"``). Without it (a broker lacking OffsetsForLeaderEpoch)
+the fetch at 10 is out of range and ``"latest"`` moves to 9: records 7-8 are never read
+(``"earliest"`` reads 0-8 again).
 """
 
 from __future__ import annotations
