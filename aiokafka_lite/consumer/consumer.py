@@ -718,6 +718,7 @@ class Consumer:
                 result[tp] = None
             else:
                 self._subs.seek(tp, om.offset, om.leader_epoch)
+                fetcher.validate_position(tp)
                 result[tp] = om.offset
         fetcher.wake()
         return result

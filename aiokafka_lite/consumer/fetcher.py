@@ -938,6 +938,7 @@ class Fetcher:
             if found is not None and found.offset >= 0:
                 log.debug("%s starts at its committed offset %d", tp, found.offset)
                 state.seek(found.offset, found.leader_epoch)
+                self.validate_position(tp)
             elif self._subs.is_assigned(tp):
                 self._subs.request_reset(tp)
 
@@ -1021,6 +1022,17 @@ class Fetcher:
         return ""
 
     # --- positions: validation after a leader change (KIP-320) -----------------------
+
+    def validate_position(self, tp: TopicPartition) -> None:
+        """A position just set from a committed offset: when it carries a leader epoch,
+        fetch nothing until the leader confirms its log holds it (as Java's consumer: the
+        log may have been truncated under it since the commit)."""
+        state = self._subs.get_state(tp)
+        if state is None or state.position is None or state.leader_epoch < 0:
+            return
+        state.await_validation()
+        self._to_validate.add(tp)
+        self.wake()
 
     def _maybe_validate_positions(self) -> float | None:
         """Start validating the positions that await it and are not being validated;

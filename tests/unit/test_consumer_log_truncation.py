@@ -13,7 +13,7 @@ from aiokafka_lite import errors
 from aiokafka_lite.consumer import ConsumerConfig, LogTruncationError
 from aiokafka_lite.consumer.fetcher import Fetcher
 from aiokafka_lite.consumer.subscription import OffsetResetStrategy, SubscriptionState
-from aiokafka_lite.structs import TopicPartition
+from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
 TP = TopicPartition("t", 0)
 FENCED_LEADER_EPOCH = 74
@@ -261,3 +261,45 @@ async def test_an_answer_for_a_position_seeked_away_is_dropped() -> None:
     subs.seek(TP, 3)
     assert fetcher._handle_validation(1, asked, answer(0, 7, 0)) is False  # type: ignore[arg-type]
     assert (state.position, state.fetch_offset) == (3, 3)
+
+
+async def test_a_committed_position_with_an_epoch_is_validated_before_fetching() -> None:
+    # As Java's consumer: the log may have been truncated under a committed offset
+    # (10 in epoch 0) since the commit; the leader says epoch 0 ends at 7.
+    client: Any = _Client()
+    client.cluster.epochs[TP] = 1
+    client.answers = [answer(0, 7, 0)]
+    subs = SubscriptionState(OffsetResetStrategy.LATEST)
+
+    async def committed(tps: Any) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        return {TP: OffsetAndMetadata(10, "", 0)}
+
+    fetcher = Fetcher(client, subs, ConsumerConfig(retry_backoff_ms=10), committed)
+    subs.assign_from_user([TP])
+    fetcher.start()
+    try:
+        await wait_until(lambda: client.log)
+        await wait_until(lambda: len(client.log) >= 2)
+    finally:
+        await fetcher.close()
+    assert client.log[:2] == ["epochs", "fetch 7"]
+    assert client.requests[0][1]["topics"][0]["partitions"] == [
+        {"partition": 0, "current_leader_epoch": 1, "leader_epoch": 0}
+    ]
+
+
+async def test_a_committed_position_without_an_epoch_is_fetched_at_once() -> None:
+    client: Any = _Client()
+    subs = SubscriptionState(OffsetResetStrategy.LATEST)
+
+    async def committed(tps: Any) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        return {TP: OffsetAndMetadata(10, "", -1)}
+
+    fetcher = Fetcher(client, subs, ConsumerConfig(retry_backoff_ms=10), committed)
+    subs.assign_from_user([TP])
+    fetcher.start()
+    try:
+        await wait_until(lambda: client.log)
+    finally:
+        await fetcher.close()
+    assert client.log[0] == "fetch 10" and client.requests == []
