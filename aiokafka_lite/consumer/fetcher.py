@@ -1179,8 +1179,7 @@ class Fetcher:
                     continue
                 log.error("could not validate the position of %s: %s", tp, exc)
                 self._to_validate.discard(tp)
-                state.awaiting_validation = False
-                self._stop_at_error(state, exc)
+                self._stop_at_error(state, exc)  # still unvalidated: not committed
                 continue
             self._to_validate.discard(tp)
             self.validated(tp, state, answer["end_offset"], answer["leader_epoch"])
@@ -1221,8 +1220,7 @@ class Fetcher:
                 divergent_offsets={tp: end_offset} if known else {},
             )
             log.error("%s", error)
-            state.awaiting_validation = False
-            self._stop_at_error(state, error)
+            self._stop_at_error(state, error)  # still unvalidated: not committed
             return
         if known:
             log.warning(

@@ -417,11 +417,12 @@ class SubscriptionState:
         ]
 
     def all_consumed(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        """Positions of all assigned partitions that have one, ready to commit."""
+        """Positions of all assigned partitions that have one, ready to commit; not one
+        awaiting validation (as Java's consumer): it may lie past a truncated log's end."""
         return {
             tp: OffsetAndMetadata(s.position, "", s.leader_epoch)
             for tp, s in self._assignment.items()
-            if s.position is not None
+            if s.position is not None and not s.awaiting_validation
         }
 
     # --- pause ----------------------------------------------------------------------

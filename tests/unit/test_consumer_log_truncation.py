@@ -129,6 +129,7 @@ def test_a_new_leader_epoch_holds_the_fetch_and_drops_what_was_fetched() -> None
     assert state.awaiting_validation and state.fetch_offset is None
     assert state.epoch > epoch  # the buffered records are dropped
     assert state.position == 10 and fetcher._to_validate == {TP}
+    assert subs.all_consumed() == {}  # a position that may be past the log's end
     state.drop_fetched()  # a pause, say: still nothing to fetch
     assert state.fetch_offset is None
     client.cluster.epochs[TP] = 0  # older metadata from another broker: ignored
@@ -153,6 +154,7 @@ def test_a_log_holding_the_position_keeps_it() -> None:
     fetcher.validated(TP, state, 12, 0)
     assert not state.awaiting_validation
     assert (state.position, state.fetch_offset, state.leader_epoch) == (10, 10, 0)
+    assert subs.all_consumed() == {TP: OffsetAndMetadata(10, "", 0)}
 
 
 @pytest.mark.parametrize("reset", ["latest", "earliest"])
@@ -178,8 +180,10 @@ def test_a_truncated_log_with_reset_none_raises_log_truncation() -> None:
     assert error.offsets == {TP: 10} and error.divergent_offsets == {TP: 7}
     assert "t-0" in str(error) and "10" in str(error) and "7" in str(error)
     assert state.position == 10 and state.fetch_offset is None
+    assert subs.all_consumed() == {}
     subs.seek(TP, 7)  # the user's seek ends it
     assert fetcher.pending_error() is None and state.fetch_offset == 7
+    assert subs.all_consumed() == {TP: OffsetAndMetadata(7, "", -1)}
 
 
 @pytest.mark.parametrize("reset", ["latest", "none"])
