@@ -1182,10 +1182,10 @@ class Fetcher:
                 self._stop_at_error(state, exc)  # still unvalidated: not committed
                 continue
             self._to_validate.discard(tp)
-            self.validated(tp, state, answer["end_offset"], answer["leader_epoch"])
+            self._apply_validation(tp, state, answer["end_offset"], answer["leader_epoch"])
         return retry
 
-    def validated(
+    def _apply_validation(
         self, tp: TopicPartition, state: PartitionState, end_offset: int, end_epoch: int
     ) -> None:
         """The leader says the position's epoch ends at ``end_offset`` in its log (in

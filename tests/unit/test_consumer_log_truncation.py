@@ -151,7 +151,7 @@ def test_a_log_holding_the_position_keeps_it() -> None:
     client.cluster.epochs[TP] = 1
     fetcher._check_leader_epochs(client.cluster)
     state = subs.state(TP)
-    fetcher.validated(TP, state, 12, 0)
+    fetcher._apply_validation(TP, state, 12, 0)
     assert not state.awaiting_validation
     assert (state.position, state.fetch_offset, state.leader_epoch) == (10, 10, 0)
     assert subs.all_consumed() == {TP: OffsetAndMetadata(10, "", 0)}
@@ -163,7 +163,7 @@ def test_a_truncated_log_moves_the_position_to_its_end(reset: str) -> None:
     client.cluster.epochs[TP] = 1
     fetcher._check_leader_epochs(client.cluster)
     state = subs.state(TP)
-    fetcher.validated(TP, state, 7, 0)
+    fetcher._apply_validation(TP, state, 7, 0)
     assert not state.awaiting_validation and state.error is None
     assert (state.position, state.fetch_offset, state.leader_epoch) == (7, 7, 0)
 
@@ -173,7 +173,7 @@ def test_a_truncated_log_with_reset_none_raises_log_truncation() -> None:
     client.cluster.epochs[TP] = 1
     fetcher._check_leader_epochs(client.cluster)
     state = subs.state(TP)
-    fetcher.validated(TP, state, 7, 0)
+    fetcher._apply_validation(TP, state, 7, 0)
     error = fetcher.pending_error()
     assert isinstance(error, LogTruncationError)
     assert isinstance(error, errors.OffsetOutOfRangeError)
@@ -193,7 +193,7 @@ def test_an_epoch_the_leader_does_not_know_resets_or_raises(reset: str) -> None:
     client.cluster.epochs[TP] = 4
     fetcher._check_leader_epochs(client.cluster)
     state = subs.state(TP)
-    fetcher.validated(TP, state, -1, -1)
+    fetcher._apply_validation(TP, state, -1, -1)
     if reset == "latest":
         assert state.reset_strategy is OffsetResetStrategy.LATEST and state.position is None
     else:
