@@ -53,7 +53,7 @@ class _Client:
     def __init__(self, version: int | None = 4) -> None:
         self.cluster = _Cluster()
         self.conn = _Conn(version)
-        self.answers: list[dict[str, Any]] = []
+        self.answers: list[Any] = []  # an answer, or an exception to raise
         self.requests: list[tuple[int, dict[str, Any]]] = []
         self.log: list[str] = []
         self.metadata_requests = 0
@@ -86,7 +86,10 @@ class _Client:
             }
         self.log.append("epochs")
         self.requests.append((kw["version"], body))
-        return self.answers.pop(0)
+        reply = self.answers.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
 
 
 def answer(code: int = 0, end_offset: int = -1, leader_epoch: int = -1) -> dict[str, Any]:
@@ -210,9 +213,21 @@ async def wait_until(condition: Any) -> None:
     raise AssertionError("condition not met")
 
 
-async def test_validation_is_retried_after_a_retriable_error_then_fetching_resumes() -> None:
+@pytest.mark.parametrize(
+    "failure",
+    [
+        answer(FENCED_LEADER_EPOCH),
+        answer(75),  # UNKNOWN_LEADER_EPOCH
+        answer(6),  # NOT_LEADER_OR_FOLLOWER
+        errors.KafkaConnectionError("connection lost"),
+    ],
+    ids=["fenced", "unknown-epoch", "not-leader", "connection-lost"],
+)
+async def test_validation_is_retried_after_a_retriable_error_then_fetching_resumes(
+    failure: Any,
+) -> None:
     fetcher, subs, client = consumer_at(10, 0)
-    client.answers = [answer(FENCED_LEADER_EPOCH), answer(0, 7, 0)]
+    client.answers = [failure, answer(0, 7, 0)]
     fetcher.start()
     try:
         await wait_until(lambda: client.log)
@@ -307,3 +322,19 @@ async def test_a_committed_position_without_an_epoch_is_fetched_at_once() -> Non
     finally:
         await fetcher.close()
     assert client.log[0] == "fetch 10" and client.requests == []
+
+
+async def test_an_error_that_asking_again_would_repeat_is_raised_for_the_partition() -> None:
+    fetcher, subs, client = consumer_at(10, 0)
+    client.answers = [answer(29)]  # TOPIC_AUTHORIZATION_FAILED
+    fetcher.start()
+    try:
+        await wait_until(lambda: client.log)
+        client.cluster.epochs[TP] = 1
+        fetcher._on_metadata(client.cluster)
+        await wait_until(lambda: fetcher.pending_error() is not None)
+        await asyncio.sleep(0.05)
+    finally:
+        await fetcher.close()
+    assert isinstance(fetcher.pending_error(), errors.TopicAuthorizationFailedError)
+    assert client.log.count("epochs") == 1 and subs.all_consumed() == {}
