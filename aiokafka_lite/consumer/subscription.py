@@ -375,6 +375,7 @@ class SubscriptionState:
         for tp, state in self._assignment.items():
             if tp.topic != topic:
                 continue
+            state.current_leader_epoch = -1  # the new topic's leader epochs start anew
             if state.position is None:
                 state.epoch += 1  # a lookup running for it is dropped and asked again
                 continue

@@ -338,3 +338,18 @@ async def test_an_error_that_asking_again_would_repeat_is_raised_for_the_partiti
         await fetcher.close()
     assert isinstance(fetcher.pending_error(), errors.TopicAuthorizationFailedError)
     assert client.log.count("epochs") == 1 and subs.all_consumed() == {}
+
+
+def test_a_topic_created_again_has_its_leader_epochs_noted_anew() -> None:
+    fetcher, subs, client = consumer_at(10, 0)
+    client.cluster.epochs[TP] = 5
+    fetcher._check_leader_epochs(client.cluster)
+    subs.seek(TP, 10, 0)  # (validated, say)
+    subs.forget_positions("t")  # deleted and created again: its epochs start at 0
+    client.cluster.epochs[TP] = 0
+    fetcher._check_leader_epochs(client.cluster)
+    state = subs.state(TP)
+    state.seek(3, 0)
+    client.cluster.epochs[TP] = 1  # a new leader of the new topic
+    fetcher._check_leader_epochs(client.cluster)
+    assert state.awaiting_validation  # without the reset: 1 <= 5, not seen as new
