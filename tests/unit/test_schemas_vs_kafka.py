@@ -63,6 +63,7 @@ EXPECTED_APIS = {
     "DescribeUserScramCredentials": 50,
     "AlterUserScramCredentials": 51,
     "DescribeLogDirs": 35,
+    "OffsetForLeaderEpoch": 23,
 }
 
 _PRIMS = {
