@@ -38,10 +38,26 @@ class PrivateLoop:
         if loop is None:
             raise errors.IllegalStateError("the event loop is closed")
 
+        # A timeout the work raises itself (KafkaTimeoutError is a TimeoutError too: a
+        # read task's kafkaConsumer.pollTimeoutMs, a flush, a metadata wait) says what
+        # timed out, and where: it goes up as it is. Only this bound's own expiry (the
+        # work is cancelled, so it raises no TimeoutError of its own) is reported here.
+        raised_itself = False
+
+        async def tracked() -> T:
+            nonlocal raised_itself
+            try:
+                return await awaitable
+            except asyncio.TimeoutError:
+                raised_itself = True
+                raise
+
         async def bounded() -> T:
             try:
-                return await wait_for(awaitable, timeout)
+                return await wait_for(tracked(), timeout)
             except asyncio.TimeoutError:
+                if raised_itself:
+                    raise
                 raise errors.KafkaTimeoutError(
                     f"aiokafka_lite data source: {what} did not finish within {timeout:.0f} s"
                 ) from None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+import re
 import socket
 import threading
 import time
@@ -37,8 +38,11 @@ from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.consumer import Consumer
 from aiokafka_lite.producer import Producer
 from aiokafka_lite.spark import FORMAT, local_session
+from aiokafka_lite.spark.offsets import OffsetRange
+from aiokafka_lite.spark.options import parse_read_options
+from aiokafka_lite.spark.reader import KafkaInputPartition, read_partition
 from aiokafka_lite.structs import TopicPartition
-from aiokafka_lite.testing import EmbeddedBroker
+from aiokafka_lite.testing import EmbeddedBroker, FaultProxy
 from aiokafka_lite.testing.pytest_plugin import ExpectDeviation
 
 # Java: a skip where it is missing, a failure in CI (CI=true).
@@ -717,6 +721,47 @@ def test_deleted_records_follow_fail_on_data_loss(
     sink.batches.clear()
     assert run_stream("false").exception() is None
     assert sorted(o for _, o, _ in sink.rows()) == list(range(150, 200))
+
+
+def test_a_read_task_cut_off_from_the_broker_fails_naming_the_offset(
+    proxied_broker: tuple[FaultProxy, str], topic_name: str, create_topic: Any
+) -> None:
+    # The task itself (no Spark needed): the broker goes silent mid-read (a black hole
+    # after the first 200 KB of responses). The task fails after pollTimeoutMs with
+    # the partition and the offset it waited for; the bound around each step (here
+    # 2 s + 60 s) once took that error for its own expiry and said "did not finish
+    # within 62 s" after 2 s, without the offset.
+    proxy, bootstrap = proxied_broker
+    create_topic(topic_name, 1, bootstrap=bootstrap)
+    ends = produce(bootstrap, topic_name, 20_000, 1, lambda p, i: b"x" * 100)
+    opts = parse_read_options(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "subscribe": topic_name,
+            "kafkaConsumer.pollTimeoutMs": "2000",
+        },
+        streaming=False,
+    )
+    part = KafkaInputPartition((OffsetRange(topic_name, 0, 0, ends[0]),))
+    seen = [0]
+
+    def silence_after_200k(link: int, direction: str, data: bytes) -> bytes:
+        if direction == "downstream":
+            seen[0] += len(data)
+        return data if seen[0] < 200_000 else b""
+
+    proxy.set_hook(silence_after_200k)
+    started = time.monotonic()
+    rows = 0
+    with pytest.raises(errors.KafkaTimeoutError) as failure:
+        for batch in read_partition(opts, part):
+            rows += batch.num_rows
+    assert time.monotonic() - started < 30
+    assert re.fullmatch(
+        rf"aiokafka_lite data source: no record of {topic_name}-0 at offset {rows} "
+        r"\(reading up to 20000\) within 2000 ms \(kafkaConsumer.pollTimeoutMs\)",
+        str(failure.value),
+    ), str(failure.value)
 
 
 def test_batch_read_of_a_missing_topic_is_empty_and_creates_nothing(

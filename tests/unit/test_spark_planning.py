@@ -368,6 +368,36 @@ def test_run_async_is_bounded() -> None:
         run_async(asyncio.sleep(10), 0.05, "sleeping")
 
 
+def test_a_timeout_the_work_raises_itself_goes_up_unchanged() -> None:
+    # KafkaTimeoutError is a TimeoutError: the bound must not take the work's own timeout
+    # (a read task's pollTimeoutMs naming the partition and offset, a flush) for its
+    # expiry and replace it with "did not finish within <the bound> s".
+    async def stalled() -> None:
+        await asyncio.sleep(0.01)
+        raise errors.KafkaTimeoutError("no record of t-0 at offset 7 within 10 ms")
+
+    with pytest.raises(errors.KafkaTimeoutError, match=r"^no record of t-0 at offset 7"):
+        run_async(stalled(), 60, "reading t-0")
+
+    async def records() -> AsyncIterator[int]:
+        yield 1
+        await stalled()
+        yield 2
+
+    it = iterate_async(records(), 60, "reading t-0")
+    assert next(it) == 1
+    with pytest.raises(errors.KafkaTimeoutError, match=r"^no record of t-0 at offset 7"):
+        next(it)
+    # ... while the bound's own expiry still says what did not finish.
+    with pytest.raises(errors.KafkaTimeoutError, match="reading t-0 did not finish within 0 s"):
+        next(iterate_async(records_after(10), 0.05, "reading t-0"))
+
+
+async def records_after(seconds: float) -> AsyncIterator[int]:
+    await asyncio.sleep(seconds)
+    yield 1
+
+
 def test_iterate_async_closes_the_generator_when_stopped_early() -> None:
     closed: list[bool] = []
 
