@@ -174,7 +174,19 @@ async def read_range(opts: ReadOptions, part: KafkaInputPartition) -> AsyncItera
                 for tp in out_of_range:
                     reader = active[tp]
                     if earliest[tp] <= reader.next_offset:
-                        raise
+                        # Past the end of the log: it was truncated, or the topic was
+                        # deleted and recreated since the range was planned.
+                        latest = (await consumer.end_offsets([tp]))[tp]
+                        if latest >= reader.next_offset:
+                            raise
+                        report_data_loss(
+                            opts.fail_on_data_loss,
+                            f"offsets [{reader.next_offset}, {reader.end}) of {reader.name} "
+                            f"are not in the log (it ends at {latest}: truncated, or the "
+                            "topic deleted and recreated?)",
+                        )
+                        reader.next_offset = reader.end
+                        continue
                     report_data_loss(
                         opts.fail_on_data_loss,
                         f"offsets [{reader.next_offset}, {min(earliest[tp], reader.end)}) of "

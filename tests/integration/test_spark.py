@@ -38,7 +38,7 @@ from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.consumer import Consumer
 from aiokafka_lite.producer import Producer
 from aiokafka_lite.spark import FORMAT, local_session
-from aiokafka_lite.spark.offsets import OffsetRange
+from aiokafka_lite.spark.offsets import DataLossError, OffsetRange
 from aiokafka_lite.spark.options import parse_read_options
 from aiokafka_lite.spark.reader import KafkaInputPartition, read_partition
 from aiokafka_lite.structs import TopicPartition
@@ -762,6 +762,40 @@ def test_a_read_task_cut_off_from_the_broker_fails_naming_the_offset(
         r"\(reading up to 20000\) within 2000 ms \(kafkaConsumer.pollTimeoutMs\)",
         str(failure.value),
     ), str(failure.value)
+
+
+def test_a_range_past_the_log_end_follows_fail_on_data_loss(
+    bootstrap_servers: str, topic_name: str, create_topic: Any
+) -> None:
+    # A task whose range lies past the log's end (truncated, or the topic deleted and
+    # recreated since the range was planned; here given so): Kafka answers the fetch
+    # with OFFSET_OUT_OF_RANGE. That is data loss like any other: failOnDataLoss=false
+    # reads what is left (the task's other range), true fails naming the offsets. The
+    # task once raised the fetch's OffsetOutOfRangeError either way.
+    create_topic(topic_name, 2)
+    produce(bootstrap_servers, topic_name, 100, 2, seal=True)
+    part = KafkaInputPartition(
+        (OffsetRange(topic_name, 0, 200, 300), OffsetRange(topic_name, 1, 50, 100))
+    )
+
+    def read(fail: str) -> list[int]:
+        opts = parse_read_options(
+            {
+                "kafka.bootstrap.servers": bootstrap_servers,
+                "subscribe": topic_name,
+                "failOnDataLoss": fail,
+            },
+            streaming=False,
+        )
+        offsets: list[int] = []
+        for batch in read_partition(opts, part):
+            assert set(batch.column("partition").to_pylist()) == {1}
+            offsets += batch.column("offset").to_pylist()
+        return offsets
+
+    assert sorted(read("false")) == list(range(50, 100))
+    with pytest.raises(DataLossError, match=rf"offsets \[200, 300\) of {topic_name}-0 "):
+        read("true")
 
 
 def test_batch_read_of_a_missing_topic_is_empty_and_creates_nothing(
