@@ -464,7 +464,19 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             async def earliest(resolver: OffsetResolver) -> Offsets:
                 return await resolver.earliest(new)
 
-            starts.update(self._call(earliest, "fetching the offsets of new partitions"))
+            found = self._call(earliest, "fetching the offsets of new partitions")
+            for tp in sorted(new):
+                # A partition that appeared since the last batch is read from its
+                # beginning: a log that starts after 0 lost records before anyone read
+                # them (as Spark's Kafka source: "Added partition ... starts from").
+                if found.get(tp, 0) > 0:
+                    report_data_loss(
+                        opts.fail_on_data_loss,
+                        f"{tp.topic}-{tp.partition}, added while the query ran, starts at "
+                        f"offset {found[tp]}, not 0: offsets [0, {found[tp]}) were deleted "
+                        "before they were read",
+                    )
+            starts.update(found)
         for tp, stop in ends.items():
             if stop < starts[tp]:
                 report_data_loss(

@@ -359,6 +359,33 @@ def test_input_partitions_and_stream_reader_pickle_without_state() -> None:
     assert again.opts == opts and again._target is None and again._session is None
 
 
+def test_a_partition_added_mid_stream_whose_log_starts_after_0_is_data_loss(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # t-1 and t-2 appeared since the last micro-batch; t-1's log starts at 5 (its first
+    # records deleted before the query saw the partition), t-2's at 0. Once read from
+    # 5 without a word (noida: 5 of 10 records skipped with failOnDataLoss=true).
+    def plan(fail: str) -> list[tuple[str, int, int, int]]:
+        opts = parse_read_options(
+            {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "failOnDataLoss": fail},
+            streaming=True,
+        )
+        reader = KafkaStreamReader(opts)
+        earliest = {TopicPartition("t", 1): 5, TopicPartition("t", 2): 0}
+        monkeypatch.setattr(reader, "_call", lambda fn, what: dict(earliest))
+        parts = reader.partitions({"t": {"0": 10}}, {"t": {"0": 12, "1": 10, "2": 3}})
+        return sorted(
+            (r.topic, r.partition, r.start, r.end)
+            for p in parts
+            for r in p.ranges  # type: ignore[attr-defined]
+        )
+
+    with pytest.raises(DataLossError, match=r"t-1, added while the query ran, starts at offset 5"):
+        plan("true")
+    assert plan("false") == [("t", 0, 10, 12), ("t", 1, 5, 10), ("t", 2, 0, 3)]
+    assert "offsets [0, 5) were deleted" in caplog.text
+
+
 # --- private loops --------------------------------------------------------------------------
 
 
