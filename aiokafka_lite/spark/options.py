@@ -612,6 +612,19 @@ def parse_write_options(options: Mapping[str, str], *, streaming: bool) -> Write
         )
     if exactly_once and client.settings.get("enable_idempotence") is False:
         raise _fail("exactlyOnce=true needs the idempotent producer (kafka.enable.idempotence)")
+    if exactly_once:
+        # The tasks' producers are transactional: what a transactional producer refuses
+        # (kafka.acks other than all, kafka.max.in.flight.requests.per.connection above
+        # 5) must fail here, not in every task.
+        from aiokafka_lite.producer.config import build_config
+
+        try:
+            build_config(
+                **client.producer_kwargs(with_ssl_context=False),
+                transactional_id=f"{prefix}-planning",
+            )
+        except errors.ConfigurationError as exc:
+            raise _fail(f"exactlyOnce=true: invalid kafka.* option: {exc.message}") from None
     return WriteOptions(
         client=client,
         topic=topic,

@@ -307,6 +307,12 @@ def test_exactly_once_options() -> None:
             "needs the idempotent producer",
         ),
         ({"kafka.transactional.id": "x"}, "set exactlyOnce=true"),
+        # What only a transactional producer refuses: at planning, not in every task.
+        ({"exactlyOnce": "true", "kafka.acks": "1"}, r"exactlyOnce=true: .*acks=\"all\""),
+        (
+            {"exactlyOnce": "true", "kafka.max.in.flight.requests.per.connection": "6"},
+            r"exactlyOnce=true: .*max_in_flight_requests_per_connection <= 5",
+        ),
     ):
         with pytest.raises(errors.KafkaConfigurationError, match=match):
             parse_write_options({**BS, "topic": "t", **options}, streaming=False)
