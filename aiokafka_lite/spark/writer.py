@@ -335,9 +335,16 @@ async def _produce(
     task_input: TaskInput,
 ) -> KafkaCommitMessage:
     from aiokafka_lite.producer import Producer
+    from aiokafka_lite.producer.config import ProducerConfig
 
     kwargs = opts.client.producer_kwargs()
     kwargs.setdefault("max_batch_size", WRITE_BATCH_BYTES)
+    # The rows go in batches of our own (send_batch), which the producer sends whole,
+    # never split as it splits its own: one above max_request_size would fail the task.
+    kwargs["max_batch_size"] = min(
+        kwargs["max_batch_size"],
+        kwargs.get("max_request_size", ProducerConfig.max_request_size),
+    )
     task: _TaskTransaction | None = None
     if opts.exactly_once:
         task = _task_transaction(opts, write_id)

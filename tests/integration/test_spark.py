@@ -29,6 +29,7 @@ import pytest
 pytest.importorskip("pyspark.sql.datasource")
 pytest.importorskip("pyarrow")
 
+import pyarrow as pa
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -39,8 +40,11 @@ from aiokafka_lite.consumer import Consumer
 from aiokafka_lite.producer import Producer
 from aiokafka_lite.spark import FORMAT, local_session
 from aiokafka_lite.spark.offsets import DataLossError, OffsetRange
-from aiokafka_lite.spark.options import parse_read_options
+from aiokafka_lite.spark.options import parse_read_options, parse_write_options
 from aiokafka_lite.spark.reader import KafkaInputPartition, read_partition
+from aiokafka_lite.spark.schema import WriteColumns
+from aiokafka_lite.spark.task_input import TaskInput
+from aiokafka_lite.spark.writer import write_batches
 from aiokafka_lite.structs import TopicPartition
 from aiokafka_lite.testing import EmbeddedBroker, FaultProxy
 from aiokafka_lite.testing.pytest_plugin import ExpectDeviation
@@ -565,6 +569,31 @@ def test_streaming_write_lands_every_row_once(
     ]
     assert len(values) == 3000
     assert sorted(values) == sorted(f"P{p}-{i}" for p in range(2) for i in range(1500))
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [{"kafka.max.request.size": "262144"}, {"kafka.batch.size": "2097152"}],
+    ids=["max.request.size-below-the-batch-default", "batch.size-above-max.request.size"],
+)
+def test_write_batches_fit_max_request_size(
+    bootstrap_servers: str, topic_name: str, create_topic: Any, sizes: dict[str, str]
+) -> None:
+    # The task itself (no Spark needed). The writer's batches (512 KiB unless
+    # kafka.batch.size says otherwise) are sent whole: one above max_request_size failed
+    # the task with RecordTooLargeError ("the batch is 2097041 bytes, larger than
+    # max_request_size (1048576)") though every row was 110 bytes.
+    create_topic(topic_name, 2)
+    opts = parse_write_options(
+        {"kafka.bootstrap.servers": bootstrap_servers, "topic": topic_name, **sizes},
+        streaming=False,
+    )
+    n = 20_000
+    rows = pa.RecordBatch.from_pylist([{"key": f"k{i}", "value": "v" * 100} for i in range(n)])
+    columns = WriteColumns(value="value", key="key", topic=None, partition=None, headers=None)
+    message = write_batches(opts, columns, iter([rows]), task_input=TaskInput([]))
+    assert message.records == n
+    assert sum(log_end_offsets(bootstrap_servers, topic_name).values()) == n
 
 
 def test_write_partitions_like_the_producer(
