@@ -161,6 +161,8 @@ class _PartitionBatches:
         self._murmur2_partition = murmur2_partition
         self._message = message
         self._open: dict[tuple[str, int], Any] = {}
+        #: The number (from 1) of the first row of each open batch.
+        self._first_row: dict[tuple[str, int], int] = {}
         self._counts: dict[str, int] = {}
         self._sticky: dict[str, int] = {}
         #: (delivery future, record count, (topic, partition)) of every batch sent.
@@ -199,7 +201,7 @@ class _PartitionBatches:
         tp = (topic, partition)
         builder = self._open.get(tp)
         if builder is None:
-            builder = self._open[tp] = self._producer.create_batch()
+            builder = self._new_batch(tp)
         if builder.append(timestamp=None, key=key, value=value, headers=headers) is None:
             await self._send(tp, builder)
             if sticky:
@@ -209,19 +211,33 @@ class _PartitionBatches:
             else:
                 builder = None
             if builder is None:
-                builder = self._open[tp] = self._producer.create_batch()
+                builder = self._new_batch(tp)
             if builder.append(timestamp=None, key=key, value=value, headers=headers) is None:
                 await self._send(tp, builder)  # an empty batch takes any one record
-                builder = self._open[tp] = self._producer.create_batch()
+                builder = self._new_batch(tp)
                 builder.append(timestamp=None, key=key, value=value, headers=headers)
         self.records += 1
+
+    def _new_batch(self, tp: tuple[str, int]) -> Any:
+        builder = self._open[tp] = self._producer.create_batch()
+        self._first_row[tp] = self.records + 1  # (the row about to go in, counted from 1)
+        return builder
 
     async def _send(self, tp: tuple[str, int], builder: Any) -> None:
         records = builder.record_count()
         del self._open[tp]
         if records == 0:
             return
-        fut = await self._producer.send_batch(builder, tp[0], partition=tp[1])
+        try:
+            fut = await self._producer.send_batch(builder, tp[0], partition=tp[1])
+        except errors.RecordTooLargeError as exc:
+            # (The batches are at most max_request_size: this is one row alone.)
+            raise errors.RecordTooLargeError(
+                f"aiokafka_lite data source: row {self._first_row[tp]} of the task's input, "
+                f"for {tp[0]}-{tp[1]}, is {builder.size()} bytes as a batch of its own, "
+                f"larger than kafka.max.request.size "
+                f"({self._producer.config.max_request_size}); not sent"
+            ) from exc
         self.sent.append((fut, records, tp))
 
     async def send_open(self) -> None:

@@ -596,6 +596,25 @@ def test_write_batches_fit_max_request_size(
     assert sum(log_end_offsets(bootstrap_servers, topic_name).values()) == n
 
 
+def test_a_row_over_max_request_size_fails_the_task_naming_it(
+    bootstrap_servers: str, topic_name: str, create_topic: Any
+) -> None:
+    # Row 2 of 3 is 2 MB: the task fails naming the row, its topic and partition, and
+    # the option (it said "the batch is 2000075 bytes, larger than max_request_size").
+    create_topic(topic_name, 1)
+    opts = parse_write_options(
+        {"kafka.bootstrap.servers": bootstrap_servers, "topic": topic_name}, streaming=False
+    )
+    rows = pa.RecordBatch.from_pylist([{"value": v} for v in ("a", "x" * 2_000_000, "c")])
+    columns = WriteColumns(value="value", key=None, topic=None, partition=None, headers=None)
+    with pytest.raises(
+        errors.RecordTooLargeError,
+        match=rf"row 2 of the task's input, for {topic_name}-0, is 20000\d\d bytes as a batch "
+        r"of its own, larger than kafka.max.request.size \(1048576\); not sent",
+    ):
+        write_batches(opts, columns, iter([rows]), task_input=TaskInput([]))
+
+
 def test_write_partitions_like_the_producer(
     spark: SparkSession, bootstrap_servers: str, topic_name: str, create_topic: Any
 ) -> None:
