@@ -242,12 +242,35 @@ async def _check_stalled(
             return
     else:
         reader.at_log_end_since = None
-    if now - reader.last_progress > poll_timeout:
+    stalled = now - reader.last_progress
+    if stalled >= min(END_OF_LOG_GRACE_S, poll_timeout) and await _partition_gone(consumer, tp):
+        report_data_loss(
+            opts.fail_on_data_loss,
+            f"offsets [{reader.next_offset}, {reader.end}) of {reader.name} are gone: its "
+            "topic does not exist any more (deleted?)",
+        )
+        reader.next_offset = reader.end
+        return
+    if stalled > poll_timeout:
         raise errors.KafkaTimeoutError(
             f"aiokafka_lite data source: no record of {reader.name} at offset "
             f"{reader.next_offset} (reading up to {reader.end}) within "
             f"{opts.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs)"
         )
+
+
+async def _partition_gone(consumer: Consumer, tp: TopicPartition) -> bool:
+    """Whether the topic of ``tp`` is gone from the cluster (deleted since planning): the
+    consumer's metadata lacks the partition, and a fresh topic list lacks the topic.
+    False when the cluster cannot be asked (a stall then ends in the poll timeout, as
+    any other), and while the topic exists (stale metadata is no proof of loss)."""
+    known = consumer.partitions_for_topic(tp.topic)
+    if known and tp.partition in known:
+        return False
+    try:
+        return tp.topic not in await consumer.topics(timeout_ms=10_000)
+    except errors.KafkaError:
+        return False
 
 
 def read_partition(opts: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -846,6 +846,46 @@ def test_a_range_past_the_log_end_follows_fail_on_data_loss(
         read("true")
 
 
+def test_a_topic_deleted_before_its_task_reads_it_is_data_loss(
+    bootstrap_servers: str, topic_name: str, create_topic: Any
+) -> None:
+    # The task itself (no Spark needed): its range was planned, then the topic deleted.
+    # The records are gone: data loss, as the docs say, not a wait of pollTimeoutMs
+    # (2 min by default) ending in "no record of t-0 at offset 0", whatever
+    # failOnDataLoss said (noida and Tansu alike).
+    from aiokafka_lite.admin import AdminClient
+
+    create_topic(topic_name, 1)
+    produce(bootstrap_servers, topic_name, 100, 1, seal=True)
+
+    async def delete() -> None:
+        async with AdminClient(bootstrap_servers) as admin:
+            (await admin.delete_topics([topic_name])).raise_for_errors()
+
+    asyncio.run(delete())
+    part = KafkaInputPartition((OffsetRange(topic_name, 0, 0, 100),))
+
+    def read(fail: str) -> int:
+        opts = parse_read_options(
+            {
+                "kafka.bootstrap.servers": bootstrap_servers,
+                "subscribe": topic_name,
+                "failOnDataLoss": fail,
+                "kafkaConsumer.pollTimeoutMs": "30000",
+            },
+            streaming=False,
+        )
+        return sum(batch.num_rows for batch in read_partition(opts, part))
+
+    started = time.monotonic()
+    with pytest.raises(
+        DataLossError, match=rf"offsets \[0, 100\) of {topic_name}-0 are gone: its topic"
+    ):
+        read("true")
+    assert read("false") == 0
+    assert time.monotonic() - started < 25
+
+
 def test_batch_read_of_a_missing_topic_is_empty_and_creates_nothing(
     spark: SparkSession, bootstrap_servers: str, topic_name: str
 ) -> None:
