@@ -256,7 +256,19 @@ async def _check_stalled(
             f"aiokafka_lite data source: no record of {reader.name} at offset "
             f"{reader.next_offset} (reading up to {reader.end}) within "
             f"{opts.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs)"
+            + _consumer_problems(consumer)
         )
+
+
+def _consumer_problems(consumer: Consumer) -> str:
+    """What the consumer knows went wrong (failing fetches, a partition's error), for
+    the task's error: the cause must reach the Spark job, not only the worker's log."""
+    try:
+        problems = consumer.health().problems
+    except Exception:  # (a report must not hide the timeout it explains)
+        log.debug("no health report from the consumer", exc_info=True)
+        return ""
+    return f"; the consumer reports: {'; '.join(problems)}" if problems else ""
 
 
 async def _partition_gone(consumer: Consumer, tp: TopicPartition) -> bool:

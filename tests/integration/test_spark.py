@@ -771,14 +771,16 @@ def test_deleted_records_follow_fail_on_data_loss(
     assert sorted(o for _, o, _ in sink.rows()) == list(range(150, 200))
 
 
+@pytest.mark.parametrize("fault", ["silence", "cut"])
 def test_a_read_task_cut_off_from_the_broker_fails_naming_the_offset(
-    proxied_broker: tuple[FaultProxy, str], topic_name: str, create_topic: Any
+    proxied_broker: tuple[FaultProxy, str], topic_name: str, create_topic: Any, fault: str
 ) -> None:
-    # The task itself (no Spark needed): the broker goes silent mid-read (a black hole
-    # after the first 200 KB of responses). The task fails after pollTimeoutMs with
-    # the partition and the offset it waited for; the bound around each step (here
-    # 2 s + 60 s) once took that error for its own expiry and said "did not finish
-    # within 62 s" after 2 s, without the offset.
+    # The task itself (no Spark needed): after the first 200 KB of responses the broker
+    # goes silent (a black hole) or every connection to it is cut. The task fails after
+    # pollTimeoutMs with the partition and the offset it waited for; the bound around
+    # each step (here 2 s + 60 s) once took that error for its own expiry and said "did
+    # not finish within 62 s" after 2 s, without the offset. The cut connections, once
+    # only in the worker's log, are in the task's error too.
     proxy, bootstrap = proxied_broker
     create_topic(topic_name, 1, bootstrap=bootstrap)
     ends = produce(bootstrap, topic_name, 20_000, 1, lambda p, i: b"x" * 100)
@@ -793,21 +795,24 @@ def test_a_read_task_cut_off_from_the_broker_fails_naming_the_offset(
     part = KafkaInputPartition((OffsetRange(topic_name, 0, 0, ends[0]),))
     seen = [0]
 
-    def silence_after_200k(link: int, direction: str, data: bytes) -> bytes:
+    def fail_after_200k(link: int, direction: str, data: bytes) -> bytes | None:
         if direction == "downstream":
             seen[0] += len(data)
-        return data if seen[0] < 200_000 else b""
+        if seen[0] < 200_000:
+            return data
+        return b"" if fault == "silence" else None
 
-    proxy.set_hook(silence_after_200k)
+    proxy.set_hook(fail_after_200k)
     started = time.monotonic()
     rows = 0
     with pytest.raises(errors.KafkaTimeoutError) as failure:
         for batch in read_partition(opts, part):
             rows += batch.num_rows
     assert time.monotonic() - started < 30
+    cause = "" if fault == "silence" else "; the consumer reports: fetches failing for .*closed.*"
     assert re.fullmatch(
         rf"aiokafka_lite data source: no record of {topic_name}-0 at offset {rows} "
-        r"\(reading up to 20000\) within 2000 ms \(kafkaConsumer.pollTimeoutMs\)",
+        r"\(reading up to 20000\) within 2000 ms \(kafkaConsumer.pollTimeoutMs\)" + cause,
         str(failure.value),
     ), str(failure.value)
 
