@@ -527,6 +527,18 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
                     f"{tp.topic}-{tp.partition}"
                 )
 
+    if (
+        starting.kind == "timestamp"
+        and ending.kind == "timestamp"
+        and starting.timestamp is not None
+        and ending.timestamp is not None
+        and ending.timestamp < starting.timestamp
+    ):
+        raise _fail(
+            f"endingTimestamp ({ending.timestamp}) is before startingTimestamp "
+            f"({starting.timestamp})"
+        )
+
     strategy_text = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy_text not in ("error", "latest"):
         raise _fail(

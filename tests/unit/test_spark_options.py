@@ -113,6 +113,8 @@ def test_per_partition_offsets() -> None:
         ({"startingOffsets": '{"t":{"0":9}}', "endingOffsets": '{"t":{"0":3}}'}, "before"),
         ({"startingOffsets": "earliest", "startingTimestamp": "1"}, "not both"),
         ({"startingTimestamp": "soon"}, "must be an integer"),
+        # (Once accepted, and read as nothing: the ends were moved up to the starts.)
+        ({"startingTimestamp": "2000", "endingTimestamp": "1000"}, r"endingTimestamp \(1000\) "),
         ({"maxOffsetsPerTrigger": "10"}, "applies to streaming reads only"),
         ({"failOnDataLoss": "maybe"}, "must be true or false"),
         ({"maxRecordsPerPartition": "0"}, "must be >= 1"),
