@@ -388,7 +388,8 @@ class OffsetResolver:
         )
         earliest = await self.earliest(tps)
         for tp in tps:
-            if starts[tp] < earliest[tp]:
+            lost = starts[tp] < earliest[tp]
+            if lost:
                 report_data_loss(
                     opts.fail_on_data_loss,
                     f"{tp.topic}-{tp.partition} starts at {earliest[tp]} now, after the "
@@ -396,7 +397,9 @@ class OffsetResolver:
                 )
                 starts[tp] = earliest[tp]
             if ends[tp] < starts[tp]:
-                if opts.ending.kind == "offsets" or opts.starting.kind == "offsets":
+                # (An end before a start that deletion moved up: the whole range is gone,
+                # which is the data loss just reported, not a mistake in the options.)
+                if not lost and (opts.ending.kind == "offsets" or opts.starting.kind == "offsets"):
                     raise errors.ConfigurationError(
                         f"aiokafka_lite data source: the ending offset {ends[tp]} of "
                         f"{tp.topic}-{tp.partition} is before its starting offset {starts[tp]}"

@@ -35,6 +35,7 @@ from aiokafka_lite.spark._runtime import iterate_async, run_async  # noqa: E402
 from aiokafka_lite.spark.offsets import (  # noqa: E402
     DataLossError,
     OffsetRange,
+    OffsetResolver,
     from_json,
     group_ranges,
     plan_ranges,
@@ -384,6 +385,42 @@ def test_a_partition_added_mid_stream_whose_log_starts_after_0_is_data_loss(
         plan("true")
     assert plan("false") == [("t", 0, 10, 12), ("t", 1, 5, 10), ("t", 2, 0, 3)]
     assert "offsets [0, 5) were deleted" in caplog.text
+
+
+def test_a_batch_range_deleted_whole_is_data_loss_not_bad_options(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # startingOffsets 120, endingOffsets 140 of a partition whose log now starts at 150
+    # (the records deleted): with failOnDataLoss=false an empty read and a warning, as
+    # Spark's Kafka source; it was a ConfigurationError ("the ending offset 140 of a-0
+    # is before its starting offset 150", a start nobody gave) whatever the option.
+    def ranges(fail: str) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        opts = parse_read_options(
+            {
+                "kafka.bootstrap.servers": "h:1",
+                "subscribe": "a",
+                "startingOffsets": '{"a": {"0": 120}}',
+                "endingOffsets": '{"a": {"0": 140}}',
+                "failOnDataLoss": fail,
+            },
+            streaming=False,
+        )
+        resolver = OffsetResolver(opts.client)
+
+        async def partitions(selection: object) -> list[TopicPartition]:
+            return [A0]
+
+        async def earliest(tps: object) -> dict[TopicPartition, int]:
+            return {A0: 150}
+
+        monkeypatch.setattr(resolver, "partitions", partitions)
+        monkeypatch.setattr(resolver, "earliest", earliest)
+        return asyncio.run(resolver.batch_ranges(opts))
+
+    assert ranges("false") == ({A0: 150}, {A0: 150})
+    assert "a-0 starts at 150 now, after the requested starting offset 120" in caplog.text
+    with pytest.raises(DataLossError, match="a-0 starts at 150 now"):
+        ranges("true")
 
 
 # --- private loops --------------------------------------------------------------------------
