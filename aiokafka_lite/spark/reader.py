@@ -9,6 +9,7 @@ same records.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -60,6 +61,10 @@ POLL_RECORDS = 10_000
 READ_PARTITION_FETCH_BYTES = 8 * 1024 * 1024
 #: How long a read waits at the end of the log before it calls the missing records lost.
 END_OF_LOG_GRACE_S = 5.0
+#: How often, and how far apart in seconds, a stream asks the metadata again before it
+#: calls a partition it reads gone.
+GONE_RECHECKS = 2
+GONE_RECHECK_S = 1.0
 #: Bound of driver-side metadata/offset requests, in seconds.
 DRIVER_TIMEOUT_S = 60.0
 
@@ -441,6 +446,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         async def fetch(resolver: OffsetResolver) -> tuple[Offsets, Offsets]:
             tps = await resolver.partitions(opts.selection)
+            for _ in range(GONE_RECHECKS):
+                if set(starts) <= set(tps):
+                    break
+                # A partition the query reads, missing from one metadata answer, may be
+                # a broker behind on metadata rather than a deletion: called gone, it
+                # would fail the query, or (failOnDataLoss=false) be dropped and then,
+                # back in the next answer, read again from its start. Ask again first.
+                await asyncio.sleep(GONE_RECHECK_S)
+                tps = await resolver.partitions(opts.selection)
             new = [tp for tp in tps if tp not in starts]
             return await resolver.latest(tps), await resolver.earliest(new)
 

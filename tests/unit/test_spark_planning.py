@@ -423,6 +423,46 @@ def test_a_batch_range_deleted_whole_is_data_loss_not_bad_options(
         ranges("true")
 
 
+def test_a_partition_missing_from_one_metadata_answer_is_asked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The stream reads a-0 from 10; one metadata answer lacks topic a (a broker behind
+    # on metadata), the next has it again. It was called gone at once: DataLossError,
+    # or with failOnDataLoss=false dropped from the offsets and read again from its
+    # start (0) once back: offsets 0-9 twice.
+    import aiokafka_lite.spark.reader as reader_module
+
+    monkeypatch.setattr(reader_module, "GONE_RECHECK_S", 0.0, raising=False)
+
+    def latest(fail: str, answers: list[list[TopicPartition]]) -> dict[str, object]:
+        opts = parse_read_options(
+            {"kafka.bootstrap.servers": "h:1", "subscribe": "a", "failOnDataLoss": fail},
+            streaming=True,
+        )
+        reader = KafkaStreamReader(opts)
+        left = list(answers)
+
+        class Resolver:
+            async def partitions(self, selection: object) -> list[TopicPartition]:
+                return left.pop(0) if len(left) > 1 else left[0]
+
+            async def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+                return {tp: 20 for tp in tps}
+
+            async def earliest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+                return {tp: 0 for tp in tps}
+
+        monkeypatch.setattr(reader, "_call", lambda fn, what: asyncio.run(fn(Resolver())))
+        return reader.latestOffset({"a": {"0": 10}}, None)
+
+    assert latest("true", [[], [A0]]) == {"a": {"0": 20}}
+    assert latest("false", [[], [], [A0]]) == {"a": {"0": 20}}
+    # Gone in every answer: gone.
+    with pytest.raises(DataLossError, match="partition a-0 is gone"):
+        latest("true", [[]])
+    assert latest("false", [[]]) == {}
+
+
 # --- private loops --------------------------------------------------------------------------
 
 
