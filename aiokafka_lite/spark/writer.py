@@ -172,7 +172,13 @@ class _PartitionBatches:
     async def _partition_count(self, topic: str) -> int:
         count = self._counts.get(topic)
         if count is None:
-            count = self._counts[topic] = len(await self._producer.partitions_for(topic))
+            try:
+                partitions = await self._producer.partitions_for(topic)
+            except ValueError as exc:  # (only a topic column can hold a bad name)
+                raise errors.InvalidTopicError(
+                    f"aiokafka_lite data source: a row's topic column holds {topic!r}: {exc}"
+                ) from exc
+            count = self._counts[topic] = len(partitions)
         return count
 
     async def add(

@@ -615,6 +615,18 @@ def test_a_row_over_max_request_size_fails_the_task_naming_it(
         write_batches(opts, columns, iter([rows]), task_input=TaskInput([]))
 
 
+def test_a_bad_topic_name_in_the_topic_column_is_a_typed_error(bootstrap_servers: str) -> None:
+    # The task itself (no Spark needed): it failed with a bare ValueError from deep in
+    # the producer ("invalid topic name 'bad topic!': ...").
+    opts = parse_write_options({"kafka.bootstrap.servers": bootstrap_servers}, streaming=False)
+    rows = pa.RecordBatch.from_pylist([{"value": "v", "topic": "bad topic!"}])
+    columns = WriteColumns(value="value", key=None, topic="topic", partition=None, headers=None)
+    with pytest.raises(
+        errors.InvalidTopicError, match=r"a row's topic column holds 'bad topic!': invalid topic"
+    ):
+        write_batches(opts, columns, iter([rows]), task_input=TaskInput([]))
+
+
 def test_write_partitions_like_the_producer(
     spark: SparkSession, bootstrap_servers: str, topic_name: str, create_topic: Any
 ) -> None:
