@@ -509,6 +509,15 @@ class SaslFront:
         with self._lock:
             self._records.append(record)
 
+    async def _refuse(
+        self, writer: asyncio.StreamWriter, response: bytes, record: AuthRecord
+    ) -> bool:
+        """Answer a SASL request with a refusal and note it; False: the connection ends."""
+        _write_frame(writer, response)
+        await writer.drain()
+        self._record(record)
+        return False
+
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
@@ -635,14 +644,11 @@ class SaslFront:
                 mechanism_name = cur.take(length).decode()
                 if reauth and mechanism_name != session.mechanism:
                     # KIP-368: a re-authentication keeps the mechanism.
-                    _write_frame(
+                    return await self._refuse(
                         writer,
                         _handshake_response(
                             header.correlation_id, ILLEGAL_SASL_STATE, self.mechanisms
                         ),
-                    )
-                    await writer.drain()
-                    self._record(
                         AuthRecord(
                             mechanism_name,
                             False,
@@ -652,21 +658,18 @@ class SaslFront:
                             "mechanism changed",
                             session.connection,
                             True,
-                        )
+                        ),
                     )
-                    return False
                 if mechanism_name not in self.mechanisms:
-                    _write_frame(
+                    return await self._refuse(
                         writer,
                         _handshake_response(
                             header.correlation_id, UNSUPPORTED_SASL_MECHANISM, self.mechanisms
                         ),
+                        AuthRecord(
+                            mechanism_name, False, None, header.client_id, {}, "unsupported"
+                        ),
                     )
-                    await writer.drain()
-                    self._record(
-                        AuthRecord(mechanism_name, False, None, header.client_id, {}, "unsupported")
-                    )
-                    return False
                 mechanism = self._make_mechanism(mechanism_name)
                 _write_frame(writer, _handshake_response(header.correlation_id, 0, self.mechanisms))
                 await writer.drain()
@@ -687,7 +690,7 @@ class SaslFront:
                         # KIP-368: a re-authentication keeps the principal.
                         raise _AuthFailed("Authentication failed: principal changed")
                 except _AuthFailed as exc:
-                    _write_frame(
+                    return await self._refuse(
                         writer,
                         _authenticate_response(
                             api_version,
@@ -696,9 +699,6 @@ class SaslFront:
                             str(exc),
                             b"",
                         ),
-                    )
-                    await writer.drain()
-                    self._record(
                         AuthRecord(
                             mechanism_name,
                             False,
@@ -708,9 +708,8 @@ class SaslFront:
                             str(exc),
                             session.connection,
                             reauth,
-                        )
+                        ),
                     )
-                    return False
                 lifetime_ms = session.lifetime_ms if done and api_version >= 1 else 0
                 _write_frame(
                     writer,

@@ -213,6 +213,21 @@ async def wait_until(condition: Any) -> None:
     raise AssertionError("condition not met")
 
 
+async def new_epoch_then_fetch(fetcher: Fetcher, client: Any) -> int:
+    """Start fetching, give the partition leader epoch 1 once a fetch went out, and stop
+    after the next fetch; the index in ``client.log`` where the new epoch was seen."""
+    fetcher.start()
+    try:
+        await wait_until(lambda: client.log)
+        client.cluster.epochs[TP] = 1
+        fetcher._on_metadata(client.cluster)
+        mark = len(client.log)
+        await wait_until(lambda: any(e.startswith("fetch") for e in client.log[mark + 1 :]))
+    finally:
+        await fetcher.close()
+    return mark
+
+
 @pytest.mark.parametrize(
     "failure",
     [
@@ -228,15 +243,7 @@ async def test_validation_is_retried_after_a_retriable_error_then_fetching_resum
 ) -> None:
     fetcher, subs, client = consumer_at(10, 0)
     client.answers = [failure, answer(0, 7, 0)]
-    fetcher.start()
-    try:
-        await wait_until(lambda: client.log)
-        client.cluster.epochs[TP] = 1
-        fetcher._on_metadata(client.cluster)
-        mark = len(client.log)
-        await wait_until(lambda: any(e.startswith("fetch") for e in client.log[mark + 1 :]))
-    finally:
-        await fetcher.close()
+    mark = await new_epoch_then_fetch(fetcher, client)
     state = subs.state(TP)
     assert (state.position, state.leader_epoch, state.awaiting_validation) == (7, 0, False)
     # No fetch while the position waits (the one in flight was sent before), then at 7.
@@ -256,15 +263,7 @@ async def test_validation_is_retried_after_a_retriable_error_then_fetching_resum
 @pytest.mark.parametrize("version", [None, 2])
 async def test_a_broker_that_cannot_validate_is_fetched_from_as_it_is(version: int | None) -> None:
     fetcher, subs, client = consumer_at(10, 0, version=version)
-    fetcher.start()
-    try:
-        await wait_until(lambda: client.log)
-        client.cluster.epochs[TP] = 1
-        fetcher._on_metadata(client.cluster)
-        mark = len(client.log)
-        await wait_until(lambda: any(e.startswith("fetch") for e in client.log[mark + 1 :]))
-    finally:
-        await fetcher.close()
+    await new_epoch_then_fetch(fetcher, client)
     assert client.requests == []
     assert set(client.log) == {"fetch 10"}
     state = subs.state(TP)
