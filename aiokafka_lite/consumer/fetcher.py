@@ -569,16 +569,25 @@ class Fetcher:
         log.error("%s", error)
 
     def _fail_at(
-        self, tp: TopicPartition, state: PartitionState, offset: int, error: errors.KafkaError
+        self,
+        tp: TopicPartition,
+        state: PartitionState,
+        offset: int,
+        error: errors.KafkaError,
+        *,
+        log_stop: bool = False,
     ) -> None:
         """The fetch of ``tp`` at ``offset`` failed for good: ``error`` is raised once the
-        application reaches that offset. A prefetch (records before it still buffered)
-        is fetched again after a backoff until then: raised now, the error would come
-        before those records, and the seek it asks for would drop them."""
+        application reaches that offset (logged then, with ``log_stop``). A prefetch
+        (records before it still buffered) is fetched again after a backoff until then:
+        raised now, the error would come before those records, and the seek it asks for
+        would drop them."""
         if state.position is not None and state.position != offset:
             log.debug("fetch of %s at offset %d failed: %s; asking again at it", tp, offset, error)
             self._back_off(tp)
             return
+        if log_stop:
+            log.error("%s", error)
         self._stop_at_error(state, error)
 
     def _stop_at_error(self, state: PartitionState, error: errors.KafkaError) -> None:
@@ -732,9 +741,7 @@ class Fetcher:
                     f"response may hold at most receive_message_max_bytes ({limit}); raise "
                     "it, or seek past the batch"
                 )
-                if state.position == offset:
-                    log.error("%s", error)
-                self._fail_at(tp, state, offset, error)
+                self._fail_at(tp, state, offset, error, log_stop=True)
                 return
             log.warning(
                 "a record batch of %s is larger than the partition fetch size %d; "
@@ -797,9 +804,7 @@ class Fetcher:
             f"failed: {exc.description} (the consumer stays on offset {offset}: seek to "
             "read on)",
         )
-        if state.position == offset:
-            log.error("%s", error)
-        self._fail_at(tp, state, offset, error)
+        self._fail_at(tp, state, offset, error, log_stop=True)
         return False
 
     # --- positions: committed offsets and resets ---------------------------------------
