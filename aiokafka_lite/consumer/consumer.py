@@ -240,7 +240,8 @@ class Consumer:
         """Commit (with auto-commit), run the revoke callback, leave the group, close.
 
         Bounded by ``timeout_ms`` (default ``request_timeout_ms``). Everything is closed
-        even when a step fails; a failed final commit is raised afterwards.
+        even when a step fails; then a failed final commit is raised, or else the
+        exception of the revoke callback.
         """
         if self._closed:
             return
@@ -253,7 +254,7 @@ class Consumer:
         timeout_ms = timeout_ms if timeout_ms is not None else self._config.request_timeout_ms
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
-        error: errors.KafkaError | None = None
+        error: Exception | None = None
         if self._coordinator is not None:
             self._coordinator.halt()
         if self._background:

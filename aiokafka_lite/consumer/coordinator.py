@@ -226,8 +226,9 @@ class GroupCoordinator:
             if task is not None:
                 task.cancel()
 
-    async def close(self, timeout_ms: int) -> errors.KafkaError | None:
-        """Final commit, revoke, leave the group; returns the commit error, if any."""
+    async def close(self, timeout_ms: int) -> Exception | None:
+        """Final commit, revoke, leave the group; returns the first error to raise: the
+        commit's, else the revoke callback's."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         self.halt()
@@ -250,16 +251,19 @@ class GroupCoordinator:
                     log.error("group %s: final offset commit failed: %s", self.group_id, exc)
                     commit_error = exc
         owned = self._subs.assigned_partitions()
+        callback_error: Exception | None = None
         if self._subs.auto_assigned and owned:
-            if self.membership.generation.valid:
-                await self._revoke(owned, lost=False)
-            else:
-                await self._revoke(owned, lost=True)
+            # (Its error alone: one kept from an earlier callback was the next read's to
+            # raise, and there is none.)
+            self.listener_error = None
+            await self._revoke(owned, lost=not self.membership.generation.valid)
+            if isinstance(self.listener_error, Exception):
+                callback_error = self.listener_error
         if self.membership.generation.valid or self.membership.member_id:
             await self._leave_group("the consumer is stopping", _ms_left(loop, deadline))
         self.membership.close()
         self._stable_event.set()
-        return commit_error
+        return commit_error or callback_error
 
     # --- notifications -------------------------------------------------------------
 

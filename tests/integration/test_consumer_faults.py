@@ -1065,3 +1065,39 @@ async def test_a_leader_refusing_the_credentials_is_raised_by_getmany() -> None:
             assert time.monotonic() - started < 1
         finally:
             await consumer.stop(timeout_ms=2000)
+
+
+class _FailingRevocation(ConsumerRebalanceListener):
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        raise RuntimeError(f"the revoke callback failed for {sorted(revoked)}")
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        pass
+
+
+async def test_a_revoke_callback_failing_in_stop_is_raised_once_everything_is_closed(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """stop() runs on_partitions_revoked; its exception was only logged, and the
+    application never learned that its clean-up (a flush, its own commit) failed. Now
+    stop() raises it after leaving the group and closing the connections, as it raises a
+    failed final commit."""
+    create_topic(topic_name, 1)
+    group = f"g-{topic_name}"
+    consumer = group_consumer(bootstrap_servers, topic_name, group_id=group)
+    await consumer.start()
+    consumer.subscribe([topic_name], listener=_FailingRevocation())
+    await consumer.wait_for_assignment(timeout_ms=30000)
+    with pytest.raises(RuntimeError, match="the revoke callback failed"):
+        await consumer.stop(timeout_ms=10000)
+    assert consumer._client.closed
+    # It left the group: a new member gets the partition without waiting for a session
+    # to expire.
+    other = group_consumer(bootstrap_servers, topic_name, group_id=group)
+    await other.start()
+    try:
+        other.subscribe([topic_name])
+        await other.wait_for_assignment(timeout_ms=8000)
+        assert other.assignment() == {TopicPartition(topic_name, 0)}
+    finally:
+        await other.stop(timeout_ms=5000)
