@@ -265,7 +265,8 @@ class Consumer:
         for task in list(self._background):
             task.cancel()
         if self._fetcher is not None:
-            await self._fetcher.close()
+            # (A tenth of the time at most, for closing its fetch sessions.)
+            await self._fetcher.close(max(deadline - loop.time(), 0) / 10)
         if self._coordinator is not None:
             try:
                 error = await wait_for(

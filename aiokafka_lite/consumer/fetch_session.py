@@ -14,10 +14,9 @@ __all__ = ["FetchSessionHandler"]
 log = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
-# Error codes after which the session is started again with a full fetch.
+# After it there is no session to close; after any other error the next (full) fetch
+# closes the session.
 _FETCH_SESSION_ID_NOT_FOUND = 70
-_INVALID_FETCH_SESSION_EPOCH = 71
-_FETCH_SESSION_TOPIC_ID_ERROR = 106
 
 
 class FetchSessionHandler:
@@ -55,25 +54,23 @@ class FetchSessionHandler:
     def handle_response(self, error_code: int, session_id: int) -> bool:
         """Update after a response; False when the session broke (retry with a full fetch)."""
         pending, self._pending = self._pending, None
-        if error_code in (
-            _FETCH_SESSION_ID_NOT_FOUND,
-            _INVALID_FETCH_SESSION_EPOCH,
-            _FETCH_SESSION_TOPIC_ID_ERROR,
-        ):
+        if error_code:
             log.debug(
                 "fetch session %s with node %s reset: error %s",
                 self.session_id,
                 self.node_id,
                 error_code,
             )
-            self.reset()
-            return False
-        if error_code:
+            if error_code == _FETCH_SESSION_ID_NOT_FOUND:
+                self.session_id = 0  # nothing left to close
             self.reset()
             return False
         if pending is None:
             # Reset while this fetch was in flight (see reset): its answer may be read,
-            # but the session it speaks of is given up; the next fetch is a full one.
+            # but the session it speaks of is given up; the next fetch is a full one,
+            # which closes the session this answer opened, if it opened one.
+            if session_id and not self.session_id:
+                self.session_id = session_id
             return True
         if self._pending_full:
             if session_id:
@@ -92,8 +89,12 @@ class FetchSessionHandler:
 
     def reset(self) -> None:
         """Give the session up: the next fetch is a full one. A fetch in flight meanwhile
-        leaves it so (its answer does not take the session up again)."""
-        self.session_id = 0
+        leaves it so (its answer does not take the session up again).
+
+        The full fetch names the old session at epoch 0, which asks the broker to close
+        it (KIP-227); a session id of 0 would leave it taking a slot of the broker's
+        session cache until evicted.
+        """
         self.epoch = self.INITIAL_EPOCH
         self.session = {}
         self._pending = None

@@ -204,13 +204,53 @@ class Fetcher:
                 self._run(), name="aiokafka-lite-fetcher"
             )
 
-    async def close(self) -> None:
+    async def close(self, timeout: float = 0.0) -> None:
+        """Stop fetching; then, within ``timeout`` seconds, close the fetch sessions."""
         self._closed = True
         if self._task is not None:
             self._client.remove_metadata_listener(self._on_metadata)
         await cancel_and_wait((self._task, *self._tasks))
         self._task = None
         self.clear_buffer()
+        await self._close_sessions(timeout)
+
+    async def _close_sessions(self, timeout: float) -> None:
+        """A Fetch at the final epoch for each fetch session (KIP-227), so the broker
+        frees its slot in the session cache now rather than when the session expires.
+        Only over connections still open: a broker that is gone does not hold up stop()."""
+        sessions, self._sessions = self._sessions, {}
+        sends = []
+        for node_id, session in sessions.items():
+            if timeout <= 0 or not session.session_id or not self._client.is_connected(node_id):
+                continue
+            body, version = fetch_request(
+                self._config,
+                self._client.cluster.topic_id,
+                {},
+                [],
+                session.session_id,
+                FetchSessionHandler.FINAL_EPOCH,
+            )
+            body["max_wait_ms"] = 0
+            sends.append(
+                asyncio.ensure_future(
+                    self._client.send(
+                        node_id,
+                        bodies.FETCH,
+                        body,
+                        version=version,
+                        timeout_ms=max(int(timeout * 1000), 1),
+                    )
+                )
+            )
+        if not sends:
+            return
+        done, pending = await asyncio.wait(sends, timeout=timeout)
+        for fut in pending:
+            fut.cancel()
+        for fut in done:
+            if not fut.cancelled() and fut.exception() is not None:
+                log.debug("closing a fetch session: %r", fut.exception())
 
     def wake(self) -> None:
         self._wakeup.set()

@@ -1103,3 +1103,49 @@ async def test_a_revoke_callback_failing_in_stop_is_raised_once_everything_is_cl
         assert other.assignment() == {TopicPartition(topic_name, 0)}
     finally:
         await other.stop(timeout_ms=5000)
+
+
+class SessionLogBroker(LogBroker):
+    """A LogBroker that opens fetch sessions (neither embedded broker does): a full
+    fetch (epoch 0) gets session ``next_id``; the Fetch numbered ``fail_at`` is
+    answered INVALID_FETCH_SESSION_EPOCH. ``sessions`` records each Fetch's (session
+    id, epoch, partitions named)."""
+
+    def __init__(self, logs: dict[TopicPartition, list[tuple[int, bytes]]]) -> None:
+        super().__init__(logs)
+        self.next_id = 42
+        self.fail_at = 0
+        self.sessions: list[tuple[int, int, int]] = []
+        self.scripts[ApiKey.FETCH] = self._session_fetch
+
+    def _session_fetch(self, header: Any, body: dict[str, Any], n: int) -> dict[str, Any]:
+        named = sum(len(t["partitions"]) for t in body["topics"])
+        self.sessions.append((body["session_id"], body["session_epoch"], named))
+        if n == self.fail_at:
+            return {"throttle_time_ms": 0, "error_code": 71, "session_id": 0, "responses": []}
+        answer = self._fetch(header, body, n)
+        if body["session_epoch"] == 0:
+            answer["session_id"] = self.next_id
+            self.next_id += 1
+        elif body["session_epoch"] > 0:
+            answer["session_id"] = body["session_id"]
+        return answer
+
+
+async def test_fetch_sessions_are_closed_after_an_error_and_at_stop() -> None:
+    """KIP-227 asks a client to close a session it gives up: the full fetch after an
+    error names it at epoch 0, and stop() sends it at the final epoch (-1). The full
+    fetch went out as session 0 and stop() sent nothing, so a broker kept both sessions
+    in its cache (1000 slots in Kafka by default) until they expired."""
+    broker = SessionLogBroker({T0: []})
+    broker.append(T0, [b"a", b"b"])
+    broker.fail_at = 3
+    async with scripted_consumer(broker, T0) as consumer:
+        got = await consumer.getmany(timeout_ms=3000)
+        assert [r.value for r in got[T0]] == [b"a", b"b"]
+        await wait_until(lambda: len(broker.sessions) >= 5, 5, "five fetches")
+        # Full (opens 42), incremental, refused; then the full fetch that closes 42.
+        assert [f[:2] for f in broker.sessions[:5]] == [(0, 0), (42, 1), (42, 2), (42, 0), (43, 1)]
+        assert broker.sessions[3][2] == 1  # a full fetch names every partition
+        await consumer.stop(timeout_ms=3000)
+        assert broker.sessions[-1] == (43, -1, 0)

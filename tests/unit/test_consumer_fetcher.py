@@ -268,6 +268,29 @@ def test_fetch_session_full_then_incremental() -> None:
     assert (sid, epoch) == (0, 0) and set(send) == {a}
 
 
+@pytest.mark.parametrize(
+    ("error", "closes"),
+    [(71, True), (106, True), (1, True), (70, False)],  # 70: FETCH_SESSION_ID_NOT_FOUND
+)
+def test_a_broken_fetch_session_is_closed_by_the_next_full_fetch(error: int, closes: bool) -> None:
+    """After an error (or a reset: a lost connection, a topic created again) the next
+    fetch is a full one naming the old session at epoch 0, which the broker takes as
+    "close it" (KIP-227); it went out as session 0, and the broker kept the old session
+    in its cache until evicted. Not after FETCH_SESSION_ID_NOT_FOUND: there is none."""
+    a = TopicPartition("t", 0)
+    session = FetchSessionHandler(1)
+    session.build({a: (0, 100, -1)})
+    assert session.handle_response(0, 42)
+    session.build({a: (5, 100, -1)})
+    assert not session.handle_response(error, 0)
+    send, forget, sid, epoch = session.build({a: (5, 100, -1)})
+    assert (sid, epoch) == ((42 if closes else 0), 0) and set(send) == {a} and forget == []
+    assert session.handle_response(0, 43)
+    assert session.build({a: (9, 100, -1)})[2:] == (43, 1)
+    session.reset()
+    assert session.build({a: (9, 100, -1)})[2:] == (43, 0)
+
+
 def test_fetch_session_stays_full_when_broker_makes_none() -> None:
     a = TopicPartition("t", 0)
     session = FetchSessionHandler(1)
@@ -294,7 +317,8 @@ def test_fetch_session_reset_while_a_fetch_is_in_flight_stays_reset(in_flight: s
     session.reset()
     assert session.handle_response(0, 42)  # the answer is still good to read
     send, forget, sid, epoch = session.build({a: (10, 100, -1)})
-    assert (sid, epoch) == (0, 0) and set(send) == {a} and forget == []
+    # A full fetch that closes session 42 (whichever fetch opened it).
+    assert (sid, epoch) == (42, 0) and set(send) == {a} and forget == []
     assert session.handle_response(0, 43)
     send, forget, sid, epoch = session.build({a: (10, 100, -1)})
     assert (sid, epoch) == (43, 1) and send == {} and forget == []
