@@ -1307,6 +1307,7 @@ class Producer:
 
         ``offsets`` values may be an offset, an ``(offset, metadata)`` pair or an
         :class:`~aiokafka_lite.OffsetAndMetadata` (the offset is the next one to read).
+        No offsets: nothing is sent (the group is not added to the transaction).
 
         ``group_id`` is the consumer group's id, or the consumer's group metadata (an
         object with ``group_id``, ``generation_id``, ``member_id`` and

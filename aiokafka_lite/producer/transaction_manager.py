@@ -585,6 +585,10 @@ class TransactionManager:
             raise errors.IllegalOperationError(
                 f"send_offsets_to_transaction needs an open transaction (state: {self.state.value})"
             )
+        if not offsets:
+            # (Java's sendOffsetsToTransaction: nothing to commit, so the group is not
+            # added to the transaction either.)
+            return
         by_topic: dict[str, list[TxnOffsetCommitRequestPartition]] = {}
         for tp, value in offsets.items():
             oam = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))

@@ -16,6 +16,7 @@ from aiokafka_lite import errors
 from aiokafka_lite.admin import AdminClient, NewTopic
 from aiokafka_lite.consumer import Consumer as AIOKafkaConsumer
 from aiokafka_lite.producer import Producer, TransactionAbortedError
+from aiokafka_lite.protocol.api import api_name
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 from aiokafka_lite.testing import FaultProxy
 from aiokafka_lite.testing.pytest_plugin import ExpectDeviation
@@ -457,3 +458,42 @@ async def test_commit_waits_for_the_offsets_sent_to_the_transaction(
             await offsets
     async with AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=group) as consumer:
         assert await consumer.committed(tp, timeout_ms=10_000) == 12
+
+
+def spy_requests(producer: Producer) -> list[str]:
+    """The names of the requests ``producer`` sends from now on (any broker)."""
+    client = producer.client
+    sent: list[str] = []
+    send_before = client.send_before
+
+    async def spying(node_id: int, api_key: Any, body: Any, deadline: float, **kw: Any) -> Any:
+        sent.append(api_name(api_key))
+        return await send_before(node_id, api_key, body, deadline, **kw)
+
+    client.send_before = spying  # type: ignore[method-assign]
+    return sent
+
+
+async def test_send_offsets_of_no_offsets_sends_nothing(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """As Java's sendOffsetsToTransaction: no offsets, no AddOffsetsToTxn (the group is
+    not added to the transaction) and no TxnOffsetCommit; an abort of a transaction
+    that touched nothing else then sends no EndTxn either. The call still needs an open
+    transaction."""
+    create_topic(topic_name, 1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    async with txn_producer(bootstrap_servers) as producer:
+        with pytest.raises(errors.IllegalOperationError, match="open transaction"):
+            await producer.send_offsets_to_transaction({}, group)
+        sent = spy_requests(producer)
+        await producer.begin_transaction()
+        await producer.send_offsets_to_transaction({}, group)
+        await producer.abort_transaction()
+        assert sent == []
+        async with producer.transaction():
+            await producer.send(topic_name, b"v", partition=0)
+            await producer.send_offsets_to_transaction({}, group)
+        assert "AddOffsetsToTxn" not in sent and "TxnOffsetCommit" not in sent
+        assert sent.count("EndTxn") == 1
+        assert producer.transaction_state == "ready"
