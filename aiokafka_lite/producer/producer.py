@@ -741,17 +741,26 @@ class Producer:
         """A record the application sent in a transaction did not get into it, so the
         transaction must not commit (Kafka: "if any of the send calls failed with an
         irrecoverable error, the final commitTransaction() call will fail and throw the
-        exception from the last failed send"). As in the Java client, a state error or
-        a key or value that cannot be serialized leaves the transaction as it is, and so
-        does a send that outlived the transaction it was called in (``began``, see
-        ``TransactionManager.check_still_in``): a commit under way is not undone, and the
-        next transaction never had the record."""
+        exception from the last failed send"). ``exc`` is a KafkaError: the caller's
+        TypeError and ValueError (a partition that is not an int >= 0, a bad timestamp
+        or topic name) never come here. As in the Java client (which throws these without
+        a state change), a state error, a key, value or header that cannot be serialized
+        and a partitioner's answer that is not one of the partitions it was given
+        (ConfigurationError; Java: IllegalArgumentException) leave the transaction as it
+        is, and so does a send that outlived the transaction it was called in
+        (``began``, see ``TransactionManager.check_still_in``): a commit under way is not
+        undone, and the next transaction never had the record. What the cluster decided
+        (a partition the topic does not have after a metadata refresh, as Java's
+        TimeoutException for it; an unknown topic; a record too large) makes it
+        abortable."""
         txn = self._txn
         if (
             txn is not None
             and txn.state is TransactionState.IN_TRANSACTION
             and txn.transactions_begun == began
-            and not isinstance(exc, errors.IllegalStateError | SerializationError)
+            and not isinstance(
+                exc, errors.IllegalStateError | SerializationError | errors.ConfigurationError
+            )
         ):
             txn.set_abortable(exc)
 

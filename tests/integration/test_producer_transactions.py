@@ -497,3 +497,64 @@ async def test_send_offsets_of_no_offsets_sends_nothing(
         assert "AddOffsetsToTxn" not in sent and "TxnOffsetCommit" not in sent
         assert sent.count("EndTxn") == 1
         assert producer.transaction_state == "ready"
+
+
+async def test_a_send_refused_for_its_arguments_leaves_the_transaction_usable(
+    bootstrap_servers: str, topic_name: str, create_topic: Callable[..., str]
+) -> None:
+    """As in the Java client (IllegalArgumentException, SerializationException: thrown,
+    no state change), a send() refused for what its caller gave it, checked without
+    asking the cluster, raises and leaves the transaction open: the record was never
+    buffered, and the caller, who sees the error, may send a corrected one and commit.
+    That includes a partition chosen by the application's partitioner that is not one
+    of the partitions it was given. What the cluster decides stays abortable (see
+    test_a_record_refused_by_send_makes_the_commit_fail): a partition the topic does not
+    have even after a metadata refresh (Java: TimeoutException after max.block.ms, an
+    ApiException)."""
+    create_topic(topic_name, 2)
+    choice: list[Any] = [0]
+    async with txn_producer(
+        bootstrap_servers, partitioner=lambda key, all_parts, available: choice[0]
+    ) as producer:
+        await producer.begin_transaction()
+        await producer.send(topic_name, b"kept-0", partition=0)
+        refused: list[tuple[type[BaseException], Callable[[], Any]]] = [
+            (TypeError, lambda: producer.send(topic_name, b"x", partition=-1)),
+            (TypeError, lambda: producer.send(topic_name, b"x", partition="0")),
+            (TypeError, lambda: producer.send(topic_name, b"x", partition=0, timestamp_ms=-1)),
+            (errors.SerializationError, lambda: producer.send(topic_name, "str", partition=0)),
+            (
+                errors.SerializationError,
+                lambda: producer.send(topic_name, b"x", partition=0, headers=[("h", 1)]),
+            ),
+            (ValueError, lambda: producer.send("bad topic!", b"x")),
+            (TypeError, lambda: producer.send_many(topic_name, [b"x"], partition=-1)),
+            (ValueError, lambda: producer.send_many(topic_name, [b"x"], keys=[])),
+            (TypeError, lambda: producer.send_batch(object(), topic_name)),  # type: ignore[arg-type]
+        ]
+        for exc_type, call in refused:
+            with pytest.raises(exc_type):
+                await call()
+            assert producer.transaction_state == "in_transaction", exc_type
+        for bad in (-1, 2, "1"):  # (what the partitioner returns)
+            choice[0] = bad
+            with pytest.raises(errors.ConfigurationError, match="partitioner returned"):
+                await producer.send(topic_name, b"x")
+            with pytest.raises(errors.ConfigurationError, match="partitioner returned"):
+                await producer.send_many(topic_name, [b"x"])
+            batch = producer.create_batch()
+            batch.append(key=None, value=b"x", timestamp=None)
+            with pytest.raises(errors.ConfigurationError, match="partitioner returned"):
+                await producer.send_batch(batch, topic_name)
+            assert producer.transaction_state == "in_transaction", bad
+        choice[0] = 1
+        await producer.send(topic_name, b"kept-1")
+        await producer.commit_transaction()
+
+        await producer.begin_transaction()
+        with pytest.raises(errors.UnknownTopicOrPartitionError, match="partition 5"):
+            await producer.send(topic_name, b"x", partition=5)
+        assert producer.transaction_state == "abortable_error"
+        await producer.abort_transaction()
+    got = await asyncio.to_thread(read_all, bootstrap_servers, topic_name, 2, expect=2)
+    assert [[r[3] for r in got[p]] for p in (0, 1)] == [[b"kept-0"], [b"kept-1"]]
