@@ -1,3 +1,5 @@
+# Long: one class, the idempotent and transactional producer's state: producer id and epoch,
+# sequences, and the coordinator exchanges, which share its state and its lock.
 """Producer ids, sequence numbers and the transaction state machine.
 
 An idempotent producer gets a producer id and epoch (InitProducerId) and numbers the
@@ -39,7 +41,7 @@ from aiokafka_lite.protocol.bodies import (
     TxnOffsetCommitRequestPartition,
     TxnOffsetCommitResponse,
 )
-from aiokafka_lite.retry import Deadline
+from aiokafka_lite.retry import Deadline, retried_error
 from aiokafka_lite.routing import send_to_coordinator
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
@@ -611,14 +613,42 @@ class TransactionManager:
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
         }
         group_coordinator: int | None = None
+        # Consumer group metadata beyond the group id (Java's rule for it): TxnOffsetCommit
+        # carries it from v3 on only.
+        member_set = generation_id != -1 or member_id != "" or group_instance_id is not None
 
         async def find_group_coordinator(d: Deadline) -> int:
             nonlocal group_coordinator
-            if group_coordinator is None:
-                group_coordinator = await self.client.find_coordinator(
-                    group_id, COORDINATOR_GROUP, timeout_ms=d.remaining_ms(), dedicated=True
-                )
-            return group_coordinator
+            last: errors.KafkaError | None = None
+            while True:
+                if group_coordinator is None:
+                    group_coordinator = await self.client.find_coordinator(
+                        group_id, COORDINATOR_GROUP, timeout_ms=d.remaining_ms(), dedicated=True
+                    )
+                if not member_set:
+                    return group_coordinator
+                # (Its version, before the request goes out: connected, or found again.)
+                try:
+                    version = await self._txn_offset_commit_version(group_coordinator, d)
+                except errors.KafkaTimeoutError as exc:
+                    d.raise_cut_short(exc, last)
+                except errors.KafkaError as exc:
+                    if not exc.retriable:
+                        raise
+                    last = retried_error(last, exc)
+                    group_coordinator = None
+                    await d.pause(self.retry_backoff, last)
+                    continue
+                if version < 3:
+                    raise errors.UnsupportedVersionError(
+                        f"the group coordinator speaks TxnOffsetCommit v{version} at most, "
+                        "which cannot carry the consumer group metadata (generation "
+                        f"{generation_id}, member id {member_id!r}, group instance id "
+                        f"{group_instance_id!r}): that needs v3 (Kafka 2.5+); pass the "
+                        "group id alone to commit the offsets without the coordinator's "
+                        "check of the member"
+                    )
+                return group_coordinator
 
         def forget_group_coordinator(reason: str) -> None:
             nonlocal group_coordinator
@@ -659,6 +689,23 @@ class TransactionManager:
                     retry_on=check,
                     lost=forget_group_coordinator,
                 )
+
+    async def _txn_offset_commit_version(self, node: int, deadline: Deadline) -> int:
+        """The TxnOffsetCommit version the connection to ``node`` speaks (connecting,
+        within ``deadline``); a broker without the API says so as the request would."""
+        try:
+            conn = await asyncio.wait_for(
+                self.client.get_connection(node), max(deadline.remaining(), 0.0)
+            )
+        except asyncio.TimeoutError:  # (not TimeoutError before Python 3.11)
+            raise deadline.timeout_error() from None
+        try:
+            return conn.version_for(bodies.TXN_OFFSET_COMMIT)
+        except errors.UnsupportedVersionError as exc:
+            raise errors.UnsupportedVersionError(
+                f"the broker does not support the TxnOffsetCommit API (key "
+                f"{int(bodies.TXN_OFFSET_COMMIT)}), needed for {deadline.what}"
+            ) from exc
 
     def start_commit(self) -> None:
         self._raise_if_fatal()

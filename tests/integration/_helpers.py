@@ -96,12 +96,16 @@ class RequestLog:
 CLOSE: Any = object()
 
 
-def api_versions_body(missing: Collection[int] = ()) -> dict[str, Any]:
-    """An ApiVersions answer listing every API we support but ``missing``."""
+def api_versions_body(
+    missing: Collection[int] = (), max_versions: dict[int, int] | None = None
+) -> dict[str, Any]:
+    """An ApiVersions answer listing every API we support but ``missing``, each up to
+    its version in ``max_versions`` when it has one there."""
+    caps = max_versions or {}
     return {
         "error_code": 0,
         "api_keys": [
-            {"api_key": k, "min_version": lo, "max_version": hi}
+            {"api_key": k, "min_version": lo, "max_version": min(hi, caps.get(k, hi))}
             for k, (lo, hi) in sorted(api.SUPPORTED_VERSIONS.items())
             if k not in missing
         ],
@@ -146,8 +150,11 @@ class ScriptedBroker:
 
     NODE = 1
 
-    def __init__(self, missing_apis: set[int] | None = None) -> None:
+    def __init__(
+        self, missing_apis: set[int] | None = None, max_versions: dict[int, int] | None = None
+    ) -> None:
         self.missing = missing_apis or set()
+        self.max_versions = max_versions or {}
         self.scripts: dict[int, Script] = {}
         self.calls: dict[int, int] = {}
         self.topics: dict[str, int] = {}  # name -> partitions
@@ -175,7 +182,7 @@ class ScriptedBroker:
     def _builtin(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any] | None:
         key = header.api_key
         if key == ApiKey.API_VERSIONS:
-            return api_versions_body(self.missing)
+            return api_versions_body(self.missing, self.max_versions)
         if key == ApiKey.METADATA:
             wanted = (
                 list(self.topics) if body["topics"] is None else [t["name"] for t in body["topics"]]

@@ -10,6 +10,7 @@ import itertools
 import struct
 import time
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -453,3 +454,53 @@ async def test_a_commit_waiting_for_offsets_that_fail_does_not_commit(
         assert producer.transaction_state == "abortable_error"
         await producer.abort_transaction()
     assert log.ended == [False]
+
+
+async def test_group_metadata_on_a_broker_without_txn_offset_commit_v3_is_refused(
+    broker: tuple[ScriptedBroker, Log],
+) -> None:
+    """TxnOffsetCommit below v3 has no generation, member id or group instance id. As
+    Java (UnsupportedVersionException from the request's builder, a fatal error of the
+    producer), consumer group metadata with a member or generation is refused rather than
+    sent without them (which let a zombie member's offsets through); the bare group id,
+    or metadata saying no more than it, still goes out at v2."""
+    scripted, log = broker
+    scripted.max_versions[ApiKey.TXN_OFFSET_COMMIT] = 2
+    versions: list[int] = []
+
+    def txn_offset_commit(header: RequestHeader, body: dict[str, Any], count: int) -> Any:
+        versions.append(header.api_version)
+        return {
+            "throttle_time_ms": 0,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 0}]}],
+        }
+
+    scripted.scripts[ApiKey.ADD_OFFSETS_TO_TXN] = lambda h, b, c: {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+    }
+    scripted.scripts[ApiKey.TXN_OFFSET_COMMIT] = txn_offset_commit
+    tp = TopicPartition("t", 0)
+    member = SimpleNamespace(group_id="g", generation_id=4, member_id="m-1", group_instance_id=None)
+    async with Producer(
+        bootstrap_servers=scripted.bootstrap, transactional_id="tx", linger_ms=0
+    ) as producer:
+        await producer.begin_transaction()
+        await producer.send_and_wait("t", b"out", partition=0)
+        await producer.send_offsets_to_transaction({tp: 1}, "g")
+        await producer.send_offsets_to_transaction(
+            {tp: 2},
+            SimpleNamespace(group_id="g", generation_id=-1, member_id="", group_instance_id=None),
+        )
+        await producer.commit_transaction()
+        assert versions == [2, 2]
+        await producer.begin_transaction()
+        with pytest.raises(
+            errors.UnsupportedVersionError, match=r"TxnOffsetCommit v2.*generation 4.*'m-1'"
+        ):
+            await producer.send_offsets_to_transaction({tp: 3}, member)
+        assert versions == [2, 2]  # (nothing sent without the member)
+        assert producer.transaction_state == "fatal_error"
+        with pytest.raises(errors.UnsupportedVersionError):
+            await producer.commit_transaction()
+    assert log.ended == [True]
