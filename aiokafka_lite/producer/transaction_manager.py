@@ -155,6 +155,11 @@ class TransactionManager:
         self.partitions_in_txn: set[TopicPartition] = set()
         self.pending_partitions: set[TopicPartition] = set()
         self._txn_has_offsets = False
+        #: A request adding to the transaction (AddPartitionsToTxn, AddOffsetsToTxn) may
+        #: have reached the coordinator without its answer reaching us (it timed out, its
+        #: connection dropped, its call was cancelled): the coordinator may have the
+        #: transaction open, so its end sends EndTxn even with nothing known added.
+        self._maybe_added = False
         self._epoch_bump_on_abort = False
         #: An EndTxn(commit) went out and its answer was not seen: the coordinator may
         #: have committed, so the only way on is to ask for the commit again (Kafka's
@@ -430,6 +435,7 @@ class TransactionManager:
         self.partitions_in_txn.clear()
         self.pending_partitions.clear()
         self._txn_has_offsets = False
+        self._maybe_added = False
 
     def _raise_if_fatal(self) -> None:
         if self.state is TransactionState.FATAL_ERROR:
@@ -476,12 +482,21 @@ class TransactionManager:
         what: str,
         *,
         version: int | None = None,
+        adds: bool = False,
     ) -> ResponseT:
         """Send to the transaction coordinator, retrying until ``deadline``.
 
         Returns the response; error codes in it are for the caller to interpret, except
-        the top-level ``error_code`` which is handled here.
+        the top-level ``error_code`` which is handled here. ``adds``: the request adds
+        to the transaction; when it ends without an answer known for every attempt
+        (a timeout, a lost connection, a cancellation), ``_maybe_added`` is set.
         """
+        unanswered = False
+
+        def lost(reason: str) -> None:
+            nonlocal unanswered
+            unanswered = True
+            self._forget_coordinator(reason)
 
         def check(response: ResponseT) -> errors.KafkaError | None:
             code = response.get("error_code", 0)
@@ -489,16 +504,24 @@ class TransactionManager:
                 return None
             return _worth_retrying(errors.error_for_code(code, what), self._forget_coordinator)
 
-        _, response = await send_to_coordinator(
-            self.client,
-            api_key,
-            body,
-            Deadline.until(deadline, what),
-            find=lambda d: self._coordinator(d.end),
-            retry_on=check,
-            lost=self._forget_coordinator,
-            version=version,
-        )
+        try:
+            _, response = await send_to_coordinator(
+                self.client,
+                api_key,
+                body,
+                Deadline.until(deadline, what),
+                find=lambda d: self._coordinator(d.end),
+                retry_on=check,
+                lost=lost,
+                version=version,
+            )
+        except BaseException as exc:
+            # (A timeout may have cut an attempt short after it went out.)
+            if adds and (
+                unanswered or isinstance(exc, errors.KafkaTimeoutError | asyncio.CancelledError)
+            ):
+                self._maybe_added = True
+            raise
         return response
 
     def _forget_coordinator(self, reason: str) -> None:
@@ -532,6 +555,7 @@ class TransactionManager:
                     deadline,
                     "AddPartitionsToTxn",
                     version=version,
+                    adds=True,
                 )
             except errors.KafkaTimeoutError:
                 raise
@@ -676,7 +700,7 @@ class TransactionManager:
             }
             with self._abortable_on_error():
                 await self._coordinator_request(
-                    bodies.ADD_OFFSETS_TO_TXN, add_offsets, deadline, "AddOffsetsToTxn"
+                    bodies.ADD_OFFSETS_TO_TXN, add_offsets, deadline, "AddOffsetsToTxn", adds=True
                 )
             self._txn_has_offsets = True
             with self._abortable_on_error():
@@ -746,7 +770,8 @@ class TransactionManager:
         self.state = TransactionState.ABORTING
 
     async def end_transaction(self, commit: bool, deadline: float) -> None:
-        """EndTxn (when the transaction touched anything), then back to READY."""
+        """EndTxn (when the transaction touched anything, or may have: ``_maybe_added``),
+        then back to READY."""
         # (The lock first: an AddPartitionsToTxn the sender has in flight may still add
         # a partition, which then needs this EndTxn.)
         async with self._coordinator_turn(deadline, "EndTxn"):
@@ -754,7 +779,8 @@ class TransactionManager:
                 # (Made abortable while this waited its turn: a TxnOffsetCommit failed.)
                 assert self.last_error is not None
                 raise self.last_error
-            if self.partitions_in_txn or self._txn_has_offsets:
+            known = bool(self.partitions_in_txn or self._txn_has_offsets)
+            if known or self._maybe_added:
                 end: EndTxnRequest = {
                     "transactional_id": self._txn_id,
                     "producer_id": self.producer_id,
@@ -777,11 +803,16 @@ class TransactionManager:
                 except errors.KafkaError as exc:
                     # (An answer: the coordinator did not commit.)
                     self.commit_in_doubt = False
-                    if isinstance(exc, _FATAL):
-                        raise self._set_fatal(exc) from None
-                    if commit:
-                        self.set_abortable(exc)
-                    raise
+                    if not known and isinstance(exc, errors.InvalidTxnStateError):
+                        # Only requests that may have added stand behind this EndTxn, and
+                        # the coordinator has no transaction open: none of them arrived.
+                        log.debug("EndTxn: no transaction open on the coordinator (%s)", exc)
+                    else:
+                        if isinstance(exc, _FATAL):
+                            raise self._set_fatal(exc) from None
+                        if commit:
+                            self.set_abortable(exc)
+                        raise
                 self.commit_in_doubt = False
         if not commit and self._epoch_bump_on_abort:
             # (Cleared once the bump is done: an abort that times out here and is called
@@ -793,6 +824,7 @@ class TransactionManager:
         self.partitions_in_txn.clear()
         self.pending_partitions.clear()
         self._txn_has_offsets = False
+        self._maybe_added = False
 
     def _end_txn_version(self) -> int | None:
         # EndTxn v5 belongs to transactions v2 (KIP-890), which also changes how epochs

@@ -504,3 +504,115 @@ async def test_group_metadata_on_a_broker_without_txn_offset_commit_v3_is_refuse
         with pytest.raises(errors.UnsupportedVersionError):
             await producer.commit_transaction()
     assert log.ended == [True]
+
+
+class Coordinator:
+    """A transaction coordinator that knows whether it has the transaction open: an
+    AddPartitionsToTxn or AddOffsetsToTxn that arrives opens it (answered or not, as
+    ``answer`` says); EndTxn closes it, and is refused with INVALID_TXN_STATE when
+    nothing is open (as Kafka's coordinator does for an Empty or completed one)."""
+
+    def __init__(self, scripted: ScriptedBroker, log: Log) -> None:
+        self.open = False
+        self.answer_offsets: Any = lambda count: True  # False: hold the answer
+        self.arrives: Any = lambda count: True  # False: as if lost before the coordinator
+        answer_add = scripted.scripts[ApiKey.ADD_PARTITIONS_TO_TXN]
+
+        def add_offsets(header: RequestHeader, body: dict[str, Any], count: int) -> Any:
+            if self.arrives(count):
+                self.open = True
+            if not self.answer_offsets(count):
+                return None
+            return {"throttle_time_ms": 0, "error_code": 0}
+
+        def add_partitions(header: RequestHeader, body: dict[str, Any], count: int) -> Any:
+            self.open = True
+            return answer_add(header, body, count)
+
+        def end_txn(header: RequestHeader, body: dict[str, Any], count: int) -> Any:
+            log.ended.append(body["committed"])
+            code = 0 if self.open else errors.InvalidTxnStateError.errno
+            self.open = False
+            return {"throttle_time_ms": 0, "error_code": code}
+
+        scripted.scripts[ApiKey.ADD_OFFSETS_TO_TXN] = add_offsets
+        scripted.scripts[ApiKey.ADD_PARTITIONS_TO_TXN] = add_partitions
+        scripted.scripts[ApiKey.END_TXN] = end_txn
+        scripted.scripts[ApiKey.TXN_OFFSET_COMMIT] = lambda h, b, c: {
+            "throttle_time_ms": 0,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 0}]}],
+        }
+
+
+@pytest.mark.parametrize("arrives", [True, False])
+async def test_an_abort_after_an_unanswered_add_offsets_ends_the_transaction(
+    broker: tuple[ScriptedBroker, Log], arrives: bool
+) -> None:
+    """send_offsets_to_transaction() times out with its AddOffsetsToTxn unanswered: the
+    coordinator may have added the group, so the transaction may be open there. The
+    abort sends EndTxn(abort) (it sent none: the group was known added only on an
+    answer, and the coordinator kept the transaction open until
+    transaction_timeout_ms, the producer's next one joining it). When the request in fact
+    never arrived the coordinator answers INVALID_TXN_STATE, which then means nothing
+    was open: the abort succeeds. An abort of a transaction that sent nothing still
+    sends no EndTxn."""
+    scripted, log = broker
+    coordinator = Coordinator(scripted, log)
+    coordinator.answer_offsets = lambda count: count > 1
+    coordinator.arrives = lambda count: arrives or count > 1
+    tp = TopicPartition("src", 0)
+    async with Producer(
+        bootstrap_servers=scripted.bootstrap,
+        transactional_id="tx",
+        linger_ms=0,
+        request_timeout_ms=500,
+    ) as producer:
+        await producer.begin_transaction()
+        await producer.abort_transaction()
+        assert log.ended == []  # (nothing sent, nothing to end)
+        await producer.begin_transaction()
+        with pytest.raises(errors.KafkaTimeoutError, match="AddOffsetsToTxn"):
+            await producer.send_offsets_to_transaction({tp: 5}, "group", timeout=0.3)
+        assert coordinator.open is arrives
+        await producer.abort_transaction()
+        assert log.ended == [False]
+        assert not coordinator.open
+        assert producer.transaction_state == "ready"
+        # The next transaction is one of its own, and commits.
+        await producer.begin_transaction()
+        await producer.send_and_wait("t", b"next", partition=0)
+        await producer.send_offsets_to_transaction({tp: 6}, "group")
+        await producer.commit_transaction()
+        assert log.ended == [False, True]
+
+
+async def test_an_abort_after_an_unanswered_add_partitions_ends_the_transaction(
+    broker: tuple[ScriptedBroker, Log],
+) -> None:
+    """The sender's AddPartitionsToTxn gets no answer (the coordinator added the
+    partition): the abort sends EndTxn(abort)."""
+    scripted, log = broker
+    coordinator = Coordinator(scripted, log)
+    answer_add = scripted.scripts[ApiKey.ADD_PARTITIONS_TO_TXN]
+    scripted.scripts[ApiKey.ADD_PARTITIONS_TO_TXN] = lambda h, b, c: (
+        answer_add(h, b, c) if c > 2 else (setattr(coordinator, "open", True) or None)
+    )
+    async with Producer(
+        bootstrap_servers=scripted.bootstrap,
+        transactional_id="tx",
+        linger_ms=0,
+        request_timeout_ms=500,
+    ) as producer:
+        await producer.begin_transaction()
+        held = await producer.send("t", b"held", partition=0)
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if scripted.calls.get(ApiKey.ADD_PARTITIONS_TO_TXN):
+                break
+        await asyncio.sleep(0.6)  # (its request timeout passed: outcome unknown)
+        await producer.abort_transaction()
+        with pytest.raises(errors.TransactionAbortedError):
+            await held
+        assert log.ended == [False]
+        assert not coordinator.open
+    assert log.written == []

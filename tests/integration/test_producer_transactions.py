@@ -16,11 +16,12 @@ from aiokafka_lite import errors
 from aiokafka_lite.admin import AdminClient, NewTopic
 from aiokafka_lite.consumer import Consumer as AIOKafkaConsumer
 from aiokafka_lite.producer import Producer, TransactionAbortedError
-from aiokafka_lite.protocol.api import api_name
+from aiokafka_lite.protocol.api import ApiKey, api_name
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 from aiokafka_lite.testing import FaultProxy
 from aiokafka_lite.testing.pytest_plugin import ExpectDeviation
 
+from ._helpers import RequestLog
 from .test_producer_helpers import read_all
 
 TANSU_READS_ABORTED = (
@@ -558,3 +559,27 @@ async def test_a_send_refused_for_its_arguments_leaves_the_transaction_usable(
         await producer.abort_transaction()
     got = await asyncio.to_thread(read_all, bootstrap_servers, topic_name, 2, expect=2)
     assert [[r[3] for r in got[p]] for p in (0, 1)] == [[b"kept-0"], [b"kept-1"]]
+
+
+async def test_an_abort_after_add_offsets_timed_out_sends_end_txn(
+    proxied_broker: tuple[FaultProxy, str],
+) -> None:
+    """send_offsets_to_transaction() times out while its AddOffsetsToTxn is on the way
+    (200 ms each way, the call given 300 ms): the coordinator adds the group, we never
+    learn it. The abort must end that transaction with EndTxn(abort), or the coordinator
+    keeps it open until transaction_timeout_ms and the next transaction joins it."""
+    proxy, bootstrap = proxied_broker
+    log = RequestLog()
+    proxy.set_hook(log)
+    tp = TopicPartition(f"src-{uuid.uuid4().hex[:8]}", 0)
+    async with txn_producer(bootstrap) as producer:
+        await producer.begin_transaction()
+        proxy.set_latency(200)
+        with pytest.raises(errors.KafkaTimeoutError, match="AddOffsetsToTxn"):
+            await producer.send_offsets_to_transaction({tp: 5}, "group", timeout=0.3)
+        await asyncio.sleep(0.3)  # (its answer comes back)
+        proxy.set_latency(0)
+        await producer.abort_transaction()
+        assert producer.transaction_state == "ready"
+    assert len(log.bodies(ApiKey.ADD_OFFSETS_TO_TXN)) == 1
+    assert [body["committed"] for body in log.bodies(ApiKey.END_TXN)] == [False]
