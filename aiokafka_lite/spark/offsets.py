@@ -8,11 +8,13 @@ The pure functions here (JSON conversion, rate limiting, range splitting) do no 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokafka_lite import errors
 from aiokafka_lite.spark.options import (
@@ -24,6 +26,9 @@ from aiokafka_lite.spark.options import (
     TopicSelection,
 )
 from aiokafka_lite.structs import TopicPartition
+
+if TYPE_CHECKING:
+    from aiokafka_lite.cluster import ClusterMetadata
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +234,36 @@ def rate_limit(
 # --- the cluster ---------------------------------------------------------------------
 
 
+#: The longest wait between two metadata requests while a topic is not ready.
+METADATA_BACKOFF_MAX_S = 1.0
+
+
+def _not_ready(cluster: ClusterMetadata, topics: Iterable[str]) -> list[tuple[str, int, bool]]:
+    """(where, error code, leaderless) of what ``topics`` lack to be read now: a topic
+    with a retriable topic-level error, a partition without a leader. Raises the errors
+    that asking again will not cure."""
+    waiting: list[tuple[str, int, bool]] = []
+    for topic in topics:
+        meta = cluster.topics.get(topic)
+        if meta is None or not meta.partitions:
+            code = cluster.topic_error(topic)
+            if not code or code == errors.UnknownTopicOrPartitionError.errno:
+                continue  # it does not exist: nothing to read from it
+            if not errors.error_for_code(code).retriable:
+                raise errors.error_for_code(code, f"topic {topic!r}")
+            waiting.append((f"topic {topic}", code, code == errors.LeaderNotAvailableError.errno))
+            continue
+        for index in sorted(meta.partitions):
+            part = meta.partitions[index]
+            if part.leader >= 0:
+                continue
+            code = part.error_code or errors.LeaderNotAvailableError.errno
+            if not errors.error_for_code(code).retriable:
+                raise errors.error_for_code(code, f"{topic}-{index}")
+            waiting.append((f"{topic}-{index}", code, True))
+    return waiting
+
+
 class OffsetResolver:
     """Partitions and offsets from the cluster (driver side; async; start/close once)."""
 
@@ -268,14 +303,11 @@ class OffsetResolver:
             topics = sorted(t for t in names if selection.matches(t))
         if not topics:
             return []
-        cluster = await self._client.refresh_metadata(topics, timeout_ms=self._timeout_ms)
+        cluster = await self._metadata(topics)
         result: list[TopicPartition] = []
         for topic in topics:
             meta = cluster.topics.get(topic)
             if meta is None or not meta.partitions:
-                code = cluster.topic_error(topic)
-                if code and code != errors.UnknownTopicOrPartitionError.errno:
-                    raise errors.error_for_code(code, f"topic {topic!r}")
                 log.info("topic %r does not exist (yet); nothing to read from it", topic)
                 continue
             result.extend(TopicPartition(topic, p) for p in sorted(meta.partitions))
@@ -289,6 +321,42 @@ class OffsetResolver:
                 )
             result = list(selection.partitions)
         return result
+
+    async def _metadata(self, topics: list[str]) -> ClusterMetadata:
+        """Metadata of ``topics`` in which each has its partitions and each partition a
+        leader: a retriable error (LEADER_NOT_AVAILABLE while a topic is being created
+        or its leaders elected) is asked again, with backoff, until the timeout; then
+        it is raised, naming the topic or partition. A topic that does not exist is no
+        error (it has nothing to read); any other error is raised at once."""
+        deadline = time.monotonic() + self._timeout_ms / 1000
+        backoff = self._client.retry_backoff_ms / 1000
+        while True:
+            # (The last answer, asked at the deadline, gets a second of its own.)
+            remaining_ms = max(int((deadline - time.monotonic()) * 1000), 1000)
+            cluster = await self._client.refresh_metadata(topics, timeout_ms=remaining_ms)
+            waiting = _not_ready(cluster, topics)
+            if not waiting:
+                return cluster
+            where, code, leaderless = waiting[0]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                error = errors.error_for_code(code)
+                raise errors.error_for_code(
+                    code,
+                    f"aiokafka_lite data source: {where} "
+                    + ("has no leader" if leaderless else "is not available")
+                    + f": every metadata answer for {self._timeout_ms} ms said "
+                    + getattr(error, "kafka_name", type(error).__name__)
+                    + (f" (and {len(waiting) - 1} more)" if len(waiting) > 1 else ""),
+                )
+            log.info(
+                "%s not ready (%s); asking the metadata again in %.0f ms",
+                ", ".join(w for w, _, _ in waiting),
+                type(errors.error_for_code(code)).__name__,
+                min(backoff, left) * 1000,
+            )
+            await asyncio.sleep(min(backoff, left))
+            backoff = min(backoff * 2, METADATA_BACKOFF_MAX_S)
 
     async def earliest(self, tps: Iterable[TopicPartition]) -> Offsets:
         parts = list(tps)

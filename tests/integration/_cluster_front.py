@@ -13,9 +13,15 @@ one-node cluster cannot say:
   redirects a consumer);
 * ``fetch_errors[name] = (code, n)`` turns the next ``n`` Fetch answers through that
   node into that partition error;
-* with ``coordinator`` set to a node's name, FindCoordinator answers name that node.
+* with ``coordinator`` set to a node's name, FindCoordinator answers name that node;
+* ``metadata_errors[topic, None] = (code, n)`` gives the next ``n`` Metadata answers
+  naming ``topic`` that topic-level error and no partitions (a topic being created:
+  LEADER_NOT_AVAILABLE), ``metadata_errors[topic, partition] = (code, n)`` that
+  partition error with no leader (leader -1).
 
 Each node's proxy takes faults (latency, black hole, refusal) as any FaultProxy does.
+It runs on the current event loop (``async with``) or, for synchronous code (Spark's
+driver side), on the proxies' own threads (``with``).
 """
 
 from __future__ import annotations
@@ -73,6 +79,7 @@ class ClusterFront:
         self.redirect_to: int | None = None
         self.coordinator: str | None = None
         self.fetch_errors: dict[str, tuple[int, int]] = {}
+        self.metadata_errors: dict[tuple[str, int | None], tuple[int, int]] = {}
         self.fetches = dict.fromkeys(self.proxies, 0)
         #: Fetch answers that carried records, by node.
         self.served = dict.fromkeys(self.proxies, 0)
@@ -93,6 +100,16 @@ class ClusterFront:
     async def __aexit__(self, *exc: object) -> None:
         for proxy in self.proxies.values():
             await proxy.aclose()
+
+    def __enter__(self) -> ClusterFront:
+        for name, proxy in self.proxies.items():
+            proxy.start_in_thread()
+            proxy.set_hook(self._hook(name))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proxy in self.proxies.values():
+            proxy.close()
 
     def _hook(self, node: str) -> Callable[[int, Direction, bytes], bytes]:
         def hook(link: int, direction: Direction, data: bytes) -> bytes:
@@ -159,6 +176,23 @@ class ClusterFront:
                 leader, replicas = self.layout(part["partition_index"], real)
                 part["leader_id"] = leader
                 part["replica_nodes"] = part["isr_nodes"] = replicas
+            self._metadata_error(topic)
+
+    def _metadata_error(self, topic: dict[str, Any]) -> None:
+        name = topic.get("name")
+        for (wanted, index), (code, left) in list(self.metadata_errors.items()):
+            if wanted != name or not left:
+                continue
+            self.metadata_errors[wanted, index] = (code, left - 1)
+            if index is None:
+                topic["error_code"] = code
+                topic["partitions"] = []
+                continue
+            for part in topic["partitions"]:
+                if part["partition_index"] == index:
+                    part["error_code"] = code
+                    part["leader_id"] = -1
+                    part["isr_nodes"] = []
 
     def _rewrite_fetch(self, node: str, body: dict[str, Any]) -> None:
         for topic in body["responses"]:

@@ -39,15 +39,22 @@ from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.consumer import Consumer
 from aiokafka_lite.producer import Producer
 from aiokafka_lite.spark import FORMAT, local_session
-from aiokafka_lite.spark.offsets import DataLossError, OffsetRange
+from aiokafka_lite.spark.offsets import DataLossError, OffsetRange, OffsetResolver
 from aiokafka_lite.spark.options import parse_read_options, parse_write_options
-from aiokafka_lite.spark.reader import KafkaInputPartition, read_partition
+from aiokafka_lite.spark.reader import (
+    KafkaBatchReader,
+    KafkaInputPartition,
+    KafkaStreamReader,
+    read_partition,
+)
 from aiokafka_lite.spark.schema import WriteColumns
 from aiokafka_lite.spark.task_input import TaskInput
 from aiokafka_lite.spark.writer import write_batches
 from aiokafka_lite.structs import TopicPartition
 from aiokafka_lite.testing import EmbeddedBroker, FaultProxy
 from aiokafka_lite.testing.pytest_plugin import ExpectDeviation
+
+from ._cluster_front import ClusterFront
 
 # Java: a skip where it is missing, a failure in CI (CI=true).
 pytestmark = [
@@ -918,6 +925,93 @@ def test_batch_read_of_a_missing_topic_is_empty_and_creates_nothing(
             await client.close()
 
     assert not asyncio.run(exists())
+
+
+# --- metadata of a topic being created --------------------------------------------------------
+
+
+def _front(bootstrap: str) -> ClusterFront:
+    """The session broker behind a front whose Metadata answers a test can spoil."""
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    return ClusterFront(host, int(port), {})
+
+
+@pytest.mark.parametrize("level", ["topic", "partition"])
+@pytest.mark.parametrize("read", ["batch", "stream"])
+def test_planning_waits_out_leader_not_available(
+    bootstrap_servers: str, topic_name: str, create_topic: Any, read: str, level: str
+) -> None:
+    # The driver side itself (no Spark needed). The next 3 Metadata answers naming the
+    # topic say LEADER_NOT_AVAILABLE (a topic just created, its leaders not elected yet):
+    # for the whole topic, or for partition 1, leaderless. Planning failed at once
+    # ("LeaderNotAvailableError: topic '...'") where a Kafka client asks again.
+    create_topic(topic_name, 2)
+    ends = produce(bootstrap_servers, topic_name, 10, 2, seal=True)
+    spoiled = (topic_name, None if level == "topic" else 1)
+    with _front(bootstrap_servers) as front:
+        opts = parse_read_options(
+            {
+                "kafka.bootstrap.servers": front.bootstrap,
+                "subscribe": topic_name,
+                "startingOffsets": "earliest",
+            },
+            streaming=read == "stream",
+        )
+        front.metadata_errors[spoiled] = (errors.LeaderNotAvailableError.errno, 3)
+        if read == "batch":
+            parts = [p for p in KafkaBatchReader(opts).partitions()]
+            assert all(isinstance(p, KafkaInputPartition) for p in parts)
+            got = {r.partition: (r.start, r.end) for p in parts for r in p.ranges}  # type: ignore[attr-defined]
+            assert got == {p: (0, end) for p, end in ends.items()}
+        else:
+            stream_reader = KafkaStreamReader(opts)
+            try:
+                start = stream_reader.initialOffset()
+                assert start == {topic_name: {"0": 0, "1": 0}}
+                assert front.metadata_errors[spoiled][1] == 0
+                # ... and again for a micro-batch's offsets, the query running.
+                front.metadata_errors[spoiled] = (errors.LeaderNotAvailableError.errno, 3)
+                end = stream_reader.latestOffset(start, None)
+                assert end == {topic_name: {str(p): e for p, e in ends.items()}}
+            finally:
+                stream_reader.stop()
+        assert front.metadata_errors[spoiled][1] == 0
+
+
+@pytest.mark.parametrize("level", ["topic", "partition"])
+def test_planning_gives_up_on_leader_not_available_naming_it(
+    bootstrap_servers: str, topic_name: str, create_topic: Any, level: str
+) -> None:
+    # Every Metadata answer says LEADER_NOT_AVAILABLE: the lookup asks again until its
+    # timeout (2 s here), then fails with the error's own type, naming the partition.
+    create_topic(topic_name, 2)
+    with _front(bootstrap_servers) as front:
+        front.metadata_errors[topic_name, None if level == "topic" else 1] = (
+            errors.LeaderNotAvailableError.errno,
+            1_000_000,
+        )
+        opts = parse_read_options(
+            {"kafka.bootstrap.servers": front.bootstrap, "subscribe": topic_name},
+            streaming=False,
+        )
+
+        async def plan() -> list[TopicPartition]:
+            resolver = OffsetResolver(opts.client, timeout_ms=2000)
+            await resolver.start()
+            try:
+                return await resolver.partitions(opts.selection)
+            finally:
+                await resolver.close()
+
+        started = time.monotonic()
+        where = f"topic {topic_name}" if level == "topic" else f"{topic_name}-1"
+        with pytest.raises(
+            errors.LeaderNotAvailableError,
+            match=rf"aiokafka_lite data source: {where} has no leader: every metadata answer "
+            r"for 2000 ms said LEADER_NOT_AVAILABLE$",
+        ):
+            asyncio.run(plan())
+        assert 1.9 < time.monotonic() - started < 10
 
 
 def test_min_offsets_per_trigger_waits_for_data_or_max_trigger_delay(

@@ -11,6 +11,7 @@ import datetime as dt
 import itertools
 import pickle
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -519,3 +520,43 @@ def test_iterate_async_closes_the_generator_when_stopped_early() -> None:
     it.close()
     assert closed == [True]
     assert list(iterate_async(numbers(), 5, "numbers")) == list(range(100))
+
+
+def test_what_metadata_lacks_for_a_read_waits_or_fails() -> None:
+    # Asked again: a retriable topic error, a partition without a leader. Not at all: a
+    # topic that does not exist (nothing to read), a partition with a leader (even with a
+    # partition error such as REPLICA_NOT_AVAILABLE). Raised at once: an error asking
+    # again does not cure (TOPIC_AUTHORIZATION_FAILED).
+    from aiokafka_lite.cluster import ClusterMetadata, TopicMetadata
+    from aiokafka_lite.spark.offsets import _not_ready
+    from aiokafka_lite.structs import PartitionMetadata
+
+    def topic(name: str, code: int = 0, parts: dict[int, tuple[int, int]] | None = None) -> Any:
+        return TopicMetadata(
+            name,
+            None,
+            False,
+            {
+                p: PartitionMetadata(name, p, leader, (1,), (1,), error_code=error)
+                for p, (leader, error) in (parts or {}).items()
+            },
+            code,
+        )
+
+    cluster = ClusterMetadata(
+        {},
+        {
+            "creating": topic("creating", 5),
+            "missing": topic("missing", 3),
+            "electing": topic("electing", 0, {0: (1, 0), 1: (-1, 5), 2: (-1, 0)}),
+            "fine": topic("fine", 0, {0: (1, 9)}),
+            "denied": topic("denied", 29),
+        },
+    )
+    assert _not_ready(cluster, ["creating", "missing", "electing", "fine", "unasked"]) == [
+        ("topic creating", 5, True),
+        ("electing-1", 5, True),
+        ("electing-2", 5, True),
+    ]
+    with pytest.raises(errors.TopicAuthorizationFailedError, match="topic 'denied'"):
+        _not_ready(cluster, ["fine", "denied"])
