@@ -151,6 +151,32 @@ def compress(
     return zstd_compress(data, level)
 
 
+def compress_bound(codec: int | str | None, size: int) -> int:
+    """The most bytes :func:`compress` can make of ``size`` bytes with this codec (its
+    default level): what incompressible data grows to, framing included.
+
+    The codecs' own worst cases, for the framing written here: zlib's ``deflateBound``
+    plus the gzip wrapper; snappy's ``MaxCompressedLength`` (32 + n + n/6) per 32 KiB
+    xerial block, plus the block's length and the xerial header; an LZ4 frame stores a
+    block that does not shrink as it is (4 bytes of block size per 64 KiB block, the
+    frame's header and end mark); zstd's ``ZSTD_COMPRESSBOUND``.
+    """
+    cid = codec_id(codec)
+    n = max(size, 0)
+    if cid == NONE:
+        return n
+    if cid == GZIP:
+        return n + (n >> 12) + (n >> 14) + (n >> 25) + 7 + 18
+    if cid == SNAPPY:
+        full, rest = divmod(n, _XERIAL_BLOCK)
+        sizes = [_XERIAL_BLOCK] * full + ([rest] if rest else [])
+        return len(_XERIAL_HEADER) + sum(4 + 32 + b + b // 6 for b in sizes)
+    if cid == LZ4:
+        return n + 4 * -(-n // _LZ4_BLOCK) + _LZ4_FRAME_OVERHEAD
+    small = (128 * 1024 - n) >> 11 if n < 128 * 1024 else 0
+    return n + (n >> 8) + small + _ZSTD_FRAME_MARGIN
+
+
 def decompress(
     codec: int | str | None,
     data: Buffer,
@@ -351,6 +377,15 @@ def _need_lz4() -> Any:
     return _lz4
 
 
+#: The input per LZ4 block (``lz4_compress`` writes 64 KiB blocks).
+_LZ4_BLOCK: Final = 64 * 1024
+#: An LZ4 frame's header (magic, descriptor of up to 15 bytes) and end mark, bounded.
+_LZ4_FRAME_OVERHEAD: Final = 4 + 15 + 4
+#: zstd's frame header and checksum, on top of ZSTD_COMPRESSBOUND (which includes them
+#: in principle; a margin costs nothing).
+_ZSTD_FRAME_MARGIN: Final = 32
+
+
 def lz4_compress(data: Buffer, level: int | None = None, *, magic: int = 2) -> bytes:
     """An LZ4 frame with independent 64 KiB blocks and no content size, like Java.
 
@@ -488,6 +523,7 @@ __all__ = [
     "codec_id",
     "codec_name",
     "compress",
+    "compress_bound",
     "decompress",
     "gzip_compress",
     "gzip_decompress",

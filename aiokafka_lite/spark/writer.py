@@ -65,6 +65,26 @@ __all__ = ["KafkaBatchWriter", "KafkaCommitMessage", "KafkaStreamWriter", "write
 WRITE_BATCH_BYTES = 512 * 1024
 
 
+def fitting_batch_size(max_request_size: int, compression_type: str | None) -> int:
+    """The largest batch size (uncompressed, header included, as ``max_batch_size``
+    counts it) whose batches stay within ``max_request_size`` once compressed, whatever
+    the rows hold: the codec's worst case (incompressible data grows a little) counted.
+    (A row larger than that goes in a batch of its own, as any row above the size.)"""
+    from aiokafka_lite.protocol.codecs import codec_id, compress_bound
+    from aiokafka_lite.protocol.records.format import V2_HEADER_SIZE
+
+    codec = codec_id(None if compression_type in (None, "none") else compression_type)
+    budget = max_request_size - V2_HEADER_SIZE  # (the batch header is not compressed)
+    lo, hi = 0, max(budget, 0)
+    while lo < hi:  # the most record bytes whose bound fits (the bound grows with them)
+        mid = (lo + hi + 1) // 2
+        if compress_bound(codec, mid) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo + V2_HEADER_SIZE
+
+
 @dataclass
 class KafkaCommitMessage(WriterCommitMessage):
     """What one task wrote: the record count per ``(topic, partition)``."""
@@ -362,10 +382,14 @@ async def _produce(
     kwargs = opts.client.producer_kwargs()
     kwargs.setdefault("max_batch_size", WRITE_BATCH_BYTES)
     # The rows go in batches of our own (send_batch), which the producer sends whole,
-    # never split as it splits its own: one above max_request_size would fail the task.
+    # never split as it splits its own: one above max_request_size, once compressed,
+    # would fail the task.
     kwargs["max_batch_size"] = min(
         kwargs["max_batch_size"],
-        kwargs.get("max_request_size", ProducerConfig.max_request_size),
+        fitting_batch_size(
+            kwargs.get("max_request_size", ProducerConfig.max_request_size),
+            kwargs.get("compression_type"),
+        ),
     )
     task: _TaskTransaction | None = None
     if opts.exactly_once:

@@ -93,6 +93,21 @@ def test_round_trip(codec: int, payload: bytes) -> None:
     assert codecs.decompress(codec, codecs.compress(codec, bytearray(payload))) == payload
 
 
+@pytest.mark.parametrize("codec", ALL)
+@pytest.mark.parametrize("size", [0, 1, 100, 32767, 32769, 65536, 65537, 262_144, 1_048_576 + 7])
+def test_compress_bound_holds_for_incompressible_data(codec: int, size: int) -> None:
+    # Random bytes grow a little with every codec (the Spark writer sizes its batches
+    # with this bound: a batch must not grow past max_request_size once compressed).
+    payload = os.urandom(size)
+    bound = codecs.compress_bound(codec, size)
+    assert len(codecs.compress(codec, payload)) <= bound
+    assert len(codecs.compress(codec, payload[: size // 2])) <= codecs.compress_bound(
+        codec, size // 2
+    )
+    if codec in (NONE, GZIP, LZ4):  # (tight: the worst case is what random data gives)
+        assert bound - len(codecs.compress(codec, payload)) <= 16
+
+
 @pytest.mark.parametrize("magic", [0, 1, 2])
 @pytest.mark.parametrize("payload", PAYLOADS, ids=lambda p: f"{len(p)}B")
 def test_lz4_round_trip_every_magic(magic: int, payload: bytes) -> None:

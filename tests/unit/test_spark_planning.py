@@ -560,3 +560,20 @@ def test_what_metadata_lacks_for_a_read_waits_or_fails() -> None:
     ]
     with pytest.raises(errors.TopicAuthorizationFailedError, match="topic 'denied'"):
         _not_ready(cluster, ["fine", "denied"])
+
+
+@pytest.mark.parametrize("codec", [None, "none", "gzip", "snappy", "lz4", "zstd"])
+def test_write_batches_fit_max_request_size_once_compressed(codec: str | None) -> None:
+    # The writer's batch size (header included): the most record bytes whose compressed
+    # worst case, with the header, is within max_request_size. Without a codec: the limit.
+    # None fits (zstd's frame alone is larger than a 100-byte request): 61, every row in
+    # a batch of its own.
+    from aiokafka_lite.protocol.codecs import compress_bound
+    from aiokafka_lite.spark.writer import fitting_batch_size
+
+    for limit in (100, 65_536, 262_144, 1_048_576):
+        size = fitting_batch_size(limit, codec)
+        assert size == 61 or compress_bound(codec, size - 61) + 61 <= limit
+        assert compress_bound(codec, size - 60) + 61 > limit
+        if codec in (None, "none"):
+            assert size == limit
