@@ -151,14 +151,20 @@ def _column(batch: pa.RecordBatch, name: str | None, *, as_bytes: bool = False) 
     return result
 
 
-def _headers(raw: Sequence[dict[str, Any]] | None) -> list[tuple[str, bytes | None]] | None:
+def _headers(
+    raw: Sequence[dict[str, Any]] | None, row: int
+) -> list[tuple[str, bytes | None]] | None:
+    """A row's headers as the producer takes them (``row``: its number, for errors)."""
     if not raw:
         return None
     result: list[tuple[str, bytes | None]] = []
-    for item in raw:
+    for n, item in enumerate(raw, 1):
         key, value = item["key"], item["value"]
         if key is None:
-            raise errors.IllegalStateError("aiokafka_lite data source: a header key is null")
+            raise errors.SerializationError(
+                f"aiokafka_lite data source: row {row} of the task's input has a header "
+                f"with a null key (header {n} of {len(raw)}); Kafka's header keys are strings"
+            )
         if isinstance(value, str):
             value = value.encode()
         result.append((key, value))
@@ -196,7 +202,8 @@ class _PartitionBatches:
                 partitions = await self._producer.partitions_for(topic)
             except ValueError as exc:  # (only a topic column can hold a bad name)
                 raise errors.InvalidTopicError(
-                    f"aiokafka_lite data source: a row's topic column holds {topic!r}: {exc}"
+                    f"aiokafka_lite data source: row {self.records + 1} of the task's input: "
+                    f"its topic column holds {topic!r}: {exc}"
                 ) from exc
             count = self._counts[topic] = len(partitions)
         return count
@@ -301,11 +308,13 @@ class _PartitionBatches:
         return None
 
 
-def _row_topic(opts: WriteOptions, topics: list[Any] | None, i: int) -> str:
+def _row_topic(opts: WriteOptions, topics: list[Any] | None, i: int, row: int) -> str:
+    """The topic of row ``i`` of a batch (``row``: its number in the task's input)."""
     topic = opts.topic if opts.topic is not None else topics[i] if topics else None
     if topic is None:
-        raise errors.IllegalStateError(
-            "aiokafka_lite data source: a row has a null topic and no topic option is set"
+        raise errors.InvalidTopicError(
+            f"aiokafka_lite data source: row {row} of the task's input has a null topic "
+            "column, and no topic option is set"
         )
     return str(topic)
 
@@ -321,7 +330,7 @@ async def _send_rows(
     total = 0
     for batch in batches:
         rows = batch.num_rows
-        total += rows
+        before, total = total, total + rows
         if rows == 0:
             continue
         values = _column(batch, columns.value, as_bytes=True)
@@ -331,8 +340,13 @@ async def _send_rows(
         parts = _column(batch, columns.partition) or [None] * rows
         headers = _column(batch, columns.headers) or [None] * rows
         for i in range(rows):
+            row = before + i + 1  # (counted from 1, as in the errors of the rows)
             await add(
-                _row_topic(opts, topics, i), keys[i], values[i], parts[i], _headers(headers[i])
+                _row_topic(opts, topics, i, row),
+                keys[i],
+                values[i],
+                parts[i],
+                _headers(headers[i], row),
             )
         router.raise_first_error()
     await router.send_open()
@@ -467,7 +481,7 @@ def _first_topic(
     """The batches (none consumed) and the topic of the first row (None: no rows)."""
     for batch in batches:
         if batch.num_rows:
-            topic = _row_topic(opts, _column(batch.slice(0, 1), columns.topic), 0)
+            topic = _row_topic(opts, _column(batch.slice(0, 1), columns.topic), 0, 1)
             return itertools.chain([batch], batches), topic
     return iter(()), None
 

@@ -656,14 +656,64 @@ def test_a_row_over_max_request_size_fails_the_task_naming_it(
         write_batches(opts, columns, iter([rows]), task_input=TaskInput([]))
 
 
-def test_a_bad_topic_name_in_the_topic_column_is_a_typed_error(bootstrap_servers: str) -> None:
+def test_a_bad_topic_name_in_the_topic_column_is_a_typed_error(
+    bootstrap_servers: str, topic_name: str, create_topic: Any
+) -> None:
     # The task itself (no Spark needed): it failed with a bare ValueError from deep in
-    # the producer ("invalid topic name 'bad topic!': ...").
+    # the producer ("invalid topic name 'bad topic!': ..."). Row 1 is fine, row 2 not.
+    create_topic(topic_name, 1)
     opts = parse_write_options({"kafka.bootstrap.servers": bootstrap_servers}, streaming=False)
-    rows = pa.RecordBatch.from_pylist([{"value": "v", "topic": "bad topic!"}])
+    rows = pa.RecordBatch.from_pylist(
+        [{"value": "v", "topic": topic_name}, {"value": "v", "topic": "bad topic!"}]
+    )
     columns = WriteColumns(value="value", key=None, topic="topic", partition=None, headers=None)
     with pytest.raises(
-        errors.InvalidTopicError, match=r"a row's topic column holds 'bad topic!': invalid topic"
+        errors.InvalidTopicError,
+        match=r"row 2 of the task's input: its topic column holds 'bad topic!': invalid topic",
+    ):
+        write_batches(opts, columns, iter([rows]), task_input=TaskInput([]))
+
+
+def test_a_null_topic_is_a_typed_error_naming_the_row(
+    bootstrap_servers: str, topic_name: str, create_topic: Any
+) -> None:
+    # The task itself (no Spark needed). Row 3 (the first of the task's second batch)
+    # has a null topic and no topic option is set: the task failed with
+    # IllegalStateError "a row has a null topic and no topic option is set", which row
+    # unsaid (a bad topic name or a row too large say which).
+    create_topic(topic_name, 1)
+    opts = parse_write_options({"kafka.bootstrap.servers": bootstrap_servers}, streaming=False)
+    first = pa.RecordBatch.from_pylist([{"value": v, "topic": topic_name} for v in "ab"])
+    second = pa.RecordBatch.from_pylist([{"value": "c", "topic": None}], schema=first.schema)
+    columns = WriteColumns(value="value", key=None, topic="topic", partition=None, headers=None)
+    with pytest.raises(
+        errors.InvalidTopicError,
+        match=r"aiokafka_lite data source: row 3 of the task's input has a null topic "
+        r"column, and no topic option is set$",
+    ):
+        write_batches(opts, columns, iter([first, second]), task_input=TaskInput([]))
+
+
+def test_a_null_header_key_is_a_typed_error_naming_the_row(
+    bootstrap_servers: str, topic_name: str, create_topic: Any
+) -> None:
+    # The task itself (no Spark needed). Row 2's second header has a null key: the task
+    # failed with IllegalStateError "a header key is null", which row unsaid.
+    create_topic(topic_name, 1)
+    opts = parse_write_options(
+        {"kafka.bootstrap.servers": bootstrap_servers, "topic": topic_name}, streaming=False
+    )
+    rows = pa.RecordBatch.from_pylist(
+        [
+            {"value": "a", "headers": [{"key": "h", "value": b"1"}]},
+            {"value": "b", "headers": [{"key": "h", "value": b"1"}, {"key": None, "value": b"2"}]},
+        ]
+    )
+    columns = WriteColumns(value="value", key=None, topic=None, partition=None, headers="headers")
+    with pytest.raises(
+        errors.SerializationError,
+        match=r"aiokafka_lite data source: row 2 of the task's input has a header with a "
+        r"null key \(header 2 of 2\); Kafka's header keys are strings$",
     ):
         write_batches(opts, columns, iter([rows]), task_input=TaskInput([]))
 

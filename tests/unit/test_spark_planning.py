@@ -577,3 +577,22 @@ def test_write_batches_fit_max_request_size_once_compressed(codec: str | None) -
         assert compress_bound(codec, size - 60) + 61 > limit
         if codec in (None, "none"):
             assert size == limit
+
+
+def test_an_exactly_once_task_names_a_first_row_without_topic() -> None:
+    # An exactly-once task takes its first row's topic (for its marker) before anything
+    # else: a null one there is the same typed error, naming row 1.
+    from aiokafka_lite.spark.options import parse_write_options
+    from aiokafka_lite.spark.schema import WriteColumns
+    from aiokafka_lite.spark.writer import _first_topic
+
+    opts = parse_write_options(
+        {"kafka.bootstrap.servers": "localhost:9092", "exactlyOnce": "true"}, streaming=False
+    )
+    schema = pa.schema([("value", pa.string()), ("topic", pa.string())])
+    rows = pa.RecordBatch.from_pylist([{"value": "a", "topic": None}], schema=schema)
+    columns = WriteColumns(value="value", key=None, topic="topic", partition=None, headers=None)
+    with pytest.raises(
+        errors.InvalidTopicError, match=r"row 1 of the task's input has a null topic column"
+    ):
+        _first_topic(opts, columns, iter([rows.slice(0, 0), rows]))
