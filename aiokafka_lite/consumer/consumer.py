@@ -949,6 +949,19 @@ class Consumer:
                 problems.append(f"{tp.topic}-{tp.partition}: {state.error}")
             elif state.failure is not None:
                 problems.append(state.failure)
+            elif (
+                state.awaiting_validation
+                and state.validation_since is not None
+                and (now - state.validation_since) * 1000 > self._config.request_timeout_ms
+                and fetcher is not None
+            ):
+                # Nothing is fetched for it meanwhile (KIP-320).
+                why = fetcher.validation_problem(tp)
+                problems.append(
+                    f"{tp.topic}-{tp.partition}: position {state.position} not validated "
+                    f"with its new leader for {now - state.validation_since:.1f}s"
+                    + (f" (last: {why})" if why else "")
+                )
         stats = fetcher.stats if fetcher is not None else None
         if stats is not None and stats.failing_since is not None and partitions:
             problems.append(

@@ -187,10 +187,11 @@ class Fetcher:
         #: The id each assigned topic had when last seen (KIP-516): another id means the
         #: topic was deleted and created again, and its positions mean nothing there.
         self._topic_ids: dict[str, uuid.UUID] = {}
-        #: KIP-320: partitions whose position awaits validation against a new leader,
-        #: those with an OffsetsForLeaderEpoch under way, and when (on the loop's
-        #: clock) a failed one may be asked again.
-        self._to_validate: set[TopicPartition] = set()
+        #: KIP-320: partitions whose position awaits validation against a new leader
+        #: (with why the last attempt did not settle it, for the health view), those
+        #: with an OffsetsForLeaderEpoch under way, and when (on the loop's clock) a
+        #: failed one may be asked again.
+        self._to_validate: dict[TopicPartition, str | None] = {}
         self._validating: set[TopicPartition] = set()
         self._validation_backoff_until = 0.0
         subscription.add_change_listener(self._assignment_changed)
@@ -321,7 +322,7 @@ class Fetcher:
                     state.position,
                 )
                 state.await_validation()
-            self._to_validate.add(tp)
+            self._to_validate.setdefault(tp, None)
             marked = True
         if marked:
             self.wake()
@@ -1076,7 +1077,7 @@ class Fetcher:
         if state is None or state.position is None or state.leader_epoch < 0:
             return
         state.await_validation()
-        self._to_validate.add(tp)
+        self._to_validate.setdefault(tp, None)
         self.wake()
 
     def _maybe_validate_positions(self) -> float | None:
@@ -1089,7 +1090,7 @@ class Fetcher:
         for tp in list(self._to_validate):
             state = self._subs.get_state(tp)
             if state is None or not state.awaiting_validation:
-                self._to_validate.discard(tp)  # unassigned, seeked or reset meanwhile
+                self._to_validate.pop(tp, None)  # unassigned, seeked or reset meanwhile
             elif tp not in self._validating:
                 tps.append(tp)
         if tps:
@@ -1107,10 +1108,11 @@ class Fetcher:
             for tp in tps:
                 state = self._subs.get_state(tp)
                 if state is None or not state.awaiting_validation:
-                    self._to_validate.discard(tp)
+                    self._to_validate.pop(tp, None)
                     continue
                 leader = cluster.leader_for(tp)
                 if leader is None:
+                    self._validation_retried((tp,), "no leader in the metadata")
                     retry = True
                 else:
                     by_node.setdefault(leader, []).append((tp, state))
@@ -1150,10 +1152,11 @@ class Fetcher:
             for tp, state in parts:
                 if state.awaiting_validation:
                     state.complete_validation()
-                self._to_validate.discard(tp)
+                self._to_validate.pop(tp, None)
             return False
         except (errors.KafkaError, OSError) as exc:
             log.debug("validating positions with node %s: %s; asking again", node_id, exc)
+            self._validation_retried((tp for tp, _ in parts), f"node {node_id}: {exc}")
             return True
         cluster = self._client.cluster
         asked: dict[TopicPartition, tuple[PartitionState, int, int]] = {}
@@ -1185,8 +1188,18 @@ class Fetcher:
         except (errors.KafkaError, OSError) as exc:
             log.warning("validating positions with node %s failed: %s", node_id, exc)
             self.stats.failure(f"position validation with node {node_id} failed: {exc}")
+            self._validation_retried(asked, f"node {node_id}: {exc}")
             return True
         return self._handle_validation(node_id, asked, response)
+
+    def _validation_retried(self, tps: Iterable[TopicPartition], why: str) -> None:
+        for tp in tps:
+            if tp in self._to_validate:
+                self._to_validate[tp] = why
+
+    def validation_problem(self, tp: TopicPartition) -> str | None:
+        """Why the last attempt to validate ``tp``'s position did not settle it."""
+        return self._to_validate.get(tp)
 
     def _handle_validation(
         self,
@@ -1211,6 +1224,7 @@ class Fetcher:
                 continue  # seeked or reset meanwhile: that position is not this one
             answer = answers.get(tp)
             if answer is None:
+                self._validation_retried((tp,), f"node {node_id} did not answer for it")
                 retry = True
                 continue
             code = answer["error_code"]
@@ -1220,13 +1234,14 @@ class Fetcher:
                 )
                 if exc.retriable:  # a leader moved again, metadata behind the broker's
                     log.debug("validating %s with node %s: %s", tp, node_id, exc)
+                    self._validation_retried((tp,), f"node {node_id}: {exc}")
                     retry = True
                     continue
                 log.error("could not validate the position of %s: %s", tp, exc)
-                self._to_validate.discard(tp)
+                self._to_validate.pop(tp, None)
                 self._stop_at_error(state, exc)  # still unvalidated: not committed
                 continue
-            self._to_validate.discard(tp)
+            self._to_validate.pop(tp, None)
             self._apply_validation(tp, state, answer["end_offset"], answer["leader_epoch"])
         return retry
 

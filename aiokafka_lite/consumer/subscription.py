@@ -99,6 +99,7 @@ class PartitionState:
         "pending_revocation",
         "position",
         "reset_strategy",
+        "validation_since",
     )
 
     def __init__(self) -> None:
@@ -134,6 +135,8 @@ class PartitionState:
         #: The position waits to be checked against the new leader's log (KIP-320):
         #: nothing is fetched until then (``fetch_offset`` is None).
         self.awaiting_validation = False
+        #: When it started waiting (`time.time`), for the health view.
+        self.validation_since: float | None = None
 
     @property
     def has_position(self) -> bool:
@@ -160,6 +163,8 @@ class PartitionState:
         """A new leader: fetch nothing until the position is checked against its log
         (KIP-320), and drop what the old leader sent ahead of the position (fetched
         again from the new one, if it still has it)."""
+        if not self.awaiting_validation:
+            self.validation_since = time.time()
         self.awaiting_validation = True
         self.fetch_offset = None
         self.epoch += 1

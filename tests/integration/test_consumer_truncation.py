@@ -52,6 +52,7 @@ class EpochBroker(ScriptedBroker):
         self.fetched: list[int] = []
         self.metadata_requests = 0
         self.validations: list[dict[str, Any]] = []
+        self.validation_error = 0  # answered to every OffsetsForLeaderEpoch when set
         self.scripts[ApiKey.FETCH] = self._fetch
         self.scripts[ApiKey.LIST_OFFSETS] = self._list_offsets
         self.scripts[ApiKey.OFFSET_FOR_LEADER_EPOCH] = self._offsets_for_leader_epoch
@@ -113,7 +114,7 @@ class EpochBroker(ScriptedBroker):
     def _offsets_for_leader_epoch(self, header: Any, body: dict[str, Any], n: int) -> Any:
         p = body["topics"][0]["partitions"][0]
         self.validations.append(p)
-        code = self._epoch_error(p["current_leader_epoch"])
+        code = self.validation_error or self._epoch_error(p["current_leader_epoch"])
         # Kafka's answer: the largest epoch <= the one asked about, and where it ends
         # (where the next epoch starts, or the log's end).
         epoch, end = -1, -1
@@ -241,3 +242,26 @@ async def test_a_broker_without_offsets_for_leader_epoch_skips_validation() -> N
         assert await consumer.position(TP) == 9
     assert broker.validations == []
     assert broker.fetched[broker.fetched.index(10) :].count(9) >= 1  # out of range, reset
+
+
+async def test_a_position_waiting_long_for_validation_shows_in_health() -> None:
+    """Nothing is fetched for a partition while its position awaits validation; when
+    the new leader keeps answering a retriable error, health() said nothing of it (the
+    consumer looked healthy and idle). Past request_timeout_ms it names the partition,
+    the position and the last answer; validated, the problem is gone and reading goes on."""
+    broker = EpochBroker()
+    broker.validation_error = 6  # NOT_LEADER_OR_FOLLOWER: metadata behind, asked again
+    async with consumer_of(broker, request_timeout_ms=1000) as consumer:
+        await read_ten_then_truncate(broker, consumer)
+        await read_for(consumer, 0.3)
+        assert not any("not validated" in p for p in consumer.health().problems)
+        got = await read_for(consumer, 1.2)
+        assert got == []
+        problems = [p for p in consumer.health().problems if "not validated" in p]
+        assert len(problems) == 1, consumer.health().problems
+        assert problems[0].startswith("t-0: position 10 not validated with its new leader for")
+        assert "NOT_LEADER_OR_FOLLOWER" in problems[0]
+        broker.validation_error = 0
+        got = await read_for(consumer, 1.0)
+        assert got == [(7, b"new7"), (8, b"new8")]
+        assert not any("not validated" in p for p in consumer.health().problems)
