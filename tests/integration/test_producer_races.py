@@ -96,6 +96,13 @@ def _end_txn(log: Log) -> Any:
     return answer
 
 
+def txn_producer(scripted: ScriptedBroker, **options: Any) -> Producer:
+    """The transactional producer of these tests ("tx", no linger), with ``options``."""
+    return Producer(
+        bootstrap_servers=scripted.bootstrap, transactional_id="tx", linger_ms=0, **options
+    )
+
+
 @pytest.fixture
 async def broker() -> AsyncIterator[tuple[ScriptedBroker, Log]]:
     broker, log = ScriptedBroker(), Log()
@@ -117,9 +124,7 @@ async def test_a_send_outlived_by_its_transaction_fails_and_joins_no_other(
     """send() called in transaction 1, still waiting for a new topic's metadata when
     transaction 1 commits, raises: its record is in neither transaction 1 nor the next."""
     scripted, log = broker
-    async with Producer(
-        bootstrap_servers=scripted.bootstrap, transactional_id="tx", linger_ms=0
-    ) as producer:
+    async with txn_producer(scripted) as producer:
         await producer.begin_transaction()
         await producer.send_and_wait("t", b"in-1", partition=0)
         late = asyncio.create_task(producer.send("late", b"sent-in-1", partition=0))
@@ -141,9 +146,7 @@ async def test_a_send_outlived_by_its_transaction_fails_even_when_another_began(
 ) -> None:
     """The same with transaction 2 already open when the send's wait ends."""
     scripted, log = broker
-    async with Producer(
-        bootstrap_servers=scripted.bootstrap, transactional_id="tx", linger_ms=0
-    ) as producer:
+    async with txn_producer(scripted) as producer:
         await producer.begin_transaction()
         late = asyncio.create_task(producer.send("late", b"sent-in-1", partition=0))
         await asyncio.sleep(0.3)
@@ -173,12 +176,7 @@ async def test_transaction_calls_keep_their_timeout_while_the_sender_holds_the_c
         "throttle_time_ms": 0,
         "error_code": 0,
     }
-    producer = Producer(
-        bootstrap_servers=scripted.bootstrap,
-        transactional_id="tx",
-        linger_ms=0,
-        request_timeout_ms=8000,
-    )
+    producer = txn_producer(scripted, request_timeout_ms=8000)
     await producer.start()
     try:
         await producer.begin_transaction()
@@ -241,13 +239,7 @@ async def test_an_abort_whose_epoch_bump_timed_out_bumps_when_called_again(
 
     scripted.scripts[ApiKey.INIT_PRODUCER_ID] = init_pid
     scripted.scripts[ApiKey.PRODUCE] = produce
-    producer = Producer(
-        bootstrap_servers=scripted.bootstrap,
-        transactional_id="tx",
-        linger_ms=0,
-        request_timeout_ms=1000,
-        delivery_timeout_ms=4000,
-    )
+    producer = txn_producer(scripted, request_timeout_ms=1000, delivery_timeout_ms=4000)
     await producer.start()
     try:
         await producer.begin_transaction()
@@ -387,13 +379,8 @@ async def test_an_abort_that_drops_a_retry_restarts_the_sequences(
         return answer_produce(header, body, count)
 
     scripted.scripts[ApiKey.PRODUCE] = produce
-    producer = Producer(
-        bootstrap_servers=scripted.bootstrap,
-        transactional_id="tx",
-        linger_ms=0,
-        retry_backoff_ms=1000,
-        delivery_timeout_ms=3000,
-        request_timeout_ms=2000,
+    producer = txn_producer(
+        scripted, retry_backoff_ms=1000, delivery_timeout_ms=3000, request_timeout_ms=2000
     )
     await producer.start()
     try:
@@ -426,9 +413,7 @@ async def test_a_commit_waiting_for_offsets_that_fail_does_not_commit(
         "error_code": 0,
     }
     scripted.scripts[ApiKey.TXN_OFFSET_COMMIT] = lambda header, body, count: None
-    async with Producer(
-        bootstrap_servers=scripted.bootstrap, transactional_id="tx", linger_ms=0
-    ) as producer:
+    async with txn_producer(scripted) as producer:
         await producer.begin_transaction()
         await producer.send_and_wait("t", b"out", partition=0)
         offsets = asyncio.create_task(
@@ -482,9 +467,7 @@ async def test_group_metadata_on_a_broker_without_txn_offset_commit_v3_is_refuse
     scripted.scripts[ApiKey.TXN_OFFSET_COMMIT] = txn_offset_commit
     tp = TopicPartition("t", 0)
     member = SimpleNamespace(group_id="g", generation_id=4, member_id="m-1", group_instance_id=None)
-    async with Producer(
-        bootstrap_servers=scripted.bootstrap, transactional_id="tx", linger_ms=0
-    ) as producer:
+    async with txn_producer(scripted) as producer:
         await producer.begin_transaction()
         await producer.send_and_wait("t", b"out", partition=0)
         await producer.send_offsets_to_transaction({tp: 1}, "g")
@@ -561,12 +544,7 @@ async def test_an_abort_after_an_unanswered_add_offsets_ends_the_transaction(
     coordinator.answer_offsets = lambda count: count > 1
     coordinator.arrives = lambda count: arrives or count > 1
     tp = TopicPartition("src", 0)
-    async with Producer(
-        bootstrap_servers=scripted.bootstrap,
-        transactional_id="tx",
-        linger_ms=0,
-        request_timeout_ms=500,
-    ) as producer:
+    async with txn_producer(scripted, request_timeout_ms=500) as producer:
         await producer.begin_transaction()
         await producer.abort_transaction()
         assert log.ended == []  # (nothing sent, nothing to end)
@@ -597,12 +575,7 @@ async def test_an_abort_after_an_unanswered_add_partitions_ends_the_transaction(
     scripted.scripts[ApiKey.ADD_PARTITIONS_TO_TXN] = lambda h, b, c: (
         answer_add(h, b, c) if c > 2 else (setattr(coordinator, "open", True) or None)
     )
-    async with Producer(
-        bootstrap_servers=scripted.bootstrap,
-        transactional_id="tx",
-        linger_ms=0,
-        request_timeout_ms=500,
-    ) as producer:
+    async with txn_producer(scripted, request_timeout_ms=500) as producer:
         await producer.begin_transaction()
         held = await producer.send("t", b"held", partition=0)
         for _ in range(100):
