@@ -227,6 +227,7 @@ async def send_to_leaders(
     *,
     leaders: LeaderLookup | None = None,
     retry: Callable[[errors.KafkaError], bool] = retriable,
+    retry_leaderless: Callable[[errors.KafkaError], bool] | None = None,
     raise_errors: bool = False,
     on_answer: Callable[[Mapping[TopicPartition, PartitionAnswer[V]]], None] | None = None,
 ) -> dict[TopicPartition, PartitionAnswer[V]]:
@@ -238,11 +239,13 @@ async def send_to_leaders(
     (its leader looked up anew) after a backoff, while the deadline leaves time for
     one; at the deadline its answer is its last error, marked ``timed_out``. Any other
     error is the partition's answer; with ``raise_errors`` it is raised instead, once
-    the other leaders of that round have answered. ``on_answer`` gets each leader's
-    final answers as they arrive, so a slow leader holds up no other partition.
-    ``leaders`` defaults to `TrackedLeaders`.
+    the other leaders of that round have answered. ``retry_leaderless`` (default:
+    ``retry``) judges the errors of partitions the lookup found no leader for.
+    ``on_answer`` gets each leader's final answers as they arrive, so a slow leader
+    holds up no other partition. ``leaders`` defaults to `TrackedLeaders`.
     """
     lookup: LeaderLookup = leaders if leaders is not None else TrackedLeaders(client)
+    retry_lookup = retry if retry_leaderless is None else retry_leaderless
     wanted = list(dict.fromkeys(partitions))
     pending: dict[TopicPartition, errors.KafkaError | None] = dict.fromkeys(wanted)
     answers: dict[TopicPartition, PartitionAnswer[V]] = {}
@@ -287,7 +290,7 @@ async def send_to_leaders(
             out_of_time()
             break
         for tp, error in leaderless.items():
-            if retry(error):
+            if retry_lookup(error):
                 pending[tp] = error
             elif raise_errors:
                 raise error

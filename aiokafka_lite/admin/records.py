@@ -2,7 +2,8 @@
 records before an offset.
 
 Both are partition requests: `routing.send_to_leaders` sends them to each partition's
-leader and retries the partitions whose leader moved. Unlike the consumer, the admin
+leader and retries the partitions whose leader moved or is catching up
+(`leader_answer_retry`). Unlike the consumer, the admin
 client tracks no topics: each round looks the leaders up in a Metadata answer for just
 those topics (`MetadataLeaders`), so a missing topic is an item error, never created.
 """
@@ -36,7 +37,18 @@ from aiokafka_lite.retry import Deadline
 from aiokafka_lite.routing import leader_moved, send_to_leaders
 from aiokafka_lite.structs import TopicPartition
 
-__all__ = ["MetadataLeaders", "RecordsAdmin", "list_offsets_by_leader"]
+__all__ = ["MetadataLeaders", "RecordsAdmin", "leader_answer_retry", "list_offsets_by_leader"]
+
+
+def leader_answer_retry(error: errors.KafkaError) -> bool:
+    """Whether a leader's answer for a partition is worth asking again (the leader
+    looked up anew): it moved (`leader_moved`), or it is a new leader catching up, one
+    that does not know its high watermark yet (OFFSET_NOT_AVAILABLE, KIP-207) or does
+    not host the partition yet (UNKNOWN_TOPIC_OR_PARTITION while its metadata catches
+    up; a topic that is really gone is missing from the next lookup, which ends it)."""
+    return leader_moved(error) or isinstance(
+        error, (errors.OffsetNotAvailableError, errors.UnknownTopicOrPartitionError)
+    )
 
 
 class MetadataLeaders:
@@ -99,7 +111,8 @@ async def list_offsets_by_leader(
         read_list_offsets,
         deadline,
         leaders=MetadataLeaders(client),
-        retry=leader_moved,
+        retry=leader_answer_retry,
+        retry_leaderless=leader_moved,
     )
     results: AdminResults[TopicPartition, ListOffsetsResult] = AdminResults()
     for tp, answer in answers.items():
@@ -185,7 +198,8 @@ class RecordsAdmin(AdminBase):
                 parse,
                 deadline,
                 leaders=MetadataLeaders(self._client),
-                retry=leader_moved,
+                retry=leader_answer_retry,
+                retry_leaderless=leader_moved,
             )
             results: AdminResults[TopicPartition, DeleteRecordsResult] = AdminResults()
             for tp, answer in answers.items():

@@ -156,6 +156,70 @@ async def test_moved_leader_is_retried(broker: ScriptedBroker, admin: AdminClien
     assert isinstance(results[missing].error, errors.UnknownTopicOrPartitionError)
 
 
+async def test_a_new_leader_catching_up_is_asked_again(
+    broker: ScriptedBroker, admin: AdminClient
+) -> None:
+    """Right after a leader moves, the new leader may not know its high watermark yet
+    (OFFSET_NOT_AVAILABLE, KIP-207) or not host the partition yet
+    (UNKNOWN_TOPIC_OR_PARTITION while its metadata catches up): each such partition
+    is asked again, alone; the others keep their first answer (Java's admin client
+    retries both)."""
+    broker.topics["t"] = 3
+    asked: list[list[int]] = []
+
+    def list_offsets(header: RequestHeader, body: dict[str, Any], count: int) -> dict[str, Any]:
+        parts = [p["partition_index"] for t in body["topics"] for p in t["partitions"]]
+        asked.append(parts)
+        first = {0: 0, 1: 78, 2: 3}  # partition -> its error on the first request
+        return {
+            "topics": [
+                {
+                    "name": "t",
+                    "partitions": [
+                        {
+                            "partition_index": i,
+                            "error_code": first[i] if count == 1 else 0,
+                            "offset": 10 + i,
+                            "timestamp": -1,
+                        }
+                        for i in parts
+                    ],
+                }
+            ]
+        }
+
+    def delete_records(header: RequestHeader, body: dict[str, Any], count: int) -> dict[str, Any]:
+        parts = [p["partition_index"] for t in body["topics"] for p in t["partitions"]]
+        asked.append(parts)
+        return {
+            "topics": [
+                {
+                    "name": "t",
+                    "partitions": [
+                        {
+                            "partition_index": i,
+                            "error_code": 3 if count == 1 and i == 2 else 0,
+                            "low_watermark": 5,
+                        }
+                        for i in parts
+                    ],
+                }
+            ]
+        }
+
+    broker.scripts[ApiKey.LIST_OFFSETS] = list_offsets
+    broker.scripts[ApiKey.DELETE_RECORDS] = delete_records
+    tps = [TopicPartition("t", i) for i in range(3)]
+    found = await admin.list_offsets(dict.fromkeys(tps, "latest"))
+    assert {tp.partition: r.offset for tp, r in found.items()} == {0: 10, 1: 11, 2: 12}
+    assert all(r.error is None for r in found.values())
+    assert asked == [[0, 1, 2], [1, 2]]
+    asked.clear()
+    deleted = await admin.delete_records(dict.fromkeys(tps, 5))
+    assert all(r.error is None and r.low_watermark == 5 for r in deleted.values())
+    assert asked == [[0, 1, 2], [2]]  # no partition deleted twice
+
+
 async def test_a_broker_that_never_answers_hits_the_timeout(
     broker: ScriptedBroker, admin: AdminClient
 ) -> None:
