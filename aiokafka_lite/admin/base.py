@@ -207,14 +207,16 @@ class AdminBase:
     ) -> ResponseT:
         """A request only ``node_id`` can answer (about itself): sent again after a
         backoff while its connection fails, until the deadline (then its timeout, naming
-        the connection error)."""
+        the node and the connection error)."""
         last: errors.KafkaError | None = None
         while True:
             deadline.check(last)
             try:
                 return await self._send(node_id, api_key, body, deadline)
             except errors.KafkaConnectionError as exc:
-                last = exc
+                last = errors.KafkaConnectionError(
+                    self._client.node_problem(node_id) or f"node {node_id}: {exc}"
+                )
             except errors.KafkaTimeoutError as exc:
                 deadline.raise_cut_short(exc, last)
             await self._pause(deadline, last)

@@ -40,6 +40,7 @@ from aiokafka_lite.protocol.bodies import (
     LeaveGroupRequest,
     LeaveGroupResponse,
     ListGroupsRequest,
+    ListGroupsResponse,
     OffsetCommitResponse,
     OffsetDeleteRequest,
     OffsetDeleteRequestPartition,
@@ -61,6 +62,10 @@ __all__ = ["GroupsAdmin"]
 log = logging.getLogger(__name__)
 
 _CONSUMER_PROTOCOL = "consumer"
+#: ListGroups answers of a broker whose groups are not all loaded yet: asked again.
+_GROUPS_LOADING = frozenset(
+    {errors.CoordinatorLoadInProgressError.errno, errors.CoordinatorNotAvailableError.errno}
+)
 
 
 class GroupsAdmin(AdminBase):
@@ -124,20 +129,42 @@ class GroupsAdmin(AdminBase):
     ) -> list[GroupListing]:
         """Consumer groups (and offset-only groups) known to the brokers, by group id.
 
-        ``states`` keeps groups in those states (``"Stable"``, ``"Empty"``, ...).
+        ``states`` keeps groups in those states (``"Stable"``, ``"Empty"``, ...). Every
+        broker of a fresh Metadata answer is asked (those of ``broker_ids`` when given: one
+        not in it raises `BrokerNotAvailableError`); one still loading its groups, or
+        whose connection fails (restarting), is asked again until the timeout.
         """
         wanted_states = None if states is None else {s.lower() for s in states}
         chosen = None if broker_ids is None else list(broker_ids)
 
+        async def one(
+            node: int, request: ListGroupsRequest, deadline: Deadline
+        ) -> ListGroupsResponse:
+            while True:
+                response = await self._send_to_node(node, bodies.LIST_GROUPS, request, deadline)
+                # A coordinator that just took over groups answers this until it has loaded
+                # them (Java's admin client asks again on these two codes too).
+                code = response.get("error_code", 0)
+                if code not in _GROUPS_LOADING:
+                    return response
+                await self._pause(
+                    deadline, item_error(code, None, f"listing groups on node {node}")
+                )
+
         async def body(deadline: Deadline) -> list[GroupListing]:
-            nodes = chosen if chosen is not None else sorted(self._client.cluster.brokers)
+            await self._refresh(deadline)  # brokers come and go: ask the ones there now
+            brokers = self._client.cluster.brokers
+            nodes = chosen if chosen is not None else sorted(brokers)
+            for node in nodes:
+                if node not in brokers:
+                    raise errors.BrokerNotAvailableError(
+                        f"no broker {node} in the cluster metadata, to list its groups"
+                    )
             request: ListGroupsRequest = {
                 "states_filter": sorted(wanted_states or ()),
                 "types_filter": [],
             }
-            responses = await asyncio.gather(
-                *(self._send(node, bodies.LIST_GROUPS, request, deadline) for node in nodes)
-            )
+            responses = await asyncio.gather(*(one(node, request, deadline) for node in nodes))
             found: dict[str, GroupListing] = {}
             for node, response in zip(nodes, responses, strict=True):
                 code = response.get("error_code", 0)

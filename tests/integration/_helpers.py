@@ -168,8 +168,9 @@ class ScriptedBroker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    async def start(self) -> None:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+    async def start(self, port: int = 0) -> None:
+        """Listen on ``port`` (0: any free one)."""
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", port)
         self.port = self.server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:

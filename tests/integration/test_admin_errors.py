@@ -8,6 +8,7 @@ runs a per-test script for the API under test.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -30,7 +31,7 @@ from aiokafka_lite.protocol.group_protocol import (
 )
 from aiokafka_lite.structs import TopicPartition
 
-from ._helpers import ScriptedBroker
+from ._helpers import AdvertisingBroker, ScriptedBroker
 
 
 @pytest.fixture
@@ -365,3 +366,49 @@ async def test_remove_members_as_kafka_answers_leave_group(
     everyone = await admin.remove_members_from_consumer_group("g")
     assert sent[1] == [("", "a"), ("m-2", None)]
     assert everyone.ok and list(everyone) == ["a", "m-2"]
+
+
+async def test_list_consumer_groups_waits_for_a_loading_or_restarting_broker() -> None:
+    """ListGroups goes to every broker: one still loading its groups (a coordinator that
+    just moved there: COORDINATOR_LOAD_IN_PROGRESS) or restarting (connection refused)
+    is asked again within the timeout, as Java's admin client does, not the end of
+    the call."""
+    with socket.socket() as probe:  # a port nothing listens on yet
+        probe.bind(("127.0.0.1", 0))
+        port2 = probe.getsockname()[1]
+    one, two = AdvertisingBroker(), AdvertisingBroker()
+    await one.start()
+    one.advertised = two.advertised = [(1, one.port), (2, port2)]
+
+    def groups(name: str) -> Any:
+        def answer(header: RequestHeader, body: dict[str, Any], count: int) -> dict[str, Any]:
+            if name == "a" and count == 1:
+                return {"error_code": 14, "groups": []}
+            listed = {"group_id": name, "protocol_type": "consumer", "group_state": "Stable"}
+            return {"error_code": 0, "groups": [listed]}
+
+        return answer
+
+    one.scripts[ApiKey.LIST_GROUPS] = groups("a")
+    two.scripts[ApiKey.LIST_GROUPS] = groups("b")
+
+    async def restart_later() -> None:
+        await asyncio.sleep(0.5)
+        await two.start(port2)
+
+    try:
+        async with AdminClient(
+            one.bootstrap, request_timeout_ms=5000, retry_backoff_ms=20
+        ) as admin:
+            restart = asyncio.create_task(restart_later())
+            listed = await admin.list_consumer_groups(timeout_ms=5000)
+            await restart
+            assert [(g.group_id, g.coordinator_id) for g in listed] == [("a", 1), ("b", 2)]
+            assert one.calls[ApiKey.LIST_GROUPS] == 2
+            # A broker that stays away: the call's timeout, naming the node it waited for.
+            await two.stop()
+            with pytest.raises(errors.KafkaTimeoutError, match=r"list_consumer_groups.*node 2"):
+                await admin.list_consumer_groups(timeout_ms=500)
+    finally:
+        await one.stop()
+        await two.stop()
