@@ -1,6 +1,7 @@
 """Configs of topics, brokers and other resources: describe them and change them.
 
-A broker's own configs must be asked of that broker; everything else of any node.
+A broker's own configs must be asked of that broker (again while its connection fails,
+until the call's timeout); everything else of any node.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ class ConfigsAdmin(AdminBase):
                 return await request_any_node(self._client, api_key, body, deadline)
             if node not in self._client.cluster.brokers:
                 raise errors.BrokerNotAvailableError(f"broker {node} is not in the cluster")
-            return await self._send(node, api_key, body, deadline)
+            # Only that broker can answer: asked again while its connection fails.
+            return await self._send_to_node(node, api_key, body, deadline)
 
         nodes = list(groups)
         responses = await asyncio.gather(

@@ -412,3 +412,55 @@ async def test_list_consumer_groups_waits_for_a_loading_or_restarting_broker() -
     finally:
         await one.stop()
         await two.stop()
+
+
+async def test_a_broker_config_waits_for_its_restarting_broker() -> None:
+    """A broker's own configs are asked of that broker: while it restarts (connection
+    refused), it is asked again within the timeout (Java's admin client retries the
+    call), and one that stays away is its item's timeout, naming the node."""
+    with socket.socket() as probe:  # a port nothing listens on yet
+        probe.bind(("127.0.0.1", 0))
+        port2 = probe.getsockname()[1]
+    one, two = AdvertisingBroker(), AdvertisingBroker()
+    await one.start()
+    one.advertised = two.advertised = [(1, one.port), (2, port2)]
+
+    def describe(header: RequestHeader, body: dict[str, Any], count: int) -> dict[str, Any]:
+        return {
+            "results": [
+                {
+                    "error_code": 0,
+                    "error_message": None,
+                    "resource_type": r["resource_type"],
+                    "resource_name": r["resource_name"],
+                    "configs": [{"name": "x", "value": r["resource_name"], "read_only": False}],
+                }
+                for r in body["resources"]
+            ]
+        }
+
+    one.scripts[ApiKey.DESCRIBE_CONFIGS] = two.scripts[ApiKey.DESCRIBE_CONFIGS] = describe
+
+    async def restart_later() -> None:
+        await asyncio.sleep(0.5)
+        await two.start(port2)
+
+    topic, broker2 = ConfigResource("topic", "t"), ConfigResource("broker", "2")
+    try:
+        async with AdminClient(
+            one.bootstrap, request_timeout_ms=5000, retry_backoff_ms=20
+        ) as admin:
+            restart = asyncio.create_task(restart_later())
+            described = await admin.describe_configs([topic, broker2], timeout_ms=5000)
+            await restart
+            assert described[broker2].error is None and described[broker2].values == {"x": "2"}
+            assert described[topic].error is None
+            await two.stop()
+            described = await admin.describe_configs([topic, broker2], timeout_ms=500)
+            assert described[topic].error is None
+            error = described[broker2].error
+            assert isinstance(error, errors.KafkaTimeoutError)
+            assert "describe_configs" in str(error) and "node 2" in str(error)
+    finally:
+        await one.stop()
+        await two.stop()
