@@ -19,6 +19,7 @@ from typing import Any, Final, Literal
 from aiokafka_lite.errors import DecodeError, UnsupportedVersionError
 from aiokafka_lite.protocol import api
 from aiokafka_lite.protocol.api import ApiKey, RequestHeader
+from aiokafka_lite.testing._cluster_answers import coordinator_error, not_controller
 from aiokafka_lite.testing.probe import _connect_host
 
 logger = logging.getLogger("aiokafka_lite.testing")
@@ -32,6 +33,7 @@ LEADER_NOT_AVAILABLE: Final = 5
 NOT_LEADER_OR_FOLLOWER: Final = 6
 COORDINATOR_LOAD_IN_PROGRESS: Final = 14
 NOT_COORDINATOR: Final = 16
+NOT_CONTROLLER: Final = 41
 FENCED_LEADER_EPOCH: Final = 74
 UNKNOWN_LEADER_EPOCH: Final = 75
 
@@ -45,7 +47,15 @@ _GROUP_APIS: Final = frozenset(
         ApiKey.OFFSET_COMMIT,
         ApiKey.OFFSET_FETCH,
         ApiKey.TXN_OFFSET_COMMIT,
+        ApiKey.DESCRIBE_GROUPS,
+        ApiKey.DELETE_GROUPS,
+        ApiKey.OFFSET_DELETE,
     }
+)
+#: Requests only the controller answers (Kafka's brokers before KIP-590 forwarding, and
+#: its controllers since, answer NOT_CONTROLLER elsewhere).
+_CONTROLLER_APIS: Final = frozenset(
+    {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS}
 )
 _TXN_APIS: Final = frozenset(
     {
@@ -69,6 +79,8 @@ _READ_VERSIONS: Final[dict[int, tuple[int, int]]] = {
             ApiKey.FIND_COORDINATOR,
             ApiKey.DESCRIBE_CLUSTER,
             ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            ApiKey.DELETE_RECORDS,
+            *_CONTROLLER_APIS,
             *_GROUP_APIS,
             *_TXN_APIS,
         )
@@ -101,6 +113,7 @@ _ERROR_NAMES: Final = {
     NOT_LEADER_OR_FOLLOWER: "NOT_LEADER_OR_FOLLOWER",
     COORDINATOR_LOAD_IN_PROGRESS: "COORDINATOR_LOAD_IN_PROGRESS",
     NOT_COORDINATOR: "NOT_COORDINATOR",
+    NOT_CONTROLLER: "NOT_CONTROLLER",
     FENCED_LEADER_EPOCH: "FENCED_LEADER_EPOCH",
     UNKNOWN_LEADER_EPOCH: "UNKNOWN_LEADER_EPOCH",
 }
@@ -181,9 +194,14 @@ class _FrontLogic:
             return _Action(forward=frame, post=self._rewrite_find_coordinator(header, request))
         if key == ApiKey.DESCRIBE_CLUSTER:
             return _Action(forward=frame, post=self._rewrite_describe_cluster(header))
-        if key not in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS) and not (
-            key in _GROUP_APIS or key in _TXN_APIS
-        ):
+        if key in _CONTROLLER_APIS and node == self._controller:
+            return _Action(forward=frame)
+        if key not in (
+            ApiKey.PRODUCE,
+            ApiKey.FETCH,
+            ApiKey.LIST_OFFSETS,
+            ApiKey.DELETE_RECORDS,
+        ) and not (key in _GROUP_APIS or key in _TXN_APIS or key in _CONTROLLER_APIS):
             return _Action(forward=frame)
         try:
             _, body = api.decode_request(frame)
@@ -195,6 +213,11 @@ class _FrontLogic:
             return self._fetch(node, header, body)
         if key == ApiKey.LIST_OFFSETS:
             return self._list_offsets(node, header, frame, body)
+        if key == ApiKey.DELETE_RECORDS:
+            return self._delete_records(node, header, body)
+        if key in _CONTROLLER_APIS:
+            self._count_error(NOT_CONTROLLER)
+            return _Action(local=self._encode(header, not_controller(header, body, NOT_CONTROLLER)))
         return self._coordinated(node, header, frame, body)
 
     def _check_partition(self, node: int, topic: str, index: int, epoch: int = -1) -> int:
@@ -442,6 +465,50 @@ class _FrontLogic:
 
         return _Action(forward=forward, post=merge)
 
+    # DeleteRecords: partitions the front leads go to the broker, the others get an error.
+
+    def _delete_records(self, node: int, header: RequestHeader, body: dict[str, Any]) -> _Action:
+        version = header.api_version
+        refused: list[tuple[str, int, int]] = []
+        kept_topics: list[dict[str, Any]] = []
+        for topic in body["topics"]:
+            kept = []
+            for part in topic["partitions"]:
+                code = self._check_partition(node, topic["name"], part["partition_index"])
+                if code:
+                    refused.append((topic["name"], part["partition_index"], code))
+                else:
+                    kept.append(part)
+            if kept:
+                kept_topics.append({**topic, "partitions": kept})
+
+        def errors() -> list[dict[str, Any]]:
+            by_topic: dict[str, list[dict[str, Any]]] = {}
+            for t, i, code in refused:
+                by_topic.setdefault(t, []).append(
+                    {"partition_index": i, "low_watermark": -1, "error_code": code}
+                )
+            return [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+
+        if not kept_topics:
+            return _Action(local=self._encode(header, {"throttle_time_ms": 0, "topics": errors()}))
+        forward = api.encode_request(
+            header.api_key,
+            version,
+            header.correlation_id,
+            header.client_id,
+            {**body, "topics": kept_topics},
+        )
+        if not refused:
+            return _Action(forward=forward)
+
+        def merge(response_frame: bytes) -> bytes:
+            _, response = api.decode_response(header.api_key, version, response_frame)
+            response["topics"].extend(errors())
+            return self._encode(header, response)
+
+        return _Action(forward=forward, post=merge)
+
     # Group and transaction requests: only at their coordinator.
 
     def _coordinated(
@@ -452,6 +519,10 @@ class _FrontLogic:
             kind: CoordinatorKind = "group"
             if key == ApiKey.OFFSET_FETCH and "groups" in body and header.api_version >= 8:
                 names = [g["group_id"] for g in body["groups"]]
+            elif key == ApiKey.DESCRIBE_GROUPS:
+                names = list(body["groups"])
+            elif key == ApiKey.DELETE_GROUPS:
+                names = list(body["groups_names"])
             else:
                 names = [body["group_id"]]
         else:
@@ -484,7 +555,7 @@ class _FrontLogic:
             return _Action(forward=frame)  # some key is coordinated here: the broker judges
         code = codes[0]
         self._count_error(code)
-        return _Action(local=self._encode(header, _coordinator_error(header, body, code)))
+        return _Action(local=self._encode(header, coordinator_error(header, body, code)))
 
     # Responses the fronts rewrite.
 
@@ -634,99 +705,3 @@ class _FrontLogic:
             return self._encode(header, body)
 
         return rewrite
-
-
-def _coordinator_error(header: RequestHeader, body: Mapping[str, Any], code: int) -> dict[str, Any]:
-    """The response body a broker gives for ``code`` at the level Kafka puts it."""
-    key, version = header.api_key, header.api_version
-    base: dict[str, Any] = {"throttle_time_ms": 0, "error_code": code}
-    if key == ApiKey.JOIN_GROUP:
-        return {
-            **base,
-            "generation_id": -1,
-            "protocol_type": None,
-            "protocol_name": None if version >= 7 else "",
-            "leader": "",
-            "skip_assignment": False,
-            "member_id": body.get("member_id", ""),
-            "members": [],
-        }
-    if key == ApiKey.SYNC_GROUP:
-        return {**base, "protocol_type": None, "protocol_name": None, "assignment": b""}
-    if key in (ApiKey.HEARTBEAT, ApiKey.ADD_OFFSETS_TO_TXN):
-        return base
-    if key == ApiKey.LEAVE_GROUP:
-        return {**base, "members": []}
-    if key in (ApiKey.END_TXN, ApiKey.INIT_PRODUCER_ID):
-        return {**base, "producer_id": -1, "producer_epoch": -1}
-    if key in (ApiKey.OFFSET_COMMIT, ApiKey.TXN_OFFSET_COMMIT):
-        return {
-            "throttle_time_ms": 0,
-            "topics": [
-                {
-                    "name": t["name"],
-                    "partitions": [
-                        {"partition_index": p["partition_index"], "error_code": code}
-                        for p in t["partitions"]
-                    ],
-                }
-                for t in body["topics"]
-            ],
-        }
-    if key == ApiKey.OFFSET_FETCH:
-        if version >= 8:
-            return {
-                "throttle_time_ms": 0,
-                "groups": [
-                    {"group_id": g["group_id"], "topics": [], "error_code": code}
-                    for g in body["groups"]
-                ],
-            }
-        topics = [
-            {
-                "name": t["name"],
-                "partitions": [
-                    {
-                        "partition_index": i,
-                        "committed_offset": -1,
-                        "committed_leader_epoch": -1,
-                        "metadata": "",
-                        "error_code": code if version < 2 else 0,
-                    }
-                    for i in t["partition_indexes"]
-                ],
-            }
-            for t in body.get("topics") or []
-        ]
-        return {"throttle_time_ms": 0, "topics": topics if version < 2 else [], "error_code": code}
-    if key == ApiKey.ADD_PARTITIONS_TO_TXN:
-
-        def results(topics: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-            return [
-                {
-                    "name": t["name"],
-                    "results_by_partition": [
-                        {"partition_index": i, "partition_error_code": code}
-                        for i in t["partitions"]
-                    ],
-                }
-                for t in topics
-            ]
-
-        if version >= 4:
-            return {
-                "throttle_time_ms": 0,
-                "error_code": 0,
-                "results_by_transaction": [
-                    {
-                        "transactional_id": t["transactional_id"],
-                        "topic_results": results(t["topics"]),
-                    }
-                    for t in body["transactions"]
-                ],
-            }
-        return {
-            "throttle_time_ms": 0,
-            "results_by_topic_v3_and_below": results(body["v3_and_below_topics"]),
-        }
-    raise AssertionError(f"no coordinator error for {api.api_name(key)}")  # pragma: no cover

@@ -11,24 +11,27 @@ layer) and plays the part of a broker of a cluster:
   the live fronts.
 * **FindCoordinator** answers name the front that holds the group's or the transactional
   id's coordinator.
-* **Leadership is enforced.** A Produce, Fetch or ListOffsets request that reaches a
-  front which does not lead a partition gets ``NOT_LEADER_OR_FOLLOWER`` for that
-  partition (``FENCED_LEADER_EPOCH`` when the request carries an older leader epoch,
-  ``UNKNOWN_LEADER_EPOCH`` when it carries a newer one), in the request's response
+* **Leadership is enforced.** A Produce, Fetch, ListOffsets or DeleteRecords request
+  that reaches a front which does not lead a partition gets ``NOT_LEADER_OR_FOLLOWER``
+  for that partition (``FENCED_LEADER_EPOCH`` when the request carries an older leader
+  epoch, ``UNKNOWN_LEADER_EPOCH`` when it carries a newer one), in the request's response
   version. The partitions the front does lead are forwarded (a Fetch that also carries
   refused partitions is sent with ``max_wait_ms=0``, as Kafka answers a fetch with an
   error at once) and the refused ones are merged into the broker's answer; a request
   that names none of the front's partitions is answered by the front alone. This is what
   a Kafka broker does with a request that names partitions it leads and partitions it
   does not, so a client sees partial failures exactly as it would on a real cluster.
+* **The controller is enforced.** CreateTopics, DeleteTopics and CreatePartitions at a
+  front that is not the controller get ``NOT_CONTROLLER`` for every topic.
 * **Coordinators are enforced.** Group requests (JoinGroup, SyncGroup, Heartbeat,
-  LeaveGroup, OffsetCommit, OffsetFetch, TxnOffsetCommit) at a front that is not the
-  group's coordinator, and transaction requests (InitProducerId with a transactional id,
-  AddPartitionsToTxn, AddOffsetsToTxn, EndTxn) at a front that is not the transactional
-  id's coordinator, get ``NOT_COORDINATOR``; after a move, requests at the new
-  coordinator get ``COORDINATOR_LOAD_IN_PROGRESS`` for ``load_seconds`` from the first
-  of them (a client slow to find it still meets the load). (TxnOffsetCommit goes to
-  the *group* coordinator, as in Kafka.)
+  LeaveGroup, OffsetCommit, OffsetFetch, TxnOffsetCommit, DescribeGroups, DeleteGroups,
+  OffsetDelete) at a front that is not the group's coordinator, and transaction
+  requests (InitProducerId with a transactional id, AddPartitionsToTxn,
+  AddOffsetsToTxn, EndTxn) at a front that is not the transactional id's coordinator,
+  get ``NOT_COORDINATOR``; after a move, requests at the new coordinator get
+  ``COORDINATOR_LOAD_IN_PROGRESS`` for ``load_seconds`` from the first of them (a
+  client slow to find it still meets the load). (TxnOffsetCommit goes to the *group*
+  coordinator, as in Kafka.)
 
 What is real and what is simulated:
 
@@ -42,8 +45,8 @@ What is real and what is simulated:
   "replica" is the same log (as if every follower were fully in sync), and the new
   leader and coordinator know everything the old one did (producer state, group
   generation, transaction state). Record batches carry the real broker's leader epoch,
-  not the simulated one. Requests the fronts do not police (ApiVersions, CreateTopics,
-  DescribeConfigs, ...) are forwarded unchanged to the real broker from any front.
+  not the simulated one. Requests the fronts do not police (ApiVersions, DescribeConfigs,
+  IncrementalAlterConfigs, ...) are forwarded unchanged to the real broker from any front.
 
 Forwarded Fetch requests are made sessionless (KIP-227 epoch ``-1``): a broker-side
 fetch session could not follow a client whose requests the fronts split.
@@ -307,6 +310,18 @@ class SimulatedCluster(_FrontLogic, LoopServer):
                 placement = self._placement(kind, k)
                 if placement.node != to_node:
                     self._move_placement(kind, k, placement, to_node, wait)
+
+        self._call(move)
+
+    def move_controller(self, to_node: int) -> None:
+        """Make ``to_node`` the controller: Metadata names it, and CreateTopics,
+        DeleteTopics and CreatePartitions at any other front get ``NOT_CONTROLLER``."""
+        self._check_node(to_node)
+
+        def move() -> None:
+            if not self._up(to_node):
+                raise ValueError(f"node {to_node} is stopped; it cannot be the controller")
+            self._controller = to_node
 
         self._call(move)
 

@@ -18,6 +18,7 @@ from aiokafka_lite.testing import SimulatedCluster
 from aiokafka_lite.testing._cluster_requests import (
     COORDINATOR_LOAD_IN_PROGRESS,
     FENCED_LEADER_EPOCH,
+    NOT_CONTROLLER,
     NOT_COORDINATOR,
     NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_LEADER_EPOCH,
@@ -396,6 +397,12 @@ GROUP_BODIES: dict[int, dict[str, Any]] = {
             }
         ],
     },
+    ApiKey.DESCRIBE_GROUPS: {"groups": ["g"]},
+    ApiKey.DELETE_GROUPS: {"groups_names": ["g"]},
+    ApiKey.OFFSET_DELETE: {
+        "group_id": "g",
+        "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0}]}],
+    },
 }
 TXN_BODIES: dict[int, dict[str, Any]] = {
     ApiKey.INIT_PRODUCER_ID: {"transactional_id": "t", "transaction_timeout_ms": 1000},
@@ -592,7 +599,7 @@ async def test_api_versions_capped_to_what_the_fronts_can_read(cluster: Simulate
         {"api_key": ApiKey.PRODUCE, "min_version": 0, "max_version": 99},
         {"api_key": ApiKey.FETCH, "min_version": 0, "max_version": 99},
         {"api_key": 23, "min_version": 0, "max_version": 9},
-        {"api_key": ApiKey.CREATE_TOPICS, "min_version": 0, "max_version": 99},  # not read
+        {"api_key": ApiKey.DESCRIBE_CONFIGS, "min_version": 0, "max_version": 99},  # not read
         {"api_key": ApiKey.HEARTBEAT, "min_version": 50, "max_version": 60},  # none known
     ]
     broker = api.encode_response(
@@ -603,7 +610,7 @@ async def test_api_versions_capped_to_what_the_fronts_can_read(cluster: Simulate
         ApiKey.PRODUCE: (api.request_spec(ApiKey.PRODUCE).min_version, 11),
         ApiKey.FETCH: (4, api.SUPPORTED_VERSIONS[ApiKey.FETCH][1]),
         23: (2, 4),
-        ApiKey.CREATE_TOPICS: (0, 99),
+        ApiKey.DESCRIBE_CONFIGS: (0, 99),
     }
 
 
@@ -615,3 +622,98 @@ async def test_the_map_can_be_set_up_before_the_start() -> None:
         assert (cluster.leader(TOPIC, 0), cluster.leader_epoch(TOPIC, 0)) == (8, 1)
         assert cluster.coordinator("group", "any") == 7
         assert cluster.running_nodes == [7, 8]
+
+
+CONTROLLER_BODIES: dict[int, dict[str, Any]] = {
+    ApiKey.CREATE_TOPICS: {
+        "topics": [
+            {
+                "name": n,
+                "num_partitions": 1,
+                "replication_factor": 1,
+                "assignments": [],
+                "configs": [],
+            }
+            for n in ("a", "b")
+        ],
+        "timeout_ms": 1000,
+    },
+    ApiKey.DELETE_TOPICS: {
+        "topic_names": ["a", "b"],
+        "topics": [{"name": n, "topic_id": uuid.UUID(int=0)} for n in ("a", "b")],
+        "timeout_ms": 1000,
+    },
+    ApiKey.CREATE_PARTITIONS: {
+        "topics": [{"name": n, "count": 3, "assignments": None} for n in ("a", "b")],
+        "timeout_ms": 1000,
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("key", "version"),
+    [
+        pytest.param(key, v, id=f"{api.api_name(key)}-v{v}")
+        for key in CONTROLLER_BODIES
+        for v in versions(key)
+    ],
+)
+async def test_controller_requests_elsewhere_get_not_controller(
+    cluster: SimulatedCluster, key: int, version: int
+) -> None:
+    frame = request(key, version, CONTROLLER_BODIES[key])
+    assert cluster.controller == 1
+    assert cluster._on_request(1, frame).forward == frame  # the controller: forwarded
+    cluster.move_controller(2)
+    assert cluster._on_request(2, frame).forward == frame
+    action = cluster._on_request(1, frame)
+    assert action.local is not None
+    body = response(key, version, action.local)
+    assert codes(body) == [NOT_CONTROLLER, NOT_CONTROLLER]
+    names = [t["name"] for t in body.get("topics") or body.get("responses") or body["results"]]
+    assert names == ["a", "b"]
+    assert cluster.stats.errors["NOT_CONTROLLER"] == 1
+
+
+@pytest.mark.parametrize("version", versions(ApiKey.DELETE_RECORDS))
+async def test_delete_records_policed_per_partition(
+    cluster: SimulatedCluster, version: int
+) -> None:
+    body = {
+        "topics": [
+            {
+                "name": TOPIC,
+                "partitions": [
+                    {"partition_index": 0, "offset": 5},
+                    {"partition_index": 1, "offset": 6},
+                ],
+            }
+        ],
+        "timeout_ms": 1000,
+    }
+    frame = request(ApiKey.DELETE_RECORDS, version, body)
+    action = cluster._on_request(3, frame)  # leads neither
+    assert action.local is not None
+    answered = response(ApiKey.DELETE_RECORDS, version, action.local)
+    assert codes(answered) == [NOT_LEADER_OR_FOLLOWER, NOT_LEADER_OR_FOLLOWER]
+    action = cluster._on_request(1, frame)  # leads partition 0 only
+    assert action.forward is not None and action.post is not None
+    _, forwarded = api.decode_request(action.forward)
+    assert [p["partition_index"] for p in forwarded["topics"][0]["partitions"]] == [0]
+    broker = api.encode_response(
+        ApiKey.DELETE_RECORDS,
+        version,
+        7,
+        {
+            "throttle_time_ms": 0,
+            "topics": [
+                {
+                    "name": TOPIC,
+                    "partitions": [{"partition_index": 0, "low_watermark": 5, "error_code": 0}],
+                }
+            ],
+        },
+    )
+    merged = response(ApiKey.DELETE_RECORDS, version, action.post(broker))
+    got = {p["partition_index"]: p["error_code"] for t in merged["topics"] for p in t["partitions"]}
+    assert got == {0: 0, 1: NOT_LEADER_OR_FOLLOWER}
