@@ -221,6 +221,26 @@ class AdminBase:
                 deadline.raise_cut_short(exc, last)
             await self._pause(deadline, last)
 
+    async def _send_to_node_loaded(
+        self,
+        node_id: int,
+        api_key: Api[RequestT, ResponseT],
+        body: RequestT,
+        deadline: Deadline,
+        code_of: Callable[[ResponseT], int],
+        loading: frozenset[int],
+        what: str,
+    ) -> ResponseT:
+        """`_send_to_node`, asked again after a backoff while the answer's error code
+        (``code_of``) is one of ``loading``: a broker still loading the groups or
+        transactions it just took over (``what`` names the request in the timeout)."""
+        while True:
+            response = await self._send_to_node(node_id, api_key, body, deadline)
+            code = code_of(response)
+            if code not in loading:
+                return response
+            await self._pause(deadline, item_error(code, None, f"{what} on node {node_id}"))
+
     async def _version(self, api_key: int, deadline: Deadline) -> int | None:
         """The version of ``api_key`` negotiated with a broker (None: it lacks the API)."""
         node = self._client.least_loaded_node()

@@ -40,7 +40,6 @@ from aiokafka_lite.protocol.bodies import (
     LeaveGroupRequest,
     LeaveGroupResponse,
     ListGroupsRequest,
-    ListGroupsResponse,
     OffsetCommitResponse,
     OffsetDeleteRequest,
     OffsetDeleteRequestPartition,
@@ -137,20 +136,6 @@ class GroupsAdmin(AdminBase):
         wanted_states = None if states is None else {s.lower() for s in states}
         chosen = None if broker_ids is None else list(broker_ids)
 
-        async def one(
-            node: int, request: ListGroupsRequest, deadline: Deadline
-        ) -> ListGroupsResponse:
-            while True:
-                response = await self._send_to_node(node, bodies.LIST_GROUPS, request, deadline)
-                # A coordinator that just took over groups answers this until it has loaded
-                # them (Java's admin client asks again on these two codes too).
-                code = response.get("error_code", 0)
-                if code not in _GROUPS_LOADING:
-                    return response
-                await self._pause(
-                    deadline, item_error(code, None, f"listing groups on node {node}")
-                )
-
         async def body(deadline: Deadline) -> list[GroupListing]:
             await self._refresh(deadline)  # brokers come and go: ask the ones there now
             brokers = self._client.cluster.brokers
@@ -164,7 +149,22 @@ class GroupsAdmin(AdminBase):
                 "states_filter": sorted(wanted_states or ()),
                 "types_filter": [],
             }
-            responses = await asyncio.gather(*(one(node, request, deadline) for node in nodes))
+            responses = await asyncio.gather(
+                *(
+                    # A coordinator that just took over groups answers 14 or 15 until it
+                    # has loaded them (Java's admin client asks again on both too).
+                    self._send_to_node_loaded(
+                        node,
+                        bodies.LIST_GROUPS,
+                        request,
+                        deadline,
+                        lambda r: r.get("error_code", 0),
+                        _GROUPS_LOADING,
+                        "listing groups",
+                    )
+                    for node in nodes
+                )
+            )
             found: dict[str, GroupListing] = {}
             for node, response in zip(nodes, responses, strict=True):
                 code = response.get("error_code", 0)

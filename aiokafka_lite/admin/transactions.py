@@ -59,6 +59,10 @@ TRANSACTION_STATES = (
 )
 
 
+#: ListTransactions answers of a broker still loading its transaction log partitions.
+_TRANSACTIONS_LOADING = frozenset({errors.CoordinatorLoadInProgressError.errno})
+
+
 def _states(values: Iterable[str]) -> list[str]:
     known = {s.lower(): s for s in TRANSACTION_STATES}
     states = []
@@ -108,10 +112,21 @@ class TransactionsAdmin(AdminBase):
                 "producer_id_filters": wanted_ids,
                 "duration_filter": -1 if min_duration_ms is None else min_duration_ms,
             }
+            await self._refresh(deadline)  # brokers come and go: ask the ones there now
             nodes = sorted(self._client.cluster.brokers)
             answers = await asyncio.gather(
                 *(
-                    self._send_to_node(node, bodies.LIST_TRANSACTIONS, request, deadline)
+                    # A broker that just took over transaction log partitions answers
+                    # COORDINATOR_LOAD_IN_PROGRESS until it has loaded them (Java asks again).
+                    self._send_to_node_loaded(
+                        node,
+                        bodies.LIST_TRANSACTIONS,
+                        request,
+                        deadline,
+                        lambda r: r["error_code"],
+                        _TRANSACTIONS_LOADING,
+                        "listing transactions",
+                    )
                     for node in nodes
                 )
             )

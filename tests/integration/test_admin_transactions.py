@@ -226,6 +226,30 @@ async def test_describe_producers_and_a_loading_coordinator_scripted(
         assert described["t-1"].coordinator_id == ScriptedBroker.NODE
 
 
+async def test_list_transactions_waits_for_a_loading_coordinator_scripted() -> None:
+    """A broker that just became the coordinator of transaction log partitions answers
+    ListTransactions COORDINATOR_LOAD_IN_PROGRESS until it has loaded them: asked again
+    (as Java's admin client does), not the end of the call."""
+    broker = ScriptedBroker()
+    broker.scripts[ApiKey.LIST_TRANSACTIONS] = lambda header, body, count: {
+        "error_code": 14 if count == 1 else 0,
+        "unknown_state_filters": [],
+        "transaction_states": []
+        if count == 1
+        else [{"transactional_id": "t-1", "producer_id": 7, "transaction_state": "Ongoing"}],
+    }
+    await broker.start()
+    try:
+        async with AdminClient(
+            broker.bootstrap, request_timeout_ms=5000, retry_backoff_ms=10
+        ) as admin:
+            listed = await admin.list_transactions()
+            assert [(t.transactional_id, t.state) for t in listed] == [("t-1", "Ongoing")]
+            assert broker.calls[ApiKey.LIST_TRANSACTIONS] == 2
+    finally:
+        await broker.stop()
+
+
 # --- the command line --------------------------------------------------------------------
 
 
