@@ -129,6 +129,10 @@ def _parse_port(item: str, text: str) -> int:
 class _InReconnectBackoff(errors.KafkaConnectionError):
     """A node was skipped because its reconnect backoff outlasts the caller's deadline."""
 
+    #: Says nothing new: a retry loop keeps naming the error that caused the backoff
+    #: (`retry.retried_error`).
+    skipped_attempt = True
+
 
 class _NodeState:
     """Reconnect bookkeeping for one node."""

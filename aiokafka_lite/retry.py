@@ -36,12 +36,16 @@ def backoff_delay(attempt: int, base: float, cap: float) -> float:
 def retried_error(last: errors.KafkaError | None, exc: errors.KafkaError) -> errors.KafkaError:
     """The error a retry loop names when it gives up, after an attempt failed with ``exc``.
 
-    ``exc``, unless it is a timeout and an earlier error (``last``) started the
-    retries: an attempt cut short by the call's deadline says only that time ran out,
-    while ``last`` says why the call needed another attempt (a dropped connection, a
-    moved coordinator), which is what the caller can act on.
+    ``exc``, unless it is a timeout, or an attempt skipped because its node is in
+    reconnect backoff, and an earlier error (``last``) started the retries: an attempt
+    cut short by the call's deadline says only that time ran out, a skipped one only
+    that the node failed before, while ``last`` says why the call needed another attempt
+    (a refused or dropped connection, a moved coordinator), which is what the caller can
+    act on.
     """
-    if last is not None and isinstance(exc, errors.KafkaTimeoutError):
+    if last is not None and (
+        isinstance(exc, errors.KafkaTimeoutError) or getattr(exc, "skipped_attempt", False)
+    ):
         return last
     return exc
 

@@ -11,7 +11,7 @@ those topics (`MetadataLeaders`), so a missing topic is an item error, never cre
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
 from aiokafka_lite import errors
 from aiokafka_lite.admin.base import AdminBase, item_error, request_metadata
@@ -34,10 +34,16 @@ from aiokafka_lite.protocol.bodies import (
 )
 from aiokafka_lite.protocol.offsets import list_offsets_body, read_list_offsets
 from aiokafka_lite.retry import Deadline
-from aiokafka_lite.routing import leader_moved, send_to_leaders
+from aiokafka_lite.routing import PartitionAnswer, leader_moved, send_to_leaders
 from aiokafka_lite.structs import TopicPartition
 
-__all__ = ["MetadataLeaders", "RecordsAdmin", "leader_answer_retry", "list_offsets_by_leader"]
+__all__ = [
+    "MetadataLeaders",
+    "RecordsAdmin",
+    "leader_answer_retry",
+    "list_offsets_by_leader",
+    "ran_out",
+]
 
 
 def leader_answer_retry(error: errors.KafkaError) -> bool:
@@ -91,6 +97,15 @@ class MetadataLeaders:
         """Nothing to do: every round asks for the leaders anew."""
 
 
+def ran_out(answer: PartitionAnswer[Any], deadline: Deadline) -> errors.KafkaError | None:
+    """A partition's error: for one the deadline ended while it was being retried, the
+    call's timeout naming the last error (a refused leader, ...), as for every admin item
+    that ran out of time (so a call whose every item did raises it, see `AdminBase._run`)."""
+    if answer.timed_out and not isinstance(answer.error, errors.KafkaTimeoutError):
+        return deadline.timeout_error(answer.error)
+    return answer.error
+
+
 async def list_offsets_by_leader(
     client: KafkaClient, specs: Mapping[TopicPartition, int], isolation: int, deadline: Deadline
 ) -> AdminResults[TopicPartition, ListOffsetsResult]:
@@ -117,7 +132,7 @@ async def list_offsets_by_leader(
     results: AdminResults[TopicPartition, ListOffsetsResult] = AdminResults()
     for tp, answer in answers.items():
         if answer.error is not None or answer.value is None:
-            results[tp] = ListOffsetsResult(tp, answer.error)
+            results[tp] = ListOffsetsResult(tp, ran_out(answer, deadline))
             continue
         found = answer.value
         offset = found.offset if found.offset >= 0 else None
@@ -204,7 +219,7 @@ class RecordsAdmin(AdminBase):
             results: AdminResults[TopicPartition, DeleteRecordsResult] = AdminResults()
             for tp, answer in answers.items():
                 low = -1 if answer.value is None else int(answer.value)
-                results[tp] = DeleteRecordsResult(tp, answer.error, low)
+                results[tp] = DeleteRecordsResult(tp, ran_out(answer, deadline), low)
             return results
 
         if not before:

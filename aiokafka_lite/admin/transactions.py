@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 
 from aiokafka_lite import errors
 from aiokafka_lite.admin.base import AdminBase, item_error
-from aiokafka_lite.admin.records import MetadataLeaders
+from aiokafka_lite.admin.records import MetadataLeaders, ran_out
 from aiokafka_lite.admin.types import (
     AdminResults,
     DescribeProducersResult,
@@ -265,7 +265,9 @@ class TransactionsAdmin(AdminBase):
             results: AdminResults[TopicPartition, DescribeProducersResult] = AdminResults()
             for tp in tps:
                 answer = answers[tp]
-                results[tp] = DescribeProducersResult(tp, answer.error, answer.value or ())
+                results[tp] = DescribeProducersResult(
+                    tp, ran_out(answer, deadline), answer.value or ()
+                )
             return results
 
         if not tps:

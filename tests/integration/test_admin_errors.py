@@ -8,6 +8,7 @@ runs a per-test script for the API under test.
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -463,4 +464,33 @@ async def test_a_broker_config_waits_for_its_restarting_broker() -> None:
             assert "describe_configs" in str(error) and "node 2" in str(error)
     finally:
         await one.stop()
+        await two.stop()
+
+
+async def test_a_leader_that_stays_away_is_a_timeout_naming_it() -> None:
+    """A partition whose leader refuses connections until the deadline: a
+    KafkaTimeoutError naming the call, the node's address and why (the refusal, not the
+    reconnect backoff of the last skipped attempt), as every other admin item that ran out of time;
+    the call's own when every item ran out (docs/admin.md, "Errors")."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port1 = probe.getsockname()[1]
+    two = AdvertisingBroker()  # node 2; node 1 (the leader of t-0) is down
+    await two.start()
+    two.advertised = [(1, port1), (2, two.port)]
+    two.topics = {"t": 1}
+    t0, missing = TopicPartition("t", 0), TopicPartition("u", 0)
+    cause = rf"127\.0\.0\.1:{port1}: Connection refused"
+    try:
+        async with AdminClient(
+            two.bootstrap, request_timeout_ms=5000, retry_backoff_ms=20
+        ) as admin:
+            with pytest.raises(errors.KafkaTimeoutError, match=rf"^list_offsets did not .*{cause}"):
+                await admin.list_offsets({t0: "latest"}, timeout_ms=600)
+            deleted = await admin.delete_records({t0: 1, missing: 1}, timeout_ms=600)
+            assert isinstance(deleted[missing].error, errors.UnknownTopicOrPartitionError)
+            error = deleted[t0].error
+            assert isinstance(error, errors.KafkaTimeoutError), repr(error)
+            assert re.search(rf"^delete_records did not .*{cause}", str(error)), error
+    finally:
         await two.stop()
