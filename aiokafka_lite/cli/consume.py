@@ -152,6 +152,52 @@ def _reader_gone(out: Any) -> bool:
         return False
 
 
+def _write_lines(out: Any, lines: Sequence[bytes]) -> tuple[int, bool]:
+    """Write ``lines`` to ``out``: how many were written whole, and whether the pipe broke.
+
+    A line is printed once the kernel has it: a line left in stdout's buffer when the
+    reader goes away (`| head`) never reaches anyone, so the lines go to the file
+    descriptor directly, and a short write says exactly which of them got through.
+    """
+    if not lines:
+        return 0, False
+    try:
+        fd = out.fileno()
+    except (OSError, ValueError, AttributeError):
+        fd = None
+    if fd is None:
+        # No descriptor (an in-memory stream): a line counts once flushed.
+        try:
+            for line in lines:
+                out.write(line)
+            out.flush()
+        except BrokenPipeError:
+            return 0, True
+        return len(lines), False
+    try:
+        out.flush()  # whatever else went to stdout first, so the order stays
+    except BrokenPipeError:
+        return 0, True
+    data = memoryview(b"".join(lines))
+    done = 0
+    try:
+        while done < len(data):
+            try:
+                done += os.write(fd, data[done:])
+            except BlockingIOError:  # a non-blocking stdout: wait until it takes more
+                select.select([], [fd], [])
+    except BrokenPipeError:
+        whole = 0
+        end = 0
+        for line in lines:
+            end += len(line)
+            if end > done:
+                break
+            whole += 1
+        return whole, True
+    return len(lines), False
+
+
 async def _position_explicitly(
     consumer: Any,
     admin_conn: Connection,
@@ -309,29 +355,22 @@ async def cmd_consume(args: argparse.Namespace) -> int:
                 await _position_explicitly(consumer, conn, args, topics, group=group, reset=reset)
             else:
                 consumer.subscribe(topics)
-            pipe_closed = False
             while not stop.stopped:
                 if args.max_records is not None and count >= args.max_records:
                     break
                 batch_limit = None if args.max_records is None else args.max_records - count
                 batches = await consumer.getmany(timeout_ms=200, max_records=batch_limit)
                 now = time.monotonic()
-                for tp, records in batches.items():
-                    for record in records:
-                        try:
-                            out.write(formatter(record))
-                        except BrokenPipeError:
-                            pipe_closed = True
-                            break
-                        printed[tp] = record.offset + 1
-                        count += 1
-                    if pipe_closed:
-                        break
-                if pipe_closed:
-                    break
-                try:
-                    out.flush()
-                except BrokenPipeError:
+                lines = [(tp, r) for tp, records in batches.items() for r in records]
+                written, broken = _write_lines(out, [formatter(r) for _tp, r in lines])
+                for tp, record in lines[:written]:
+                    printed[tp] = record.offset + 1
+                count += written
+                if broken:
+                    # Each partition with a record not written is committed at its first
+                    # such record (not at the consumer's position, past the whole batch).
+                    for tp, record in reversed(lines[written:]):
+                        printed[tp] = record.offset
                     break
                 if batches:
                     last_record = now

@@ -336,6 +336,40 @@ def consume_in_group(
     )
 
 
+def test_group_run_into_a_closed_pipe_commits_nothing_it_did_not_print(
+    cli: list[str], bootstrap_servers: str
+) -> None:
+    """`consume -g G ... | true`: the reader is gone before the first record is written.
+    None was printed, so none may be committed (the run committed the consumer's
+    position, past the whole fetched batch, and the next run of the group skipped it)."""
+    topic, group = unique("gone"), unique("g")
+    b = ("-b", bootstrap_servers)
+    assert run(cli, "topics", "create", topic, "-p", "1", *b).returncode == 0
+    assert run(cli, "produce", topic, "-q", *b, input="a\nb\nc\n").returncode == 0
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [*cli, "consume", topic, "-g", group, "-p", "0", "--offset", "earliest", *b],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env=clean_env(),
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 0, done.stderr
+    assert b"Traceback" not in done.stderr, done.stderr
+    assert [row["committed_offset"] for row in lag_rows(cli, bootstrap_servers, group)] in (
+        [],
+        [0],
+        [None],
+    )
+    again = consume_in_group(cli, bootstrap_servers, topic, group, "-p", "0", "-n", "3")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines() == ["a", "b", "c"]
+
+
 def test_group_run_stopped_by_n_keeps_its_start_on_unprinted_partitions(
     cli: list[str], bootstrap_servers: str
 ) -> None:
