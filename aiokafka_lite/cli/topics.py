@@ -58,12 +58,19 @@ async def cmd_topics_create(args: argparse.Namespace) -> int:
         results = await admin.create_topics(topics, validate_only=args.validate_only)
     finally:
         await admin.close()
+    existing: set[str] = set()
     if args.if_not_exists:
         for name, result in list(results.items()):
             if isinstance(result.error, errors.TopicAlreadyExistsError):
                 results[name] = type(result)(name)
+                existing.add(name)
     verb = "Validated" if args.validate_only else "Created"
-    return report_items(results, lambda name: f"{verb} topic {name}.")
+    return report_items(
+        results,
+        lambda name: (
+            f"Topic {name} already exists." if name in existing else f"{verb} topic {name}."
+        ),
+    )
 
 
 async def cmd_topics_delete(args: argparse.Namespace) -> int:
@@ -72,11 +79,18 @@ async def cmd_topics_delete(args: argparse.Namespace) -> int:
         results = await admin.delete_topics(args.topics)
     finally:
         await admin.close()
+    missing: set[str] = set()
     if args.if_exists:
         for name, result in list(results.items()):
             if isinstance(result.error, errors.UnknownTopicOrPartitionError):
                 results[name] = type(result)(name)
-    return report_items(results, lambda name: f"Deleted topic {name}.")
+                missing.add(name)
+    return report_items(
+        results,
+        lambda name: (
+            f"Topic {name} does not exist." if name in missing else f"Deleted topic {name}."
+        ),
+    )
 
 
 async def cmd_topics_add_partitions(args: argparse.Namespace) -> int:

@@ -309,6 +309,28 @@ def test_create_existing_topic_next_to_a_new_one(cli: list[str], bootstrap_serve
     assert_one_error_line(described, 1, "missing")
 
 
+def test_if_not_exists_and_if_exists_do_not_claim_what_they_did_not_do(
+    cli: list[str], bootstrap_servers: str
+) -> None:
+    """`topics create T --if-not-exists` on an existing T created nothing, and `topics
+    delete T --if-exists` on a missing T deleted nothing: neither may say it did."""
+    old, new, missing = unique("old"), unique("new"), unique("missing")
+    b = ("-b", bootstrap_servers)
+    assert run(cli, "topics", "create", old, *b).returncode == 0
+    created = run(cli, "topics", "create", old, new, "--if-not-exists", *b)
+    assert created.returncode == 0, created.stderr
+    assert created.stdout.splitlines() == [
+        f"Topic {old} already exists.",
+        f"Created topic {new}.",
+    ]
+    deleted = run(cli, "topics", "delete", missing, new, "--if-exists", *b)
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.splitlines() == [
+        f"Topic {missing} does not exist.",
+        f"Deleted topic {new}.",
+    ]
+
+
 # --- groups -------------------------------------------------------------------------------
 
 
