@@ -193,6 +193,17 @@ async def cmd_groups_reset_offsets(args: argparse.Namespace) -> int:
         raise UsageError("give --topic TOPIC[:PARTITIONS] (repeatable) or --all-topics")
     admin = await admin_client(args)
     try:
+        if args.execute:
+            # The broker refuses a group with members, as UNKNOWN_MEMBER_ID per
+            # partition, which does not say why: say it, as Kafka's tool does.
+            description = (await admin.describe_consumer_groups([args.group]))[args.group]
+            if description.error is None and description.members:
+                count = len(description.members)
+                raise CliError(
+                    f"group {args.group!r} has {count} active member{'s' if count != 1 else ''} "
+                    f"(state {description.state}): its offsets can be reset only when it has "
+                    "none; stop its consumers first"
+                )
         committed = await admin.list_consumer_group_offsets(args.group)
         targets: list[TopicPartition] = []
         if args.all_topics:

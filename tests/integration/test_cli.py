@@ -511,6 +511,57 @@ def test_groups_list_describe_reset_and_delete(cli: list[str], bootstrap_servers
     assert group not in run(cli, "groups", "list", *b).stdout.splitlines()
 
 
+def test_reset_offsets_of_an_active_group_says_why_it_cannot(
+    cli: list[str], bootstrap_servers: str
+) -> None:
+    """`groups reset-offsets G --execute` while a consumer of G runs: the broker refuses
+    each partition as UNKNOWN_MEMBER_ID ("The coordinator does not know this member
+    id", one line per partition), which says nothing of the cause. One line must say
+    the group has active members, and nothing may change."""
+    topic, group = unique("act"), unique("g")
+    b = ("-b", bootstrap_servers)
+    assert run(cli, "topics", "create", topic, "-p", "2", *b).returncode == 0
+    assert run(cli, "produce", topic, "-q", *b, input="a\nb\n").returncode == 0
+    member = subprocess.Popen(
+        [
+            *cli,
+            "consume",
+            topic,
+            "-g",
+            group,
+            "--from-beginning",
+            "--session-timeout-ms",
+            "6000",
+            *b,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=clean_env(),
+    )
+    try:
+        assert member.stdout is not None
+        assert sorted([member.stdout.readline(), member.stdout.readline()]) == [b"a\n", b"b\n"]
+        reset = run(
+            cli,
+            "groups",
+            "reset-offsets",
+            group,
+            "--topic",
+            topic,
+            "--to-earliest",
+            "--execute",
+            *b,
+        )
+        assert_one_error_line(reset, 1, group, "active member")
+    finally:
+        member.send_signal(signal.SIGTERM)
+        member.communicate(timeout=60)
+    committed = {
+        row["partition"]: row["committed_offset"] for row in lag_rows(cli, bootstrap_servers, group)
+    }
+    assert sum(offset or 0 for offset in committed.values()) == 2, committed
+
+
 def test_describe_missing_group_fails(
     cli: list[str], bootstrap_servers: str, expect_deviation: ExpectDeviation
 ) -> None:
