@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from aiokafka_lite.cli.shared import EXIT_OK, CliError, Leaf, StopSignal, err, non_negative_int, out
+from aiokafka_lite.cli.shared import EXIT_OK, CliError, Leaf, StopSignal, err, out, port_number
 
 __all__ = ["add_broker_parser", "cmd_broker"]
 
@@ -39,7 +39,7 @@ async def cmd_broker(args: argparse.Namespace) -> int:
 def add_broker_parser(commands: Any, leaf: Leaf) -> None:
     p = leaf(commands, "broker", cmd_broker, "run the embedded test broker until Ctrl-C")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    p.add_argument("--port", type=non_negative_int, default=9092, help="0: any free port")
+    p.add_argument("--port", type=port_number, default=9092, help="0: any free port")
     p.add_argument(
         "--kind",
         choices=("tansu", "noida"),

@@ -25,6 +25,7 @@ from aiokafka_lite.cli.shared import (
     report_items,
     table,
     timestamp_arg,
+    topic_partitions_arg,
 )
 
 __all__ = [
@@ -310,6 +311,7 @@ def add_groups_parser(commands: Any, leaf: Leaf) -> None:
     p.add_argument(
         "--topic",
         action="append",
+        type=topic_partitions_arg,
         metavar="TOPIC[:P,...]",
         help="topic, optionally with partitions (repeatable)",
     )

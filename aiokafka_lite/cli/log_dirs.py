@@ -15,6 +15,7 @@ from aiokafka_lite.cli.shared import (
     report_items,
     table,
     topic_partitions,
+    topic_partitions_arg,
 )
 
 __all__ = ["add_log_dirs_parser", "cmd_log_dirs"]
@@ -73,6 +74,7 @@ def add_log_dirs_parser(commands: Any, leaf: Leaf) -> None:
     p.add_argument(
         "--topic",
         action="append",
+        type=topic_partitions_arg,
         metavar="TOPIC[:P,...]",
         help="only these replicas (repeatable; default: every replica)",
     )

@@ -182,6 +182,15 @@ def non_negative_int(text: str) -> int:
     return int(_number_arg(text, int, "an integer", lambda value: value >= 0, ">= 0"))
 
 
+def int64_non_negative(text: str) -> int:
+    """An integer >= 0 the protocol carries as an INT64 (producer ids, durations)."""
+    return int(_number_arg(text, int, "an integer", lambda v: 0 <= v < 2**63, ">= 0 and < 2^63"))
+
+
+def port_number(text: str) -> int:
+    return int(_number_arg(text, int, "a port", lambda v: 0 <= v <= 65535, "from 0 to 65535"))
+
+
 # --- connection options ----------------------------------------------------------------
 
 
@@ -453,18 +462,23 @@ def parse_timestamp(text: str) -> int:
     stripped = text.strip()
     if stripped.lstrip("-").isdigit():
         value = int(stripped)
-        if value < 0:
-            raise UsageError(f"timestamp must be >= 0, got {text!r}")
-        return value
-    try:
-        when = datetime.datetime.fromisoformat(stripped.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(
-            f"expected a timestamp in ms or an ISO 8601 date/time, got {text!r}"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.timezone.utc)
-    return int(when.timestamp() * 1000)
+    else:
+        try:
+            when = datetime.datetime.fromisoformat(stripped.replace("Z", "+00:00"))
+        except ValueError:
+            raise UsageError(
+                f"expected a timestamp in ms or an ISO 8601 date/time, got {text!r}"
+            ) from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.timezone.utc)
+        value = int(when.timestamp() * 1000)
+    # Kafka's timestamps are INT64 ms; a negative one asks for a special offset
+    # (-1 latest, -2 earliest), so a time before 1970 is no time at all.
+    if value < 0:
+        raise UsageError(f"timestamp must be at or after 1970-01-01T00:00:00Z, got {text!r}")
+    if value >= 2**63:
+        raise UsageError(f"timestamp too large (ms since the epoch < 2^63), got {text!r}")
+    return value
 
 
 def timestamp_arg(text: str) -> int:
@@ -521,9 +535,18 @@ def parse_topic_partitions(spec: str) -> tuple[str, list[int] | None]:
         partitions = sorted({int(p) for p in parts.split(",") if p.strip()})
     except ValueError:
         raise UsageError(f"--topic partitions must be integers, got {spec!r}") from None
-    if not partitions or partitions[0] < 0:
-        raise UsageError(f"--topic partitions must be integers >= 0, got {spec!r}")
+    if not partitions or partitions[0] < 0 or partitions[-1] >= 2**31:
+        raise UsageError(f"--topic partitions must be integers >= 0 and < 2^31, got {spec!r}")
     return topic, partitions
+
+
+def topic_partitions_arg(text: str) -> str:
+    """The argparse type of ``--topic TOPIC[:P,...]``: checked, kept as given."""
+    try:
+        parse_topic_partitions(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 async def topic_partitions(admin: Any, specs: list[str]) -> list[TopicPartition]:

@@ -11,12 +11,13 @@ from aiokafka_lite.cli.shared import (
     Leaf,
     Parser,
     admin_client,
-    non_negative_int,
+    int64_non_negative,
     out,
     print_json,
     report_items,
     table,
     topic_partitions,
+    topic_partitions_arg,
 )
 
 __all__ = [
@@ -129,10 +130,10 @@ def add_transactions_parser(commands: Any, leaf: Leaf) -> None:
     cmds.required = True
     p = leaf(cmds, "list", cmd_transactions_list, "the transactional ids the brokers know")
     p.add_argument("--state", action="append", help="only in this state (repeatable): Ongoing, ...")
-    p.add_argument("--producer-id", action="append", type=non_negative_int, metavar="ID")
+    p.add_argument("--producer-id", action="append", type=int64_non_negative, metavar="ID")
     p.add_argument(
         "--min-duration-ms",
-        type=non_negative_int,
+        type=int64_non_negative,
         metavar="MS",
         help="only transactions open at least this long (Kafka 3.8+)",
     )
@@ -149,6 +150,7 @@ def add_transactions_parser(commands: Any, leaf: Leaf) -> None:
     p.add_argument(
         "--topic",
         action="append",
+        type=topic_partitions_arg,
         required=True,
         metavar="TOPIC[:P,...]",
         help="topic, optionally with partitions (repeatable)",

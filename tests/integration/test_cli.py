@@ -617,6 +617,17 @@ def test_unknown_topic(cli: list[str], bootstrap_servers: str) -> None:
         ("consume", "t", "-f", "{offset[0]}"),  # was a TypeError traceback
         ("consume", "t", "--offset", "1", "--timestamp", "5"),
         ("groups", "reset-offsets", "g", "--to-datetime", "yesterday", "--all-topics"),
+        # Numbers past what the protocol carries: were tracebacks (OverflowError from
+        # bind(), ValueError from the request's encoder).
+        ("broker", "--port", "65536"),
+        ("consume", "t", "--timestamp", "9223372036854775808"),
+        ("consume", "t", "--timestamp", "1969-12-31T23:59:59Z"),  # negative: a special value
+        ("groups", "reset-offsets", "g", "--topic", "t", "--to-datetime", "99999999999999999999"),
+        ("groups", "reset-offsets", "g", "--topic", "t:2147483648", "--to-latest"),
+        ("log-dirs", "--topic", "t:2147483648"),
+        ("transactions", "producers", "--topic", "t:2147483648"),
+        ("transactions", "list", "--producer-id", "9223372036854775808"),
+        ("transactions", "list", "--min-duration-ms", "9223372036854775808"),
     ],
 )
 def test_bad_arguments(cli: list[str], args: tuple[str, ...]) -> None:
