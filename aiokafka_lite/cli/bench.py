@@ -25,6 +25,7 @@ from aiokafka_lite.cli.shared import (
     describe_error,
     error_line,
     exit_code_for,
+    non_negative_seconds,
     out,
     positive_int,
     rate_summary,
@@ -256,5 +257,5 @@ def add_bench_parser(commands: Any, leaf: Leaf) -> None:
     p = leaf(actions, "consume", cmd_bench_consume, "read a topic from the beginning")
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("-n", "--records", type=positive_int, help="default: all records there now")
-    p.add_argument("--idle-timeout", type=float, default=10.0, metavar="SECONDS")
+    p.add_argument("--idle-timeout", type=non_negative_seconds, default=10.0, metavar="SECONDS")
     add_progress(p)

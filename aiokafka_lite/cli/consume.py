@@ -27,6 +27,7 @@ from aiokafka_lite.cli.shared import (
     err,
     error_line,
     exit_code_for,
+    non_negative_seconds,
     positive_int,
     resolve_connection,
     timestamp_arg,
@@ -425,7 +426,7 @@ def add_consume_parser(commands: Any, leaf: Leaf) -> None:
     p.add_argument("-n", "--max-records", type=positive_int, help="stop after N records")
     p.add_argument(
         "--idle-timeout",
-        type=float,
+        type=non_negative_seconds,
         metavar="SECONDS",
         help="stop when no record arrives for this long",
     )

@@ -164,6 +164,12 @@ def positive_float(text: str) -> float:
     )
 
 
+def non_negative_seconds(text: str) -> float:
+    """A duration >= 0 (``inf``: never); NaN compares false with everything, so a NaN
+    timeout never fired: refused with the negatives."""
+    return _number_arg(text, float, "a number", lambda value: value >= 0, ">= 0")
+
+
 def positive_int(text: str) -> int:
     return int(_number_arg(text, int, "an integer", lambda value: value > 0, "> 0"))
 

@@ -628,6 +628,11 @@ def test_unknown_topic(cli: list[str], bootstrap_servers: str) -> None:
         ("transactions", "producers", "--topic", "t:2147483648"),
         ("transactions", "list", "--producer-id", "9223372036854775808"),
         ("transactions", "list", "--min-duration-ms", "9223372036854775808"),
+        # Were taken: nan never stopped, a negative time stopped at once.
+        ("consume", "t", "--idle-timeout", "nan"),
+        ("consume", "t", "--idle-timeout", "-1"),
+        ("bench", "consume", "t", "--idle-timeout", "nan"),
+        ("bench", "consume", "t", "--idle-timeout", "-1"),
     ],
 )
 def test_bad_arguments(cli: list[str], args: tuple[str, ...]) -> None:
