@@ -12,7 +12,7 @@ import stat
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from aiokafka_lite import errors
 from aiokafka_lite.cli.shared import (
@@ -207,10 +207,13 @@ async def _position_explicitly(
     *,
     group: str | None,
     reset: str,
+    isolation: Literal["read_uncommitted", "read_committed"],
 ) -> list[TopicPartition]:
     """Assign partitions and seek them as --partition/--offset/--timestamp ask.
 
     Without a position asked for and without a group, ``reset`` says where to start.
+    Offsets are looked up at the consumer's ``isolation`` level: with read_committed,
+    the end (for -N) is the last stable offset, not the high watermark.
     """
     from aiokafka_lite.admin import AdminClient, OffsetSpec
 
@@ -229,7 +232,8 @@ async def _position_explicitly(
         positions: dict[TopicPartition, int] = {}
         if args.timestamp is not None:
             found = await admin.list_offsets(
-                {tp: OffsetSpec.for_timestamp(args.timestamp) for tp in tps}
+                {tp: OffsetSpec.for_timestamp(args.timestamp) for tp in tps},
+                isolation_level=isolation,
             )
             ends = None
             for tp in tps:
@@ -239,11 +243,13 @@ async def _position_explicitly(
                 offset = found[tp].offset
                 if offset is None:  # no record at or after the time: start at the end
                     if ends is None:
-                        ends = await admin.list_offsets({t: "latest" for t in tps})
+                        ends = await admin.list_offsets(
+                            {t: "latest" for t in tps}, isolation_level=isolation
+                        )
                     offset = ends[tp].offset or 0
                 positions[tp] = offset
         elif isinstance(args.offset, int) and args.offset < 0:
-            ends = await admin.list_offsets({tp: "latest" for tp in tps})
+            ends = await admin.list_offsets({tp: "latest" for tp in tps}, isolation_level=isolation)
             starts = await admin.list_offsets({tp: "earliest" for tp in tps})
             for tp in tps:
                 for r in (ends[tp], starts[tp]):
@@ -353,7 +359,15 @@ async def cmd_consume(args: argparse.Namespace) -> int:
     try:
         with StopSignal() as stop:
             if explicit:
-                await _position_explicitly(consumer, conn, args, topics, group=group, reset=reset)
+                await _position_explicitly(
+                    consumer,
+                    conn,
+                    args,
+                    topics,
+                    group=group,
+                    reset=reset,
+                    isolation=kwargs["isolation_level"],
+                )
             else:
                 consumer.subscribe(topics)
             while not stop.stopped:

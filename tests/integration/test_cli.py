@@ -153,6 +153,38 @@ def test_plain_and_template_output(cli: list[str], bootstrap_servers: str) -> No
     assert template.stderr == ""
 
 
+def test_read_committed_offset_from_the_end_counts_from_the_last_stable_offset(
+    cli: list[str], bootstrap_servers: str
+) -> None:
+    """`consume T -p 0 --offset=-1 --isolation-level read_committed` while a transaction
+    is open on T-0: the last record it may read is the committed one before the open
+    transaction. Counted from the high watermark, -1 started inside the transaction and
+    printed nothing at all."""
+    from aiokafka_lite.producer import Producer
+
+    topic = unique("lso")
+    b = ("-b", bootstrap_servers)
+    assert run(cli, "topics", "create", topic, "-p", "1", *b).returncode == 0
+    assert run(cli, "produce", topic, "-q", *b, input="committed\n").returncode == 0
+
+    async def with_open_transaction() -> subprocess.CompletedProcess[str]:
+        producer = Producer(bootstrap_servers=bootstrap_servers, transactional_id=unique("tx"))
+        await producer.start()
+        try:
+            await producer.begin_transaction()
+            await (await producer.send(topic, b"open", partition=0))
+            options = ("-p", "0", "--offset=-1", "-n", "1", "--idle-timeout", "5")
+            isolation = ("--isolation-level", "read_committed")
+            return await asyncio.to_thread(run, cli, "consume", topic, *options, *isolation, *b)
+        finally:
+            await producer.abort_transaction()
+            await producer.stop()
+
+    consumed = asyncio.run(with_open_transaction())
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.splitlines() == ["committed"]
+
+
 def test_consume_stops_when_the_reader_of_its_pipe_goes_away(
     cli: list[str], bootstrap_servers: str
 ) -> None:
