@@ -88,11 +88,21 @@ async def _read_chunks(stream: IO[bytes], stop: StopSignal) -> AsyncIterator[byt
     Terminals and pipes are watched by the event loop, so Ctrl-C works while nothing is
     typed; regular files never block and are read directly.
     """
+    loop = asyncio.get_running_loop()
     try:
         fd = stream.fileno()
         waitable = not stat.S_ISREG(os.fstat(fd).st_mode) and sys.platform != "win32"
     except (OSError, ValueError, io.UnsupportedOperation):
         waitable = False
+    if waitable:
+        # What epoll cannot watch (/dev/null, other character devices: EPERM) never
+        # blocks for long either: read it directly, as a regular file.
+        try:
+            loop.add_reader(fd, lambda: None)
+        except (OSError, ValueError):
+            waitable = False
+        else:
+            loop.remove_reader(fd)
     if not waitable:
         read = getattr(stream, "read1", stream.read)
         while not stop.stopped:
@@ -102,7 +112,6 @@ async def _read_chunks(stream: IO[bytes], stop: StopSignal) -> AsyncIterator[byt
             yield chunk
             await asyncio.sleep(0)
         return
-    loop = asyncio.get_running_loop()
     stopped: asyncio.Future[Any] = asyncio.ensure_future(stop.event.wait())
 
     def wake(future: asyncio.Future[Any]) -> None:

@@ -271,6 +271,26 @@ def test_consume_from_the_end_and_from_a_time(
         assert since.stdout.splitlines() == ["r3", "r4", "r5"], since.stderr
 
 
+def test_produce_from_dev_null(cli: list[str], bootstrap_servers: str) -> None:
+    """`produce T < /dev/null` (a script with no input, cron) and `produce T /dev/null`:
+    no records, status 0. A character device cannot be watched by epoll: both failed
+    with 'error: [Errno 1] Operation not permitted', status 1."""
+    topic = unique("null")
+    b = ("-b", bootstrap_servers)
+    assert run(cli, "topics", "create", topic, "-p", "1", *b).returncode == 0
+    for args, stdin in (((), subprocess.DEVNULL), ((os.devnull,), None)):
+        done = subprocess.run(
+            [*cli, "produce", topic, *args, *b],
+            stdin=stdin,
+            capture_output=True,
+            env=clean_env(),
+            timeout=60,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.startswith("Produced 0 records"), done.stderr
+
+
 def test_produce_line_without_key_separator_fails(cli: list[str], bootstrap_servers: str) -> None:
     topic = unique("nosep")
     assert run(cli, "topics", "create", topic, "-b", bootstrap_servers).returncode == 0
