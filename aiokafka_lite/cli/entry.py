@@ -26,6 +26,7 @@ from aiokafka_lite.cli.shared import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_USAGE,
     PROG,
     CliError,
     Command,
@@ -102,6 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _setup_logging(getattr(args, "verbose", 0) or 0)
     command: Command = args.func
+    if sys.stdout is None:  # run with stdout closed (`>&-`): Python has no sys.stdout
+        error_line("standard output is closed: nowhere to print the results")
+        return EXIT_USAGE
     try:
         return run_async(command, args)
     except KeyboardInterrupt:

@@ -160,6 +160,8 @@ def _open_inputs(files: Sequence[str]) -> list[tuple[str, IO[bytes]]]:
     streams: list[tuple[str, IO[bytes]]] = []
     for name in files:
         if name == "-":
+            if sys.stdin is None:  # run with stdin closed (`<&-`)
+                raise UsageError("cannot read <stdin>: standard input is closed")
             streams.append(("<stdin>", sys.stdin.buffer))
             continue
         try:

@@ -61,6 +61,8 @@ async def cmd_users_list(args: argparse.Namespace) -> int:
 
 
 def _read_password() -> str:
+    if sys.stdin is None:  # run with stdin closed (`<&-`)
+        raise UsageError("standard input is closed: give the password on it")
     if sys.stdin.isatty():
         first = getpass.getpass("Password: ")
         if getpass.getpass("Again: ") != first:

@@ -693,6 +693,27 @@ def test_bad_arguments(cli: list[str], args: tuple[str, ...]) -> None:
     assert_one_error_line(result, 2)
 
 
+@pytest.mark.parametrize(
+    ("args", "closed"),
+    [
+        (("topics", "list"), 1),
+        (("consume", "t"), 1),
+        (("produce", "t"), 0),
+        (("users", "set", "alice"), 0),
+    ],
+)
+def test_closed_standard_streams(cli: list[str], args: tuple[str, ...], closed: int) -> None:
+    """Run with stdout (`>&-`) or stdin (`<&-`) closed, as from a daemon: Python's
+    sys.stdout / sys.stdin is None, and the command failed with an AttributeError
+    traceback ('NoneType' object has no attribute 'buffer')."""
+    address = f"127.0.0.1:{find_free_port()}"
+    shell = " ".join([*cli, *args, "-b", address, "--timeout", "1", f"{closed}>&-"])
+    done = subprocess.run(
+        ["sh", "-c", shell], capture_output=True, env=clean_env(), timeout=60, text=True
+    )
+    assert_one_error_line(done, 2, "closed")
+
+
 def test_timeout_too_large_for_milliseconds(cli: list[str]) -> None:
     # Finite in seconds, infinite in ms: was an OverflowError traceback.
     address = f"127.0.0.1:{find_free_port()}"
