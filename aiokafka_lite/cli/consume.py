@@ -128,11 +128,14 @@ def _parse_offset(text: str) -> str | int:
     if value in ("latest", "end"):
         return "latest"
     try:
-        return int(value)
+        offset = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"--offset must be earliest, latest, N, or -N (N before the end), got {text!r}"
         ) from None
+    if not -(2**63) < offset < 2**63:  # offsets are INT64: a fetch past that cannot be sent
+        raise argparse.ArgumentTypeError(f"--offset must be within +-(2^63 - 1), got {text!r}")
+    return offset
 
 
 def _reader_gone(out: Any) -> bool:
