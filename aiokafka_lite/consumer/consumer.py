@@ -47,6 +47,7 @@ from aiokafka_lite.consumer.subscription import (
 from aiokafka_lite.protocol import bodies
 from aiokafka_lite.protocol.bodies import MetadataRequest
 from aiokafka_lite.protocol.records import ConsumerRecord
+from aiokafka_lite.protocol.records.format import MAX_INT64
 from aiokafka_lite.retry import Deadline
 from aiokafka_lite.security import SecurityConfig, TokenProviderLike
 from aiokafka_lite.structs import (
@@ -669,8 +670,9 @@ class Consumer:
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """Read ``partition`` from ``offset`` on (the next record returned)."""
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+        if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= MAX_INT64:
+            # (Past INT64 no Fetch can carry it: it was taken, and fetching failed for good.)
+            raise ValueError(f"offset must be an int >= 0 and < 2^63, got {offset!r}")
         self._subs.seek(partition, offset)
         if self._fetcher is not None:
             self._fetcher.wake()
@@ -1179,6 +1181,6 @@ def _offset_and_metadata(tp: TopicPartition, spec: CommitOffset) -> OffsetAndMet
         om = OffsetAndMetadata(int(spec[0]), str(spec[1]))
     else:
         raise TypeError(f"bad offset for {tp}: {spec!r}")
-    if om.offset < 0:
-        raise ValueError(f"offset for {tp} must be >= 0, got {om.offset}")
+    if not 0 <= om.offset <= MAX_INT64:
+        raise ValueError(f"offset for {tp} must be >= 0 and < 2^63, got {om.offset}")
     return om

@@ -149,3 +149,20 @@ def test_receive_message_max_bytes_must_hold_a_fetch() -> None:
     ):
         Consumer("t", receive_message_max_bytes=50 * MIB)
     Consumer("t", receive_message_max_bytes=50 * MIB, fetch_max_bytes=49 * MIB)
+
+
+@pytest.mark.parametrize("offset", [-1, 2**63, 2**64])
+def test_offsets_outside_int64_are_refused_by_seek_and_commit(offset: int) -> None:
+    """An offset past 2^63 - 1 was taken by seek(): no Fetch could carry it, so the
+    partition's fetches failed for good, logged only; commit() failed deep in encoding
+    ("cannot encode OffsetCommitRequest ... int too large"), naming no partition."""
+    from aiokafka_lite.consumer.consumer import _offset_and_metadata
+    from aiokafka_lite.structs import TopicPartition
+
+    tp = TopicPartition("t", 0)
+    consumer = Consumer(bootstrap_servers="127.0.0.1:9")
+    with pytest.raises(ValueError, match=r"offset must be an int >= 0 and < 2\^63"):
+        consumer.seek(tp, offset)
+    with pytest.raises(ValueError, match=r"offset for .*'t'.* must be >= 0 and < 2\^63"):
+        _offset_and_metadata(tp, offset)
+    assert _offset_and_metadata(tp, 2**63 - 1).offset == 2**63 - 1
