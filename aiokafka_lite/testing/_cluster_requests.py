@@ -235,6 +235,35 @@ class _FrontLogic:
             self._count_error(code)
         return code
 
+    def _split_by_leader(
+        self,
+        node: int,
+        topics: list[dict[str, Any]],
+        *,
+        name: str = "name",
+        parts: str = "partitions",
+        index: str = "partition_index",
+        epoch: str | None = None,
+    ) -> tuple[list[tuple[str, int, int]], list[dict[str, Any]]]:
+        """A request's ``topics`` split at ``node``: the (topic, partition, error code) of
+        the partitions it may not answer for, and the topics with just those it may
+        (their field names: ``name``, ``parts``, ``index``). With ``epoch``, the client's
+        leader epoch in that field is checked, then cleared for the broker (ours)."""
+        refused: list[tuple[str, int, int]] = []
+        kept_topics: list[dict[str, Any]] = []
+        for topic in topics:
+            kept = []
+            for part in topic[parts]:
+                asked = -1 if epoch is None else part.get(epoch, -1)
+                code = self._check_partition(node, topic[name], part[index], asked)
+                if code:
+                    refused.append((topic[name], part[index], code))
+                else:
+                    kept.append(part if epoch is None else {**part, epoch: -1})
+            if kept:
+                kept_topics.append({**topic, parts: kept})
+        return refused, kept_topics
+
     def _current_leader(self, topic: str, index: int) -> dict[str, int]:
         p = self._partition(topic, index)
         return {"leader_id": p.leader, "leader_epoch": p.epoch}
@@ -257,18 +286,9 @@ class _FrontLogic:
         self, node: int, header: RequestHeader, frame: bytes, body: dict[str, Any]
     ) -> _Action:
         version = header.api_version
-        refused: list[tuple[str, int, int]] = []
-        kept_topics: list[dict[str, Any]] = []
-        for topic in body["topic_data"]:
-            kept = []
-            for part in topic["partition_data"]:
-                code = self._check_partition(node, topic["name"], part["index"])
-                if code:
-                    refused.append((topic["name"], part["index"], code))
-                else:
-                    kept.append(part)
-            if kept:
-                kept_topics.append({**topic, "partition_data": kept})
+        refused, kept_topics = self._split_by_leader(
+            node, body["topic_data"], parts="partition_data", index="index"
+        )
         acks = body.get("acks", -1)
         if not refused:
             return _Action(forward=frame, expect_response=acks != 0)
@@ -409,23 +429,9 @@ class _FrontLogic:
         self, node: int, header: RequestHeader, frame: bytes, body: dict[str, Any]
     ) -> _Action:
         version = header.api_version
-        refused: list[tuple[str, int, int]] = []
-        kept_topics: list[dict[str, Any]] = []
-        for topic in body["topics"]:
-            kept = []
-            for part in topic["partitions"]:
-                code = self._check_partition(
-                    node,
-                    topic["name"],
-                    part["partition_index"],
-                    part.get("current_leader_epoch", -1),
-                )
-                if code:
-                    refused.append((topic["name"], part["partition_index"], code))
-                else:
-                    kept.append({**part, "current_leader_epoch": -1})
-            if kept:
-                kept_topics.append({**topic, "partitions": kept})
+        refused, kept_topics = self._split_by_leader(
+            node, body["topics"], epoch="current_leader_epoch"
+        )
 
         def errors() -> list[dict[str, Any]]:
             by_topic: dict[str, list[dict[str, Any]]] = {}
@@ -469,18 +475,7 @@ class _FrontLogic:
 
     def _delete_records(self, node: int, header: RequestHeader, body: dict[str, Any]) -> _Action:
         version = header.api_version
-        refused: list[tuple[str, int, int]] = []
-        kept_topics: list[dict[str, Any]] = []
-        for topic in body["topics"]:
-            kept = []
-            for part in topic["partitions"]:
-                code = self._check_partition(node, topic["name"], part["partition_index"])
-                if code:
-                    refused.append((topic["name"], part["partition_index"], code))
-                else:
-                    kept.append(part)
-            if kept:
-                kept_topics.append({**topic, "partitions": kept})
+        refused, kept_topics = self._split_by_leader(node, body["topics"])
 
         def errors() -> list[dict[str, Any]]:
             by_topic: dict[str, list[dict[str, Any]]] = {}
@@ -593,25 +588,14 @@ class _FrontLogic:
             return _Action(forward=frame)
         key = header.api_key
         version = header.api_version
-        refused: list[tuple[str, int, int]] = []
-        kept_topics: list[dict[str, Any]] = []
+        refused, kept_topics = self._split_by_leader(
+            node, body["topics"], name="topic", index="partition", epoch="current_leader_epoch"
+        )
 
         def encode(request: dict[str, Any]) -> bytes:
             return api.encode_request(
                 key, version, header.correlation_id, header.client_id, request
             )
-
-        for topic in body["topics"]:
-            kept = []
-            for part in topic["partitions"]:
-                epoch = part.get("current_leader_epoch", -1)
-                code = self._check_partition(node, topic["topic"], part["partition"], epoch)
-                if code:
-                    refused.append((topic["topic"], part["partition"], code))
-                else:
-                    kept.append({**part, "current_leader_epoch": -1})
-            if kept:
-                kept_topics.append({**topic, "partitions": kept})
 
         def errors() -> list[dict[str, Any]]:
             by_topic: dict[str, list[dict[str, Any]]] = {}
