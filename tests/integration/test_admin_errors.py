@@ -369,17 +369,24 @@ async def test_remove_members_as_kafka_answers_leave_group(
     assert everyone.ok and list(everyone) == ["a", "m-2"]
 
 
-async def test_list_consumer_groups_waits_for_a_loading_or_restarting_broker() -> None:
-    """ListGroups goes to every broker: one still loading its groups (a coordinator that
-    just moved there: COORDINATOR_LOAD_IN_PROGRESS) or restarting (connection refused)
-    is asked again within the timeout, as Java's admin client does, not the end of
-    the call."""
+async def two_brokers_second_down() -> tuple[AdvertisingBroker, AdvertisingBroker, int]:
+    """Brokers 1 (started) and 2 (not yet: start it on the port returned), both
+    advertising the two."""
     with socket.socket() as probe:  # a port nothing listens on yet
         probe.bind(("127.0.0.1", 0))
         port2 = probe.getsockname()[1]
     one, two = AdvertisingBroker(), AdvertisingBroker()
     await one.start()
     one.advertised = two.advertised = [(1, one.port), (2, port2)]
+    return one, two, port2
+
+
+async def test_list_consumer_groups_waits_for_a_loading_or_restarting_broker() -> None:
+    """ListGroups goes to every broker: one still loading its groups (a coordinator that
+    just moved there: COORDINATOR_LOAD_IN_PROGRESS) or restarting (connection refused)
+    is asked again within the timeout, as Java's admin client does, not the end of
+    the call."""
+    one, two, port2 = await two_brokers_second_down()
 
     def groups(name: str) -> Any:
         def answer(header: RequestHeader, body: dict[str, Any], count: int) -> dict[str, Any]:
@@ -419,12 +426,7 @@ async def test_a_broker_config_waits_for_its_restarting_broker() -> None:
     """A broker's own configs are asked of that broker: while it restarts (connection
     refused), it is asked again within the timeout (Java's admin client retries the
     call), and one that stays away is its item's timeout, naming the node."""
-    with socket.socket() as probe:  # a port nothing listens on yet
-        probe.bind(("127.0.0.1", 0))
-        port2 = probe.getsockname()[1]
-    one, two = AdvertisingBroker(), AdvertisingBroker()
-    await one.start()
-    one.advertised = two.advertised = [(1, one.port), (2, port2)]
+    one, two, port2 = await two_brokers_second_down()
 
     def describe(header: RequestHeader, body: dict[str, Any], count: int) -> dict[str, Any]:
         return {
